@@ -1,0 +1,699 @@
+"""scikit-learn estimators: CW-Stdev/CW-Var, SCW-I/II, AROW, PA, Perceptron.
+
+The public classes only store their parameters; ``fit`` resets the model and runs
+the same machinery as ``partial_fit``. One binary model per one-vs-rest class is
+kept in arrays with a leading class axis (see :mod:`kernelcw.primal`).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.stats import norm
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import primal
+from .primal import DIAG_METHODS, RuleParams
+from .rules import FIRST_ORDER, RULES
+
+__all__ = [
+    "CWClassifier",
+    "SCWClassifier",
+    "AROWClassifier",
+    "PAClassifier",
+    "PerceptronClassifier",
+]
+
+_KERNELS = ("linear",)
+_MODES = ("auto", "primal", "dual")
+_COVARIANCES = ("full", "diag")
+
+
+def _check_option(name: str, value, allowed) -> None:
+    if isinstance(value, str | numbers.Integral) and not isinstance(value, bool) and value in allowed:
+        return
+    raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
+
+
+def _check_positive(name: str, value) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{name}={value!r} must be a finite number > 0")
+    return float(value)
+
+
+def _check_eta(eta) -> float:
+    if isinstance(eta, bool) or not isinstance(eta, numbers.Real) or not 0.5 < eta < 1.0:
+        raise ValueError(
+            f"eta={eta!r} must lie in the open interval (0.5, 1): it is the probability "
+            "of a correct classification the update enforces"
+        )
+    return float(eta)
+
+
+def _first_nonfinite_row(X) -> int:
+    """Index of the first row holding NaN or +-inf, or -1."""
+    if sp.issparse(X):
+        bad = np.flatnonzero(~np.isfinite(X.data))
+        if bad.size == 0:
+            return -1
+        return int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
+    bad = np.flatnonzero(~np.isfinite(X).all(axis=1))
+    return int(bad[0]) if bad.size else -1
+
+
+def _row_sqnorms(X) -> np.ndarray:
+    if sp.issparse(X):
+        return np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    return np.einsum("ij,ij->i", X, X)
+
+
+class _CWBase(ClassifierMixin, BaseEstimator):
+    """Shared machinery of every estimator (not public).
+
+    Subclasses store their own parameters in ``__init__`` and implement
+    ``_rule_params()``, which validates them and returns a ``RuleParams``.
+    """
+
+    # ------------------------------------------------------------ parameters
+
+    def _common_params(self) -> dict:
+        """Validate the parameters every estimator shares; return the engine choice."""
+        a = _check_positive("a", self.a)
+        _check_option("kernel", self.kernel, _KERNELS + ("rbf", "poly", "laplacian"))
+        _check_option("mode", self.mode, _MODES)
+        _check_option("covariance", self.covariance, _COVARIANCES)
+        _check_option("diag_method", self.diag_method, tuple(DIAG_METHODS))
+        if (
+            isinstance(self.n_iter, bool)
+            or not isinstance(self.n_iter, numbers.Integral)
+            or self.n_iter < 1
+        ):
+            raise ValueError(f"n_iter={self.n_iter!r} must be an integer >= 1")
+        if not isinstance(self.shuffle, bool | np.bool_):
+            raise ValueError(f"shuffle={self.shuffle!r} must be True or False")
+        if self.kernel != "linear" or self.mode == "dual":
+            raise ValueError(
+                f"kernel={self.kernel!r}, mode={self.mode!r} needs the dual (kernel) "
+                "engine, which this version of kernelcw does not have yet; use "
+                "kernel='linear' with mode='auto' or 'primal'"
+            )
+        return {"a": a}
+
+    def _params(self) -> tuple[RuleParams, float]:
+        common = self._common_params()
+        return self._rule_params(), common["a"]
+
+    # ------------------------------------------------------------ validation
+
+    def _validate_X(self, X, reset: bool):
+        X = validate_data(
+            self,
+            X,
+            accept_sparse="csr",
+            dtype=np.float64,
+            ensure_all_finite=False,
+            reset=reset,
+        )
+        row = _first_nonfinite_row(X)
+        if row >= 0:
+            raise ValueError(
+                f"Input X contains NaN or infinity in row {row} (0-based); "
+                "remove or impute it before learning"
+            )
+        return X
+
+    def _validate_training(self, X, y, classes, first_call: bool):
+        """All checks before any state changes; returns (X, y, classes_)."""
+        # validate_data(reset=True) writes n_features_in_ (and feature_names_in_):
+        # put them back if anything below fails, so a bad call changes nothing.
+        saved = {k: self.__dict__[k] for k in ("n_features_in_", "feature_names_in_")
+                 if k in self.__dict__}
+        try:
+            X, y = validate_data(
+                self,
+                X,
+                y,
+                accept_sparse="csr",
+                dtype=np.float64,
+                ensure_all_finite=False,
+                reset=first_call,
+            )
+            row = _first_nonfinite_row(X)
+            if row >= 0:
+                raise ValueError(
+                    f"Input X contains NaN or infinity in row {row} (0-based); "
+                    "remove or impute it before learning"
+                )
+            sq = _row_sqnorms(X) * float(self.a)
+            if not np.all(np.isfinite(sq)):
+                row = int(np.flatnonzero(~np.isfinite(sq))[0])
+                raise ValueError(
+                    f"row {row} of X is too large: its squared norm times a overflows "
+                    "float64 (rescale X)"
+                )
+            check_classification_targets(y)
+            classes_ = self._resolve_classes(y, classes, first_call)
+        except Exception:
+            for k in ("n_features_in_", "feature_names_in_"):
+                self.__dict__.pop(k, None)
+            self.__dict__.update(saved)
+            raise
+        return X, y, classes_
+
+    def _resolve_classes(self, y, classes, first_call: bool) -> np.ndarray:
+        if first_call:
+            if classes is None:
+                classes_ = np.unique(y)
+                if classes_.size < 2:
+                    raise ValueError(
+                        f"y contains only one class ({classes_[0]!r}); a classifier needs "
+                        "two. Pass classes=[...] to partial_fit to declare the others."
+                    )
+            else:
+                classes_ = np.unique(np.asarray(classes))
+                if classes_.size < 2:
+                    raise ValueError(f"classes={classes!r} must hold at least two labels")
+        else:
+            classes_ = self.classes_
+            if classes is not None and not np.array_equal(np.unique(classes), classes_):
+                raise ValueError(
+                    f"classes={classes!r} is not the same as on the first call "
+                    f"to partial_fit ({classes_!r})"
+                )
+        unknown = np.setdiff1d(np.unique(y), classes_)
+        if unknown.size:
+            raise ValueError(
+                f"y contains labels {unknown.tolist()!r} that are not in classes "
+                f"{classes_.tolist()!r}"
+            )
+        return classes_
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def _n_models(self) -> int:
+        return 1 if len(self.classes_) == 2 else len(self.classes_)
+
+    def _init_state(self, classes_: np.ndarray, d: int, a: float, rule: RuleParams) -> None:
+        K = 1 if len(classes_) == 2 else len(classes_)
+        full = self.covariance == "full"
+        if full:
+            need = K * d * d * 8
+            try:
+                avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            except (ValueError, OSError, AttributeError):  # pragma: no cover
+                avail = None
+            if avail is not None and need > avail // 2:
+                raise ValueError(
+                    f"covariance='full' needs {need / 2**30:.1f} GiB for {K} model(s) with "
+                    f"{d} features, more than half of this machine's memory; use "
+                    "covariance='diag' for high-dimensional (e.g. text) data"
+                )
+        shape_mu = (d,) if K == 1 else (K, d)
+        self.mean_ = np.zeros(shape_mu)
+        if full:
+            cov = np.zeros((K, d, d))
+            cov[:, np.arange(d), np.arange(d)] = a
+        else:
+            cov = np.full((K, d), a)
+        self.covariance_ = cov[0] if K == 1 else cov
+        self.classes_ = classes_
+        if K == 1:
+            self.n_updates_ = 0
+            self.n_mistakes_ = 0
+        else:
+            self.n_updates_ = np.zeros(K, dtype=np.int64)
+            self.n_mistakes_ = np.zeros(K, dtype=np.int64)
+
+    def _label_matrix(self, y) -> np.ndarray:
+        """(n, K) targets in {-1, +1} for the K binary models."""
+        if len(self.classes_) == 2:
+            return np.where(y == self.classes_[1], 1.0, -1.0)[:, None]
+        return np.where(y[:, None] == self.classes_[None, :], 1.0, -1.0)
+
+    def _learn(self, X, Y, rule: RuleParams, a: float) -> np.ndarray:
+        """One pass in the given order; returns (n, K) decision values before each update."""
+        K = self._n_models
+        d = X.shape[1]
+        mu = self.mean_.reshape(K, d)
+        out = np.empty((X.shape[0], K))
+        if self.covariance == "full" and rule.rule not in FIRST_ORDER:
+            sigma = self.covariance_.reshape(K, d, d)
+            n_upd, n_mis = primal.full_fit(mu, sigma, X, Y, rule, out)
+        else:
+            if self.covariance == "full":  # first-order: Sigma = a I never changes
+                s = np.full((K, d), a)
+            else:
+                s = self.covariance_.reshape(K, d)
+            n_upd, n_mis = primal.diag_fit(mu, s, X, Y, rule, out, self.diag_method)
+        if K == 1:
+            self.n_updates_ += int(n_upd[0])
+            self.n_mistakes_ += int(n_mis[0])
+        else:
+            self.n_updates_ += n_upd
+            self.n_mistakes_ += n_mis
+        return out
+
+    # ------------------------------------------------------------ training
+
+    def fit(self, X, y):
+        """Fit the model from scratch: ``n_iter`` passes over (X, y).
+
+        Each pass walks the rows in order (``shuffle=False``) or in a fresh random
+        order drawn from ``random_state``. One pass is the online learning of the
+        papers; ``n_mistakes_`` counts the mistakes over all passes.
+        """
+        rule, a = self._params()
+        X, y, classes_ = self._validate_training(X, y, None, first_call=True)
+        self._init_state(classes_, X.shape[1], a, rule)
+        Y = self._label_matrix(y)
+        rng = check_random_state(self.random_state)
+        for _ in range(self.n_iter):
+            if self.shuffle:
+                order = rng.permutation(X.shape[0])
+                self._learn(X[order], Y[order], rule, a)
+            else:
+                self._learn(X, Y, rule, a)
+        return self
+
+    def partial_fit(self, X, y, classes=None):
+        """Learn from (X, y) in the given order, continuing from the current model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        classes : array-like, optional
+            All labels the stream will hold. Needed on the first call only when
+            the first batch does not show at least two of them.
+
+        Returns
+        -------
+        self
+        """
+        self._partial_fit(X, y, classes)
+        return self
+
+    def _partial_fit(self, X, y, classes=None) -> np.ndarray:
+        """partial_fit that returns the (n, K) decision values seen before each update."""
+        rule, a = self._params()
+        first_call = not hasattr(self, "classes_")
+        X, y, classes_ = self._validate_training(X, y, classes, first_call)
+        if first_call:
+            self._init_state(classes_, X.shape[1], a, rule)
+        return self._learn(X, self._label_matrix(y), rule, a)
+
+    # ------------------------------------------------------------ prediction
+
+    def _decision(self, X) -> np.ndarray:
+        K = self._n_models
+        mu = self.mean_.reshape(K, -1)
+        return np.asarray(X @ mu.T)
+
+    def decision_function(self, X):
+        """The mean margin ``mu . x``: (n_samples,) for two classes, else (n_samples, K)."""
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        f = self._decision(X)
+        return f[:, 0] if f.shape[1] == 1 else f
+
+    def _margin_variance(self, X) -> np.ndarray:
+        """``v = x' Sigma x`` for every row and model, (n, K)."""
+        K = self._n_models
+        d = X.shape[1]
+        if self.covariance == "full":
+            sigma = self.covariance_.reshape(K, d, d)
+            if sp.issparse(X):
+                return np.stack(
+                    [np.asarray(X.multiply(X @ sigma[k]).sum(axis=1)).ravel() for k in range(K)],
+                    axis=1,
+                )
+            return np.stack([np.einsum("ij,ij->i", X @ sigma[k], X) for k in range(K)], axis=1)
+        s = self.covariance_.reshape(K, d)
+        X2 = X.multiply(X) if sp.issparse(X) else X * X
+        return np.asarray(X2 @ s.T)
+
+    def predict_proba(self, X):
+        """Probability that a weight vector drawn from N(mu, Sigma) gives each class.
+
+        For one binary model this is ``p = Phi(mu . x / sqrt(x' Sigma x))`` for
+        ``classes_[1]`` and ``1 - p`` for ``classes_[0]``. With more classes each
+        one-vs-rest model's ``p`` is normalised over the classes.
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        f = self._decision(X)
+        v = self._margin_variance(X)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(v > 0, f / np.sqrt(np.maximum(v, 0)), np.sign(f) * np.inf)
+        z = np.where(np.isnan(z), 0.0, z)
+        p = norm.cdf(z)
+        if p.shape[1] == 1:
+            return np.hstack([1.0 - p, p])
+        tot = p.sum(axis=1, keepdims=True)
+        K = p.shape[1]
+        return np.where(tot > 0, p / np.where(tot > 0, tot, 1.0), 1.0 / K)
+
+    def predict(self, X):
+        """The sign of ``mu . x`` (``sign(0) = +1``, i.e. ``classes_[1]``); argmax for OvR."""
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        f = self._decision(X)
+        if f.shape[1] == 1:
+            return np.where(f[:, 0] >= 0.0, self.classes_[1], self.classes_[0])
+        return self.classes_[np.argmax(f, axis=1)]
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """The mean weights in scikit-learn's shape: (1, d) for two classes, (K, d) else."""
+        check_is_fitted(self)
+        return self.mean_.reshape(self._n_models, -1)
+
+    @property
+    def intercept_(self) -> np.ndarray:
+        """Always zero: the papers' learners have no bias (append a constant feature)."""
+        check_is_fitted(self)
+        return np.zeros(self._n_models)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+_COMMON_DOC = """
+    a : float, default=1.0
+        Initial covariance ``Sigma_1 = a I``. CW-Stdev's predictions do not depend
+        on it (NIPS 2008 Lemma 3); the other rules are invariant after rescaling
+        their parameter (``kernelcw.rules``).
+    kernel : {"linear"}, default="linear"
+        Only the linear kernel (primal mode) in this version.
+    mode : {"auto", "primal", "dual"}, default="auto"
+        Which engine learns: the primal (weights) or dual (kernel) form.
+        "auto" picks the primal one for the linear kernel.
+    covariance : {"full", "diag"}, default="full"
+        Full d x d covariance (the papers' exact algorithms, O(d^2) memory) or a
+        diagonal one (JMLR 2012 section 6: O(d) memory, for text and other
+        high-dimensional sparse data).
+    diag_method : {"kl", "l2", "exact"}, default="kl"
+        How the diagonal is kept (JMLR 2012 section 6): diagonalised precision
+        update ("kl", the paper's best), diagonalised covariance update ("l2"), or
+        the exact solution of the problem restricted to diagonal matrices.
+    n_iter : int, default=1
+        Passes over the data in ``fit``. One pass is online learning.
+    shuffle : bool, default=False
+        Shuffle the rows before each pass of ``fit`` (``partial_fit`` never does).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the shuffling."""
+
+_ATTR_DOC = """
+    Attributes
+    ----------
+    mean_ : ndarray of shape (n_features,) or (n_classes, n_features)
+        The mean weights mu (one row per one-vs-rest model with > 2 classes).
+    covariance_ : ndarray
+        Sigma: (n_features, n_features) full or (n_features,) diagonal, with a
+        leading class axis for more than two classes.
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        ``mean_`` in scikit-learn's shape.
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+        Zeros: the learners have no bias term.
+    n_updates_ : int or ndarray of shape (n_classes,)
+        Rounds that changed the model.
+    n_mistakes_ : int or ndarray of shape (n_classes,)
+        Online mistakes made while fitting (each counted before that round's
+        update), summed over ``partial_fit`` calls and reset by ``fit``.
+    classes_ : ndarray
+        The labels; with two, ``classes_[0]`` is -1 and ``classes_[1]`` is +1.
+    n_features_in_ : int"""
+
+
+class CWClassifier(_CWBase):
+    __doc__ = f"""Confidence-weighted linear classifier (CW-Stdev or CW-Var).
+
+    Keeps a Gaussian N(mu, Sigma) over weight vectors and, after each example,
+    moves to the closest Gaussian (in KL divergence) that classifies it
+    correctly with probability ``eta``.
+
+    Parameters
+    ----------
+    rule : {{"stdev", "var"}}, default="stdev"
+        "stdev": the exact convex CW of Crammer, Dredze & Pereira (NIPS 2008);
+        "var": the linearised variance constraint of Dredze, Crammer & Pereira
+        (ICML 2008).
+    eta : float in (0.5, 1), default=0.7
+        Required probability of a correct classification; ``phi = Phi^-1(eta)``.
+        0.7 is LIBOL's default for CW (Hoi, Wang & Zhao, JMLR 2014).
+{_COMMON_DOC}
+{_ATTR_DOC}
+
+    References
+    ----------
+    K. Crammer, M. Dredze, F. Pereira. Exact convex confidence-weighted learning. NIPS 2008.
+    M. Dredze, K. Crammer, F. Pereira. Confidence-weighted linear classification. ICML 2008.
+    K. Crammer, M. Dredze, F. Pereira. Confidence-weighted linear classification for
+    text categorization. JMLR 13, 2012.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from kernelcw import CWClassifier
+    >>> X, y = load_breast_cancer(return_X_y=True)
+    >>> X = StandardScaler().fit_transform(X)
+    >>> clf = CWClassifier(eta=0.9).fit(X, y)
+    >>> round(clf.score(X, y), 3)
+    0.977
+    """
+
+    def __init__(
+        self,
+        *,
+        rule="stdev",
+        eta=0.7,
+        a=1.0,
+        kernel="linear",
+        mode="auto",
+        covariance="full",
+        diag_method="kl",
+        n_iter=1,
+        shuffle=False,
+        random_state=None,
+    ):
+        self.rule = rule
+        self.eta = eta
+        self.a = a
+        self.kernel = kernel
+        self.mode = mode
+        self.covariance = covariance
+        self.diag_method = diag_method
+        self.n_iter = n_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    def _rule_params(self) -> RuleParams:
+        _check_option("rule", self.rule, ("stdev", "var"))
+        return RuleParams(RULES[self.rule], phi=norm.ppf(_check_eta(self.eta)))
+
+
+class SCWClassifier(_CWBase):
+    __doc__ = f"""Soft confidence-weighted classifier, SCW-I or SCW-II (Wang, Zhao & Hoi, ICML 2012).
+
+    CW-Stdev with a soft constraint: SCW-I caps the step at ``C``, SCW-II adds a
+    squared hinge penalty weighted by ``C``.
+
+    Parameters
+    ----------
+    variant : {{1, 2}}, default=1
+    C : float > 0, default=1.0
+        Aggressiveness (LIBOL's default 1).
+    eta : float in (0.5, 1) or None, default=None
+        None uses LIBOL's defaults: 0.75 for SCW-I, 0.9 for SCW-II.
+{_COMMON_DOC}
+{_ATTR_DOC}
+
+    References
+    ----------
+    J. Wang, P. Zhao, S. C. H. Hoi. Exact soft confidence-weighted learning. ICML 2012.
+    """
+
+    def __init__(
+        self,
+        *,
+        variant=1,
+        C=1.0,
+        eta=None,
+        a=1.0,
+        kernel="linear",
+        mode="auto",
+        covariance="full",
+        diag_method="kl",
+        n_iter=1,
+        shuffle=False,
+        random_state=None,
+    ):
+        self.variant = variant
+        self.C = C
+        self.eta = eta
+        self.a = a
+        self.kernel = kernel
+        self.mode = mode
+        self.covariance = covariance
+        self.diag_method = diag_method
+        self.n_iter = n_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    def _rule_params(self) -> RuleParams:
+        _check_option("variant", self.variant, (1, 2))
+        C = _check_positive("C", self.C)
+        eta = (0.75 if self.variant == 1 else 0.9) if self.eta is None else self.eta
+        rule = RULES["scw1"] if self.variant == 1 else RULES["scw2"]
+        return RuleParams(rule, phi=norm.ppf(_check_eta(eta)), C=C)
+
+
+class AROWClassifier(_CWBase):
+    __doc__ = f"""Adaptive regularization of weight vectors (Crammer, Kulesza & Dredze, NIPS 2009).
+
+    Parameters
+    ----------
+    r : float > 0, default=1.0
+        Regularisation: larger r means smaller, more conservative steps
+        (LIBOL's default 1).
+{_COMMON_DOC}
+{_ATTR_DOC}
+
+    References
+    ----------
+    K. Crammer, A. Kulesza, M. Dredze. Adaptive regularization of weight vectors. NIPS 2009.
+    """
+
+    def __init__(
+        self,
+        *,
+        r=1.0,
+        a=1.0,
+        kernel="linear",
+        mode="auto",
+        covariance="full",
+        diag_method="kl",
+        n_iter=1,
+        shuffle=False,
+        random_state=None,
+    ):
+        self.r = r
+        self.a = a
+        self.kernel = kernel
+        self.mode = mode
+        self.covariance = covariance
+        self.diag_method = diag_method
+        self.n_iter = n_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    def _rule_params(self) -> RuleParams:
+        return RuleParams(RULES["arow"], r=_check_positive("r", self.r))
+
+
+_FIRST_ORDER_NOTE = """
+    First-order rules keep ``Sigma = a I``: the step is ``mu += alpha y a x``
+    (``a = 1`` gives the published algorithm); ``covariance`` and ``diag_method``
+    only choose how ``covariance_`` is reported."""
+
+
+class PAClassifier(_CWBase):
+    __doc__ = f"""Passive-aggressive classifier: PA, PA-I or PA-II (Crammer et al., JMLR 2006).
+
+    Parameters
+    ----------
+    variant : {{0, 1, 2}}, default=1
+        0: PA (alpha = l / |x|^2); 1: PA-I (capped at C); 2: PA-II. PA-I with
+        C = 1 is scikit-learn's ``PassiveAggressiveClassifier`` default.
+    C : float > 0, default=1.0
+        Aggressiveness of PA-I and PA-II (unused by PA).
+{_COMMON_DOC}
+{_FIRST_ORDER_NOTE}
+{_ATTR_DOC}
+
+    References
+    ----------
+    K. Crammer, O. Dekel, J. Keshet, S. Shalev-Shwartz, Y. Singer. Online
+    passive-aggressive algorithms. JMLR 7, 2006.
+    """
+
+    def __init__(
+        self,
+        *,
+        variant=1,
+        C=1.0,
+        a=1.0,
+        kernel="linear",
+        mode="auto",
+        covariance="full",
+        diag_method="kl",
+        n_iter=1,
+        shuffle=False,
+        random_state=None,
+    ):
+        self.variant = variant
+        self.C = C
+        self.a = a
+        self.kernel = kernel
+        self.mode = mode
+        self.covariance = covariance
+        self.diag_method = diag_method
+        self.n_iter = n_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    def _rule_params(self) -> RuleParams:
+        _check_option("variant", self.variant, (0, 1, 2))
+        C = _check_positive("C", self.C)
+        return RuleParams(RULES[("pa", "pa1", "pa2")[self.variant]], C=C)
+
+
+class PerceptronClassifier(_CWBase):
+    __doc__ = f"""The Perceptron (Rosenblatt 1958): ``mu += y a x`` on every mistake.
+
+    Parameters
+    ----------
+{_COMMON_DOC}
+{_FIRST_ORDER_NOTE}
+{_ATTR_DOC}
+    """
+
+    def __init__(
+        self,
+        *,
+        a=1.0,
+        kernel="linear",
+        mode="auto",
+        covariance="full",
+        diag_method="kl",
+        n_iter=1,
+        shuffle=False,
+        random_state=None,
+    ):
+        self.a = a
+        self.kernel = kernel
+        self.mode = mode
+        self.covariance = covariance
+        self.diag_method = diag_method
+        self.n_iter = n_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    def _rule_params(self) -> RuleParams:
+        return RuleParams(RULES["perceptron"])

@@ -1,0 +1,280 @@
+"""Update rules: from the margin ``m`` and the margin variance ``v`` to a step.
+
+Every rule sees the signed margin ``m = y (mu . x)`` and the margin variance
+``v = x' Sigma x`` of the current round (before any change) and returns the step
+``(alpha, beta, zeta)`` of the second-order update
+
+    mu    <- mu + alpha y Sigma x
+    Sigma <- Sigma - beta (Sigma x)(Sigma x)'     equivalently
+    Sigma^-1 <- Sigma^-1 + zeta x x',             zeta = beta / (1 - beta v).
+
+``alpha = 0`` means "no update". First-order rules (Perceptron, PA, PA-I, PA-II)
+keep ``Sigma = a I`` (``beta = zeta = 0``) and take the squared norm ``|x|^2``
+(``k(x, x)`` with a kernel) in place of ``v``.
+
+All functions are pure ``@njit`` scalar functions. The printed formulas of the
+papers lose digits to cancellation when ``m`` is large and positive (the update is
+then tiny); the forms here are algebraically equal rearrangements (multiplied by
+the conjugate) that keep full relative precision. Each docstring gives the printed
+formula and the rearrangement; ``tests/test_rules.py`` checks both against
+50-digit arithmetic.
+
+Constants: ``phi = Phi^-1(eta)`` for the confidence ``eta`` in (0.5, 1),
+``psi = 1 + phi^2 / 2``, ``xi = 1 + phi^2``.
+
+References
+----------
+- K. Crammer, M. Dredze, F. Pereira. Exact convex confidence-weighted learning.
+  NIPS 2008 (CW-Stdev, eqs. 10-11 and Lemma 3).
+- M. Dredze, K. Crammer, F. Pereira. Confidence-weighted linear classification.
+  ICML 2008 (CW-Var).
+- K. Crammer, M. Dredze, F. Pereira. Confidence-weighted linear classification
+  for text categorization. JMLR 13, 2012.
+- J. Wang, P. Zhao, S. C. H. Hoi. Exact soft confidence-weighted learning.
+  ICML 2012 (SCW-I, SCW-II).
+- K. Crammer, A. Kulesza, M. Dredze. Adaptive regularization of weight vectors.
+  NIPS 2009 (AROW).
+- K. Crammer, O. Dekel, J. Keshet, S. Shalev-Shwartz, Y. Singer. Online
+  passive-aggressive algorithms. JMLR 7, 2006 (PA, PA-I, PA-II).
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+__all__ = [
+    "RULES",
+    "FIRST_ORDER",
+    "cw_stdev",
+    "cw_var",
+    "scw1",
+    "scw2",
+    "arow",
+    "perceptron",
+    "pa",
+    "pa1",
+    "pa2",
+    "stdev_sqrt_u",
+    "step",
+    "update_condition",
+]
+
+# Integer codes for the compiled loops (a name -> code registry, as in pynndescent).
+PERCEPTRON, PA, PA1, PA2, STDEV, VAR, SCW1, SCW2, AROW = range(9)
+RULES: dict[str, int] = {
+    "perceptron": PERCEPTRON,
+    "pa": PA,
+    "pa1": PA1,
+    "pa2": PA2,
+    "stdev": STDEV,
+    "var": VAR,
+    "scw1": SCW1,
+    "scw2": SCW2,
+    "arow": AROW,
+}
+#: Rules that keep Sigma = a I and read the squared norm in place of v.
+FIRST_ORDER = frozenset({PERCEPTRON, PA, PA1, PA2})
+
+
+@njit(cache=True)
+def stdev_sqrt_u(alpha, v, phi):
+    """sqrt(u), u = x' Sigma_new x, after a CW-Stdev-family step ``alpha``.
+
+    Printed: ``sqrt(u) = (-alpha v phi + sqrt(alpha^2 v^2 phi^2 + 4 v)) / 2``.
+    Used here: ``2 v / (alpha v phi + sqrt(alpha^2 v^2 phi^2 + 4 v))`` (no cancellation).
+    """
+    avp = alpha * v * phi
+    return 2.0 * v / (avp + math.sqrt(avp * avp + 4.0 * v))
+
+
+@njit(cache=True)
+def _stdev_beta_zeta(alpha, v, phi):
+    """beta = alpha phi / (sqrt(u) + v alpha phi) and zeta = alpha phi / sqrt(u)."""
+    if alpha <= 0.0:
+        return 0.0, 0.0
+    su = stdev_sqrt_u(alpha, v, phi)
+    ap = alpha * phi
+    return ap / (su + v * ap), ap / su
+
+
+@njit(cache=True)
+def _stdev_alpha(m, v, phi):
+    """CW-Stdev alpha (NIPS 2008 eq. 10), cancellation-free.
+
+    Printed: ``max{0, (-m psi + sqrt(m^2 phi^4 / 4 + v phi^2 xi)) / (v xi)}``.
+    The update happens exactly when ``m < phi sqrt(v)``. For ``m >= 0`` the
+    numerator is rewritten with its conjugate:
+    ``alpha = (phi sqrt(v) - m)(phi sqrt(v) + m) / (v (S + m psi))``,
+    ``S = sqrt(m^2 phi^4 / 4 + v phi^2 xi)``.
+    """
+    if not v > 0.0:
+        return 0.0
+    sv = phi * math.sqrt(v)
+    if m >= sv:
+        return 0.0
+    phi2 = phi * phi
+    psi = 1.0 + 0.5 * phi2
+    xi = 1.0 + phi2
+    s = math.sqrt(0.25 * m * m * phi2 * phi2 + v * phi2 * xi)
+    if m < 0.0:
+        return (s - m * psi) / (v * xi)
+    return (sv - m) * (sv + m) / (v * (s + m * psi))
+
+
+@njit(cache=True)
+def cw_stdev(m, v, phi):
+    """CW-Stdev (exact convex CW, NIPS 2008 eqs. 10-11): returns (alpha, beta, zeta).
+
+    ``beta = alpha phi / (sqrt(u) + v alpha phi)``, ``zeta = alpha phi / sqrt(u)``.
+    """
+    alpha = _stdev_alpha(m, v, phi)
+    beta, zeta = _stdev_beta_zeta(alpha, v, phi)
+    return alpha, beta, zeta
+
+
+@njit(cache=True)
+def cw_var(m, v, phi):
+    """CW-Var (ICML 2008, linearised variance constraint): returns (alpha, beta, zeta).
+
+    Printed: ``alpha = max{0, (-b + sqrt(b^2 - 8 phi (m - phi v))) / (4 phi v)}``,
+    ``b = 1 + 2 phi m``. The discriminant equals ``(1 - 2 phi m)^2 + 8 phi^2 v``
+    (computed so, never negative); for ``b > 0`` the conjugate gives
+    ``alpha = 2 (phi v - m) / (v (b + sqrt(disc)))``. Updates exactly when
+    ``m < phi v``. ``beta = 2 alpha phi / (1 + 2 alpha phi v)``, ``zeta = 2 alpha phi``.
+    """
+    if not v > 0.0:
+        return 0.0, 0.0, 0.0
+    if m >= phi * v:
+        return 0.0, 0.0, 0.0
+    b = 1.0 + 2.0 * phi * m
+    c = 1.0 - 2.0 * phi * m
+    sd = math.sqrt(c * c + 8.0 * phi * phi * v)
+    if b > 0.0:
+        alpha = 2.0 * (phi * v - m) / (v * (b + sd))
+    else:
+        alpha = (sd - b) / (4.0 * phi * v)
+    zeta = 2.0 * alpha * phi
+    beta = zeta / (1.0 + zeta * v)
+    return alpha, beta, zeta
+
+
+@njit(cache=True)
+def scw1(m, v, phi, C):
+    """SCW-I (ICML 2012): ``alpha = min{C, CW-Stdev alpha}``, beta as CW-Stdev."""
+    alpha = min(C, _stdev_alpha(m, v, phi))
+    beta, zeta = _stdev_beta_zeta(alpha, v, phi)
+    return alpha, beta, zeta
+
+
+@njit(cache=True)
+def scw2(m, v, phi, C):
+    """SCW-II (ICML 2012), cancellation-free: returns (alpha, beta, zeta).
+
+    Printed: ``alpha = max{0, (-(2 m n + phi^2 m v) + gamma) / (2 (n^2 + n v phi^2))}``
+    with ``n = v + 1/(2C)``, ``gamma = phi sqrt(phi^2 m^2 v^2 + 4 n v (n + v phi^2))``.
+    Multiplying by the conjugate, ``alpha = 2 (phi sqrt(v) - m)(phi sqrt(v) + m) /
+    (gamma + m (2 n + phi^2 v))`` for ``m >= 0``. Updates exactly when ``m < phi sqrt(v)``.
+    beta as CW-Stdev.
+    """
+    if not v > 0.0:
+        return 0.0, 0.0, 0.0
+    sv = phi * math.sqrt(v)
+    if m >= sv:
+        return 0.0, 0.0, 0.0
+    phi2 = phi * phi
+    n = v + 0.5 / C
+    gamma = phi * math.sqrt(phi2 * m * m * v * v + 4.0 * n * v * (n + v * phi2))
+    w = m * (2.0 * n + phi2 * v)
+    if m < 0.0:
+        alpha = (gamma - w) / (2.0 * n * (n + v * phi2))
+    else:
+        alpha = 2.0 * (sv - m) * (sv + m) / (gamma + w)
+    beta, zeta = _stdev_beta_zeta(alpha, v, phi)
+    return alpha, beta, zeta
+
+
+@njit(cache=True)
+def arow(m, v, r):
+    """AROW (NIPS 2009): ``beta = 1/(v + r)``, ``alpha = (1 - m) beta`` when m < 1.
+
+    ``zeta = beta / (1 - beta v) = 1 / r``.
+    """
+    if m >= 1.0:
+        return 0.0, 0.0, 0.0
+    beta = 1.0 / (v + r)
+    return (1.0 - m) * beta, beta, 1.0 / r
+
+
+@njit(cache=True)
+def perceptron(m, sqnorm):
+    """Perceptron: ``alpha = 1`` on a mistake (``m <= 0``, sign(0) = +1 counts as wrong
+    only when the label is -1, which ``m = 0`` covers)."""
+    if m <= 0.0:
+        return 1.0, 0.0, 0.0
+    return 0.0, 0.0, 0.0
+
+
+@njit(cache=True)
+def pa(m, sqnorm):
+    """PA: ``alpha = l / |x|^2`` with the hinge loss ``l = max{0, 1 - m}``."""
+    if m >= 1.0 or not sqnorm > 0.0:
+        return 0.0, 0.0, 0.0
+    return (1.0 - m) / sqnorm, 0.0, 0.0
+
+
+@njit(cache=True)
+def pa1(m, sqnorm, C):
+    """PA-I: ``alpha = min{C, l / |x|^2}``."""
+    if m >= 1.0 or not sqnorm > 0.0:
+        return 0.0, 0.0, 0.0
+    return min(C, (1.0 - m) / sqnorm), 0.0, 0.0
+
+
+@njit(cache=True)
+def pa2(m, sqnorm, C):
+    """PA-II: ``alpha = l / (|x|^2 + 1/(2C))``."""
+    if m >= 1.0:
+        return 0.0, 0.0, 0.0
+    return (1.0 - m) / (sqnorm + 0.5 / C), 0.0, 0.0
+
+
+@njit(cache=True)
+def step(rule, m, v, phi, C, r):
+    """Dispatch on the integer code ``rule`` (see ``RULES``).
+
+    ``v`` is the margin variance for second-order rules and the squared norm
+    ``|x|^2`` (or ``k(x, x)``) for first-order ones. Returns (alpha, beta, zeta).
+    """
+    if rule == STDEV:
+        return cw_stdev(m, v, phi)
+    if rule == VAR:
+        return cw_var(m, v, phi)
+    if rule == SCW1:
+        return scw1(m, v, phi, C)
+    if rule == SCW2:
+        return scw2(m, v, phi, C)
+    if rule == AROW:
+        return arow(m, v, r)
+    if rule == PERCEPTRON:
+        return perceptron(m, v)
+    if rule == PA:
+        return pa(m, v)
+    if rule == PA1:
+        return pa1(m, v, C)
+    return pa2(m, v, C)
+
+
+@njit(cache=True)
+def update_condition(rule, m, v, phi):
+    """Whether ``rule`` updates at (m, v): the side of the constraint, no arithmetic
+    on the step. CW-Stdev/SCW: ``m < phi sqrt(v)``; CW-Var: ``m < phi v``;
+    AROW/PA: ``m < 1``; Perceptron: ``m <= 0``."""
+    if rule == STDEV or rule == SCW1 or rule == SCW2:
+        return v > 0.0 and m < phi * math.sqrt(v)
+    if rule == VAR:
+        return v > 0.0 and m < phi * v
+    if rule == PERCEPTRON:
+        return m <= 0.0
+    return m < 1.0
