@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -21,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import primal
 from .primal import DIAG_METHODS, RuleParams
-from .rules import FIRST_ORDER, RULES
+from .rules import FIRST_ORDER, RULES, VAR_FLOOR
 
 __all__ = [
     "CWClassifier",
@@ -113,7 +114,9 @@ class _CWBase(ClassifierMixin, BaseEstimator):
 
     def _params(self) -> tuple[RuleParams, float]:
         common = self._common_params()
-        return self._rule_params(), common["a"]
+        rule = self._rule_params()
+        rule.a = common["a"]
+        return rule, common["a"]
 
     # ------------------------------------------------------------ validation
 
@@ -233,9 +236,11 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         if K == 1:
             self.n_updates_ = 0
             self.n_mistakes_ = 0
+            self.n_variance_floored_ = 0
         else:
             self.n_updates_ = np.zeros(K, dtype=np.int64)
             self.n_mistakes_ = np.zeros(K, dtype=np.int64)
+            self.n_variance_floored_ = np.zeros(K, dtype=np.int64)
 
     def _label_matrix(self, y) -> np.ndarray:
         """(n, K) targets in {-1, +1} for the K binary models."""
@@ -251,19 +256,32 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         out = np.empty((X.shape[0], K))
         if self.covariance == "full" and rule.rule not in FIRST_ORDER:
             sigma = self.covariance_.reshape(K, d, d)
-            n_upd, n_mis = primal.full_fit(mu, sigma, X, Y, rule, out)
+            n_upd, n_mis, n_fl = primal.full_fit(mu, sigma, X, Y, rule, out)
         else:
             if self.covariance == "full":  # first-order: Sigma = a I never changes
                 s = np.full((K, d), a)
             else:
                 s = self.covariance_.reshape(K, d)
-            n_upd, n_mis = primal.diag_fit(mu, s, X, Y, rule, out, self.diag_method)
+            n_upd, n_mis, n_fl = primal.diag_fit(mu, s, X, Y, rule, out, self.diag_method)
+        first_floor = not np.any(self.n_variance_floored_) and n_fl.any()
         if K == 1:
             self.n_updates_ += int(n_upd[0])
             self.n_mistakes_ += int(n_mis[0])
+            self.n_variance_floored_ += int(n_fl[0])
         else:
             self.n_updates_ += n_upd
             self.n_mistakes_ += n_mis
+            self.n_variance_floored_ += n_fl
+        if first_floor:
+            warnings.warn(
+                f"{type(self).__name__}: the margin variance fell below "
+                f"{VAR_FLOOR:g} * a * |x|^2 on {int(n_fl.sum())} round(s) and was raised to "
+                "that floor (n_variance_floored_ counts them). The model is certain to "
+                "12 digits where it still errs: a hard-constraint rule on a non-separable "
+                "stream; a soft rule (SCW, AROW) or a smaller eta avoids it.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         return out
 
     # ------------------------------------------------------------ training
@@ -435,6 +453,10 @@ _ATTR_DOC = """
     n_mistakes_ : int or ndarray of shape (n_classes,)
         Online mistakes made while fitting (each counted before that round's
         update), summed over ``partial_fit`` calls and reset by ``fit``.
+    n_variance_floored_ : int or ndarray of shape (n_classes,)
+        Rounds whose margin variance was raised to the floor
+        ``kernelcw.rules.VAR_FLOOR * a * |x|^2`` (a warning is issued the first
+        time). Zero on well-posed streams.
     classes_ : ndarray
         The labels; with two, ``classes_[0]`` is -1 and ``classes_[1]`` is +1.
     n_features_in_ : int"""

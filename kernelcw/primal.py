@@ -9,8 +9,10 @@ one-vs-rest class; ``K = 1`` for a binary problem):
 - ``out``:   (n, K) decision values ``mu . x`` *before* each round's update
   (what the online protocol predicts from), written by every engine.
 
-Every engine returns ``(n_updates, n_mistakes)`` as (K,) integer arrays and
-changes ``mu``/``sigma`` in place.
+Every engine returns ``(n_updates, n_mistakes, n_floored)`` as (K,) integer
+arrays and changes ``mu``/``sigma`` in place. ``n_floored`` counts the rounds
+whose margin variance was raised to the floor ``VAR_FLOOR * a * |x|^2``
+(:data:`kernelcw.rules.VAR_FLOOR`).
 
 Full covariance, blocked (design note ``dual-form.md`` section 5)
 ----------------------------------------------------------------
@@ -59,7 +61,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from .rules import AROW, FIRST_ORDER, PA2, SCW1, SCW2, VAR, cw_stdev, scw2, step
+from .rules import AROW, FIRST_ORDER, PA2, SCW1, SCW2, VAR, VAR_FLOOR, cw_stdev, scw2, step
 
 __all__ = [
     "DIAG_METHODS",
@@ -74,15 +76,19 @@ _KL, _L2, _EXACT = 0, 1, 2
 
 
 class RuleParams:
-    """The scalars a rule needs: integer code, phi = Phi^-1(eta), C, r."""
+    """The scalars a rule needs: integer code, phi = Phi^-1(eta), C, r, and the
+    prior scale a (Sigma_1 = a I), which sets the variance floor."""
 
-    __slots__ = ("rule", "phi", "C", "r")
+    __slots__ = ("rule", "phi", "C", "r", "a")
 
-    def __init__(self, rule: int, phi: float = 0.0, C: float = 1.0, r: float = 1.0):
+    def __init__(
+        self, rule: int, phi: float = 0.0, C: float = 1.0, r: float = 1.0, a: float = 1.0
+    ):
         self.rule = int(rule)
         self.phi = float(phi)
         self.C = float(C)
         self.r = float(r)
+        self.a = float(a)
 
     @property
     def first_order(self) -> bool:
@@ -91,8 +97,8 @@ class RuleParams:
 
 def _raise_nonfinite(row: int) -> None:
     raise FloatingPointError(
-        f"non-finite margin or step at input row {row}; the inputs are too large "
-        "for float64 arithmetic (rescale X)"
+        f"non-finite margin or step at input row {row}: the model left float64's "
+        "range (rescale X, or use a soft rule such as SCW or AROW)"
     )
 
 
@@ -111,10 +117,15 @@ def default_block_size(d: int) -> int:
 
 
 @njit(cache=True)
-def _full_walk(C0, F, y, rule, phi, C, r, Q, T, ay, beta, upd, f_out):
-    """Walk one block in b x b space (module docstring). Returns (n_updated, bad_row)."""
+def _full_walk(C0, F, sq, y, rule, phi, C, r, a, Q, T, ay, beta, upd, f_out):
+    """Walk one block in b x b space (module docstring).
+
+    ``sq`` holds |x|^2 of the block's rows (for the variance floor).
+    Returns (n_updated, n_floored, bad_row).
+    """
     b = F.shape[0]
     nu = 0
+    nfl = 0
     for t in range(b):
         f = F[t]
         v = C0[t, t]
@@ -124,9 +135,13 @@ def _full_walk(C0, F, y, rule, phi, C, r, Q, T, ay, beta, upd, f_out):
             f += ay[j] * c
             v -= beta[j] * c * c
         f_out[t] = f
+        vmin = VAR_FLOOR * a * sq[t]
+        if v < vmin:
+            v = vmin
+            nfl += 1
         alpha, bet, _ = step(rule, y[t] * f, v, phi, C, r)
         if not (math.isfinite(alpha) and math.isfinite(bet) and math.isfinite(f)):
-            return nu, t
+            return nu, nfl, t
         if alpha > 0.0:
             ay[t] = alpha * y[t]
             beta[t] = bet
@@ -145,7 +160,7 @@ def _full_walk(C0, F, y, rule, phi, C, r, Q, T, ay, beta, upd, f_out):
                         T[s, t] -= coef * T[s, j]
             upd[nu] = t
             nu += 1
-    return nu, -1
+    return nu, nfl, -1
 
 
 def _dense_block(X, start: int, stop: int) -> np.ndarray:
@@ -167,6 +182,7 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
     b = default_block_size(d) if block_size is None else int(block_size)
     n_upd = np.zeros(K, dtype=np.int64)
     n_mis = np.zeros(K, dtype=np.int64)
+    n_fl = np.zeros(K, dtype=np.int64)
     Q = np.empty((b, b))
     T = np.empty((b, b))
     ay = np.empty(b)
@@ -176,14 +192,15 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
     for start in range(0, n, b):
         stop = min(n, start + b)
         XB = np.ascontiguousarray(_dense_block(X, start, stop))
+        sq = np.einsum("ij,ij->i", XB, XB)
         m = stop - start
         for k in range(K):
             P = sigma[k] @ XB.T  # d x m
             C0 = XB @ P  # m x m
             F = XB @ mu[k]
             yk = np.ascontiguousarray(Y[start:stop, k])
-            nu, bad = _full_walk(
-                C0, F, yk, params.rule, params.phi, params.C, params.r,
+            nu, nfl, bad = _full_walk(
+                C0, F, sq, yk, params.rule, params.phi, params.C, params.r, params.a,
                 Q[:m, :m], T[:m, :m], ay[:m], beta[:m], upd[:m], f_blk[:m],
             )
             if bad >= 0:
@@ -191,13 +208,14 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
             out[start:stop, k] = f_blk[:m]
             n_mis[k] += np.count_nonzero(np.where(f_blk[:m] >= 0.0, 1.0, -1.0) != yk)
             n_upd[k] += nu
+            n_fl[k] += nfl
             if nu:
                 idx = upd[:nu]
                 Tu = T[:m, idx]
                 mu[k] += P @ (Tu @ ay[idx])
                 W = P @ (Tu * np.sqrt(beta[idx]))
                 sigma[k] -= W @ W.T
-    return n_upd, n_mis
+    return n_upd, n_mis, n_fl
 
 
 # --------------------------------------------------------------------------- diagonal
@@ -295,11 +313,12 @@ def _exact_zeta(rule, m, v, phi, C, r, idx, val, s):
 
 
 @njit(cache=True)
-def _diag_round(mu, s, idx, val, y, rule, method, phi, C, r):
+def _diag_round(mu, s, idx, val, y, rule, method, phi, C, r, a):
     """One round of the diagonal learner on the non-zeros (idx, val) of x.
 
-    Returns (decision value before the update, alpha); alpha is NaN when a
-    non-finite step was met (state untouched in that case).
+    Returns (decision value before the update, alpha, floored); alpha is NaN when
+    a non-finite step was met (state untouched in that case). On a floored round
+    the "exact" method takes the "kl" step: its equation lives on the unfloored t_p.
     """
     f = 0.0
     v = 0.0
@@ -312,15 +331,19 @@ def _diag_round(mu, s, idx, val, y, rule, method, phi, C, r):
         sq += x * x
     m = y * f
     first = rule <= PA2  # Perceptron, PA, PA-I, PA-II: |x|^2 in place of v
+    floored = False
+    if not first and v < VAR_FLOOR * a * sq:
+        v = VAR_FLOOR * a * sq
+        floored = True
     alpha, beta, zeta = step(rule, m, sq if first else v, phi, C, r)
     if not (math.isfinite(alpha) and math.isfinite(beta) and math.isfinite(f)):
-        return f, np.nan
+        return f, np.nan, floored
     if alpha <= 0.0:
-        return f, 0.0
-    if method == _EXACT and not first and rule != AROW:
+        return f, 0.0, floored
+    if method == _EXACT and not first and rule != AROW and not floored:
         alpha, zeta = _exact_zeta(rule, m, v, phi, C, r, idx, val, s)
         if not (math.isfinite(alpha) and math.isfinite(zeta)):
-            return f, np.nan
+            return f, np.nan, floored
     ay = alpha * y
     for q in range(idx.shape[0]):
         p = idx[q]
@@ -333,11 +356,11 @@ def _diag_round(mu, s, idx, val, y, rule, method, phi, C, r):
                 s[p] = sp_ * (1.0 + zeta * max(v - t, 0.0)) / (1.0 + zeta * v)
             else:
                 s[p] = sp_ / (1.0 + zeta * t)
-    return f, alpha
+    return f, alpha, floored
 
 
 @njit(cache=True)
-def _diag_csr(mu, s, indptr, indices, data, Y, rule, method, phi, C, r, out, n_upd, n_mis):
+def _diag_csr(mu, s, indptr, indices, data, Y, rule, method, phi, C, r, a, out, n_upd, n_mis, n_fl):
     n = indptr.shape[0] - 1
     K = mu.shape[0]
     for i in range(n):
@@ -346,8 +369,12 @@ def _diag_csr(mu, s, indptr, indices, data, Y, rule, method, phi, C, r, out, n_u
         idx = indices[lo:hi]
         val = data[lo:hi]
         for k in range(K):
-            f, alpha = _diag_round(mu[k], s[k], idx, val, Y[i, k], rule, method, phi, C, r)
+            f, alpha, floored = _diag_round(
+                mu[k], s[k], idx, val, Y[i, k], rule, method, phi, C, r, a
+            )
             out[i, k] = f
+            if floored:
+                n_fl[k] += 1
             if alpha != alpha:
                 return i
             if (1.0 if f >= 0.0 else -1.0) != Y[i, k]:
@@ -358,15 +385,19 @@ def _diag_csr(mu, s, indptr, indices, data, Y, rule, method, phi, C, r, out, n_u
 
 
 @njit(cache=True)
-def _diag_dense(mu, s, X, Y, rule, method, phi, C, r, out, n_upd, n_mis):
+def _diag_dense(mu, s, X, Y, rule, method, phi, C, r, a, out, n_upd, n_mis, n_fl):
     n, d = X.shape
     K = mu.shape[0]
     idx = np.arange(d)
     for i in range(n):
         val = X[i]
         for k in range(K):
-            f, alpha = _diag_round(mu[k], s[k], idx, val, Y[i, k], rule, method, phi, C, r)
+            f, alpha, floored = _diag_round(
+                mu[k], s[k], idx, val, Y[i, k], rule, method, phi, C, r, a
+            )
             out[i, k] = f
+            if floored:
+                n_fl[k] += 1
             if alpha != alpha:
                 return i
             if (1.0 if f >= 0.0 else -1.0) != Y[i, k]:
@@ -384,8 +415,9 @@ def diag_fit(mu, s, X, Y, params: RuleParams, out, method: str = "kl"):
     K = mu.shape[0]
     n_upd = np.zeros(K, dtype=np.int64)
     n_mis = np.zeros(K, dtype=np.int64)
+    n_fl = np.zeros(K, dtype=np.int64)
     code = DIAG_METHODS[method]
-    args = (params.rule, code, params.phi, params.C, params.r, out, n_upd, n_mis)
+    args = (params.rule, code, params.phi, params.C, params.r, params.a, out, n_upd, n_mis, n_fl)
     if sp.issparse(X):
         X = sp.csr_matrix(X)
         bad = _diag_csr(mu, s, X.indptr, X.indices, X.data, Y, *args)
@@ -393,4 +425,4 @@ def diag_fit(mu, s, X, Y, params: RuleParams, out, method: str = "kl"):
         bad = _diag_dense(mu, s, np.ascontiguousarray(X), Y, *args)
     if bad >= 0:
         _raise_nonfinite(bad)
-    return n_upd, n_mis
+    return n_upd, n_mis, n_fl

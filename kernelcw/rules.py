@@ -59,6 +59,7 @@ __all__ = [
     "stdev_sqrt_u",
     "step",
     "update_condition",
+    "VAR_FLOOR",
 ]
 
 # Integer codes for the compiled loops (a name -> code registry, as in pynndescent).
@@ -76,6 +77,14 @@ RULES: dict[str, int] = {
 }
 #: Rules that keep Sigma = a I and read the squared norm in place of v.
 FIRST_ORDER = frozenset({PERCEPTRON, PA, PA1, PA2})
+
+#: The margin variance is floored at ``VAR_FLOOR * a * k(x, x)``. Every rule only
+#: shrinks Sigma, so ``v <= a k(x, x)`` always; a smaller ``v`` means the model is
+#: certain to 12 digits about x. CW-Stdev/CW-Var on a non-separable stream drive
+#: v there geometrically (each mistake needs ``zeta >= phi^2 / v``), and below it
+#: a ``v`` computed as a difference is rounding noise and the step ``alpha ~ |m| / v``
+#: leaves float64's range. Floored rounds are counted and reported by the learners.
+VAR_FLOOR = 1e-12
 
 
 @njit(cache=True)
