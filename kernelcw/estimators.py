@@ -38,7 +38,8 @@ _COVARIANCES = ("full", "diag")
 
 
 def _check_option(name: str, value, allowed) -> None:
-    if isinstance(value, str | numbers.Integral) and not isinstance(value, bool) and value in allowed:
+    ok_type = isinstance(value, str | numbers.Integral) and not isinstance(value, bool)
+    if ok_type and value in allowed:
         return
     raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
 
@@ -416,16 +417,16 @@ _COMMON_DOC = """
         Initial covariance ``Sigma_1 = a I``. CW-Stdev's predictions do not depend
         on it (NIPS 2008 Lemma 3); the other rules are invariant after rescaling
         their parameter (``kernelcw.rules``).
-    kernel : {"linear"}, default="linear"
+    kernel : {{"linear"}}, default="linear"
         Only the linear kernel (primal mode) in this version.
-    mode : {"auto", "primal", "dual"}, default="auto"
+    mode : {{"auto", "primal", "dual"}}, default="auto"
         Which engine learns: the primal (weights) or dual (kernel) form.
         "auto" picks the primal one for the linear kernel.
-    covariance : {"full", "diag"}, default="full"
+    covariance : {{"full", "diag"}}, default="{cov_default}"
         Full d x d covariance (the papers' exact algorithms, O(d^2) memory) or a
         diagonal one (JMLR 2012 section 6: O(d) memory, for text and other
-        high-dimensional sparse data).
-    diag_method : {"kl", "l2", "exact"}, default="kl"
+        high-dimensional sparse data).{cov_note}
+    diag_method : {{"kl", "l2", "exact"}}, default="kl"
         How the diagonal is kept (JMLR 2012 section 6): diagonalised precision
         update ("kl", the paper's best), diagonalised covariance update ("l2"), or
         the exact solution of the problem restricted to diagonal matrices.
@@ -435,6 +436,15 @@ _COMMON_DOC = """
         Shuffle the rows before each pass of ``fit`` (``partial_fit`` never does).
     random_state : int, RandomState instance or None, default=None
         Seeds the shuffling."""
+
+_SECOND_ORDER_DOC = _COMMON_DOC.format(cov_default="full", cov_note="")
+_FIRST_ORDER_DOC = _COMMON_DOC.format(
+    cov_default="diag",
+    cov_note=(
+        "\n        Sigma = a I never changes for a first-order rule, so the diagonal\n"
+        "        form is exact; \"full\" stores the same a I as a d x d array."
+    ),
+)
 
 _ATTR_DOC = """
     Attributes
@@ -478,7 +488,7 @@ class CWClassifier(_CWBase):
     eta : float in (0.5, 1), default=0.7
         Required probability of a correct classification; ``phi = Phi^-1(eta)``.
         0.7 is LIBOL's default for CW (Hoi, Wang & Zhao, JMLR 2014).
-{_COMMON_DOC}
+{_SECOND_ORDER_DOC}
 {_ATTR_DOC}
 
     References
@@ -531,7 +541,7 @@ class CWClassifier(_CWBase):
 
 
 class SCWClassifier(_CWBase):
-    __doc__ = f"""Soft confidence-weighted classifier, SCW-I or SCW-II (Wang, Zhao & Hoi, ICML 2012).
+    __doc__ = f"""Soft confidence-weighted classifier, SCW-I or SCW-II (ICML 2012).
 
     CW-Stdev with a soft constraint: SCW-I caps the step at ``C``, SCW-II adds a
     squared hinge penalty weighted by ``C``.
@@ -543,7 +553,7 @@ class SCWClassifier(_CWBase):
         Aggressiveness (LIBOL's default 1).
     eta : float in (0.5, 1) or None, default=None
         None uses LIBOL's defaults: 0.75 for SCW-I, 0.9 for SCW-II.
-{_COMMON_DOC}
+{_SECOND_ORDER_DOC}
 {_ATTR_DOC}
 
     References
@@ -594,7 +604,7 @@ class AROWClassifier(_CWBase):
     r : float > 0, default=1.0
         Regularisation: larger r means smaller, more conservative steps
         (LIBOL's default 1).
-{_COMMON_DOC}
+{_SECOND_ORDER_DOC}
 {_ATTR_DOC}
 
     References
@@ -645,7 +655,7 @@ class PAClassifier(_CWBase):
         C = 1 is scikit-learn's ``PassiveAggressiveClassifier`` default.
     C : float > 0, default=1.0
         Aggressiveness of PA-I and PA-II (unused by PA).
-{_COMMON_DOC}
+{_FIRST_ORDER_DOC}
 {_FIRST_ORDER_NOTE}
 {_ATTR_DOC}
 
@@ -663,7 +673,7 @@ class PAClassifier(_CWBase):
         a=1.0,
         kernel="linear",
         mode="auto",
-        covariance="full",
+        covariance="diag",
         diag_method="kl",
         n_iter=1,
         shuffle=False,
@@ -691,7 +701,7 @@ class PerceptronClassifier(_CWBase):
 
     Parameters
     ----------
-{_COMMON_DOC}
+{_FIRST_ORDER_DOC}
 {_FIRST_ORDER_NOTE}
 {_ATTR_DOC}
     """
@@ -702,7 +712,7 @@ class PerceptronClassifier(_CWBase):
         a=1.0,
         kernel="linear",
         mode="auto",
-        covariance="full",
+        covariance="diag",
         diag_method="kl",
         n_iter=1,
         shuffle=False,

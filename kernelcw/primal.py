@@ -21,17 +21,17 @@ A round-by-round rank-one update reads Sigma twice and writes it once per round
 ``(mu_0, Sigma_0)`` every update is a rank-one term
 ``Sigma_t = Sigma_0 - sum_{j<t} beta_j z_j z_j'`` with ``z_j = Sigma_j x_j``.
 Write ``P = Sigma_0 X_B'`` (d x b) and ``C0 = X_B P`` (b x b). Then
-``z_t = P T[:, t]`` for an upper-triangular ``T`` and ``Q[j, :] = z_j' X_B' =
-T[:, j]' C0``, so the whole walk through the block runs in b x b space::
+``z_t = P R[t, :]'`` for a lower-triangular ``R`` and ``Q[j, :] = z_j' X_B' =
+R[j, :] C0``, so the whole walk through the block runs in b x b space::
 
     c_j = Q[j, t]                              (j < t that updated)
     f_t = F[t] + sum_j alpha_j y_j c_j         (F = X_B mu_0)
     v_t = C0[t, t] - sum_j beta_j c_j^2
     on update:  Q[t, s] = C0[t, s] - sum_j beta_j c_j Q[j, s]   (s >= t)
-                T[:, t] = e_t - sum_j beta_j c_j T[:, j]
+                R[t, :] = e_t - sum_j beta_j c_j R[j, :]
 
-and the block ends with ``mu += P T (alpha y)`` and ``Sigma -= W W'``,
-``W = P T diag(sqrt(beta))`` (restricted to the rounds that updated). The heavy
+and the block ends with ``mu += P R' (alpha y)`` and ``Sigma -= W W'``,
+``W = P R' diag(sqrt(beta))`` (restricted to the rounds that updated). The heavy
 work is three matrix products (``P``, ``C0``, ``W W'``), BLAS-3 and
 compute-bound; the results equal the round-by-round recursion to rounding.
 
@@ -117,7 +117,7 @@ def default_block_size(d: int) -> int:
 
 
 @njit(cache=True)
-def _full_walk(C0, F, sq, y, rule, phi, C, r, a, Q, T, ay, beta, upd, f_out):
+def _full_walk(C0, F, sq, y, rule, phi, C, r, a, Q, R, ay, beta, upd, f_out):
     """Walk one block in b x b space (module docstring).
 
     ``sq`` holds |x|^2 of the block's rows (for the variance floor).
@@ -148,8 +148,8 @@ def _full_walk(C0, F, sq, y, rule, phi, C, r, a, Q, T, ay, beta, upd, f_out):
             for s in range(t, b):
                 Q[t, s] = C0[t, s]
             for s in range(b):
-                T[s, t] = 0.0
-            T[t, t] = 1.0
+                R[t, s] = 0.0
+            R[t, t] = 1.0
             for k in range(nu):
                 j = upd[k]
                 coef = beta[j] * Q[j, t]
@@ -157,7 +157,7 @@ def _full_walk(C0, F, sq, y, rule, phi, C, r, a, Q, T, ay, beta, upd, f_out):
                     for s in range(t, b):
                         Q[t, s] -= coef * Q[j, s]
                     for s in range(j + 1):
-                        T[s, t] -= coef * T[s, j]
+                        R[t, s] -= coef * R[j, s]
             upd[nu] = t
             nu += 1
     return nu, nfl, -1
@@ -184,7 +184,7 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
     n_mis = np.zeros(K, dtype=np.int64)
     n_fl = np.zeros(K, dtype=np.int64)
     Q = np.empty((b, b))
-    T = np.empty((b, b))
+    R = np.empty((b, b))
     ay = np.empty(b)
     beta = np.empty(b)
     upd = np.empty(b, dtype=np.int64)
@@ -201,7 +201,7 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
             yk = np.ascontiguousarray(Y[start:stop, k])
             nu, nfl, bad = _full_walk(
                 C0, F, sq, yk, params.rule, params.phi, params.C, params.r, params.a,
-                Q[:m, :m], T[:m, :m], ay[:m], beta[:m], upd[:m], f_blk[:m],
+                Q[:m, :m], R[:m, :m], ay[:m], beta[:m], upd[:m], f_blk[:m],
             )
             if bad >= 0:
                 _raise_nonfinite(start + bad)
@@ -211,9 +211,9 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
             n_fl[k] += nfl
             if nu:
                 idx = upd[:nu]
-                Tu = T[:m, idx]
-                mu[k] += P @ (Tu @ ay[idx])
-                W = P @ (Tu * np.sqrt(beta[idx]))
+                Ru = R[idx, :m]  # (nu, m)
+                mu[k] += P @ (ay[idx] @ Ru)
+                W = P @ (Ru.T * np.sqrt(beta[idx]))
                 sigma[k] -= W @ W.T
     return n_upd, n_mis, n_fl
 

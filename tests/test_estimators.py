@@ -85,7 +85,8 @@ def test_multiclass_training_accuracy_and_consistency(est):
         assert np.mean(pred == ys) > (0.80 if hard else 0.83)
         dec = clf.decision_function(Xs)
         if dec.ndim == 1:
-            np.testing.assert_array_equal(np.where(dec >= 0, clf.classes_[1], clf.classes_[0]), pred)
+            by_sign = np.where(dec >= 0, clf.classes_[1], clf.classes_[0])
+            np.testing.assert_array_equal(by_sign, pred)
             proba = clf.predict_proba(Xs)
             np.testing.assert_array_equal(clf.classes_[np.argmax(proba, axis=1)], pred)
         else:

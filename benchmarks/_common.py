@@ -1,0 +1,89 @@
+"""Shared pieces of the benchmark scripts: side-by-side timing and result files.
+
+Machines here are shared and noisy, so every comparison is measured in one run,
+the contenders interleaved (A, B, C, A, B, C, ...), and reported as ratios.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def versions() -> str:
+    """One markdown line with the library versions and the BLAS in use."""
+    import numba
+    import numpy
+    import scipy
+    import sklearn
+    from threadpoolctl import threadpool_info
+
+    blas = [
+        f"{i.get('internal_api')} {i.get('version')} ({i.get('num_threads')} threads)"
+        for i in threadpool_info()
+        if i.get("user_api") == "blas"
+    ]
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            names = [ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")]
+        cpu = f"{names[0]} x {len(names)}" if names else cpu
+    except OSError:
+        pass
+    return (
+        f"Python {platform.python_version()}, numpy {numpy.__version__}, "
+        f"scipy {scipy.__version__}, numba {numba.__version__}, "
+        f"scikit-learn {sklearn.__version__}; BLAS: "
+        f"{', '.join(blas) or 'unknown'}; CPU: {cpu}"
+    )
+
+
+def interleaved(
+    contenders: dict[str, Callable[[], object]], repeats: int
+) -> dict[str, list[float]]:
+    """Run each contender once per repeat, in turn; return the wall-clock seconds."""
+    times: dict[str, list[float]] = {k: [] for k in contenders}
+    for _ in range(repeats):
+        for name, fn in contenders.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def command_line() -> str:
+    mod = Path(sys.argv[0]).with_suffix("").name
+    args = " ".join(shlex.quote(a) for a in sys.argv[1:])
+    return f"python -m benchmarks.{mod} {args}".rstrip()
+
+
+def write_result(name: str, title: str, body: str) -> Path:
+    """Write ``results/<name>.md`` with the command and versions that produced it."""
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.md"
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    text = (
+        f"# {title}\n\n"
+        f"Produced by `{command_line()}` on {stamp}.\n\n"
+        f"{versions()}\n\n{body.rstrip()}\n"
+    )
+    path.write_text(text)
+    return path
+
+
+def md_table(header: list[str], rows: list[list[object]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
