@@ -322,10 +322,10 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        self._partial_fit(X, y, classes)
+        self._learn_online(X, y, classes)
         return self
 
-    def _partial_fit(self, X, y, classes=None) -> np.ndarray:
+    def _learn_online(self, X, y, classes=None) -> np.ndarray:
         """partial_fit that returns the (n, K) decision values seen before each update."""
         rule, a = self._params()
         first_call = not hasattr(self, "classes_")

@@ -48,6 +48,10 @@ class OnlineResult:
         return int(self.cumulative_mistakes[-1]) if self.cumulative_mistakes.size else 0
 
 
+def _empty_model_prediction(classes: np.ndarray):
+    return classes[1] if len(classes) == 2 else classes[0]
+
+
 def _predictions_from_decisions(F: np.ndarray, classes: np.ndarray) -> np.ndarray:
     if F.shape[1] == 1:
         return np.where(F[:, 0] >= 0.0, classes[1], classes[0])
@@ -76,8 +80,10 @@ def run_online(
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
     y : array-like of shape (n_samples,)
     classes : array-like, optional
-        All labels; by default ``np.unique(y)``. With an unfitted model the
-        first prediction is ``classes_[1]`` for two classes (sign(0) = +1).
+        All labels; by default ``np.unique(y)``. The empty model scores every
+        class 0, so its first prediction is ``classes[1]`` for two classes
+        (sign(0) = +1) and ``classes[0]`` for more (argmax takes the first tie),
+        as ``predict`` would say.
     progress : bool, default=False
         Show a tqdm progress bar.
     chunk_size : int, default=1024
@@ -99,7 +105,7 @@ def run_online(
         classes = np.unique(y) if not hasattr(est, "classes_") else est.classes_
     classes = np.asarray(classes)
     chunk = max(1, int(chunk_size))
-    own = hasattr(est, "_partial_fit")
+    own = hasattr(est, "_learn_online")  # kernelcw: returns the margins it saw
     if not own:
         chunk = 1
     preds = np.empty(n, dtype=classes.dtype if classes.dtype != object else object)
@@ -117,13 +123,13 @@ def run_online(
             Xc = X[start:stop]
             yc = y[start:stop]
             if own:
-                F = est._partial_fit(Xc, yc, classes=classes)
+                F = est._learn_online(Xc, yc, classes=classes)
                 preds[start:stop] = _predictions_from_decisions(F, est.classes_)
             else:
                 if hasattr(est, "classes_"):
                     preds[start:stop] = est.predict(Xc)
-                else:  # an unfitted model predicts +1 = classes[1]
-                    preds[start:stop] = classes[1] if len(classes) > 1 else classes[0]
+                else:  # the empty model: all scores 0
+                    preds[start:stop] = _empty_model_prediction(classes)
                 est.partial_fit(Xc, yc, classes=classes)
             if bar is not None:
                 bar.update(stop - start)

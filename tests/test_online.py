@@ -1,0 +1,94 @@
+"""The online protocol: predict each example with the current model, then learn."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.linear_model import SGDClassifier
+
+from kernelcw import AROWClassifier, CWClassifier, OnlineResult, PAClassifier, run_online
+
+
+def _data(seed=0, n=250, d=6, classes=2):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    W = rng.normal(size=(classes, d))
+    s = X @ W.T + 0.3 * rng.normal(size=(n, classes))
+    y = (s[:, 0] > 0).astype(int) if classes == 2 else np.argmax(s, axis=1)
+    return X, y
+
+
+def _slow_protocol(est, X, y, classes):
+    """Predict with the model as it is, then partial_fit one example."""
+    preds = []
+    for i in range(len(y)):
+        if hasattr(est, "classes_"):
+            preds.append(est.predict(X[i : i + 1])[0])
+        else:  # the empty model scores every class 0
+            preds.append(classes[1] if len(classes) == 2 else classes[0])
+        est.partial_fit(X[i : i + 1], y[i : i + 1], classes=classes)
+    return np.array(preds)
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+@pytest.mark.parametrize("chunk", [1, 13, 1024])
+def test_predictions_equal_the_slow_protocol(classes, chunk):
+    X, y = _data(classes=classes)
+    labels = np.unique(y)
+    res = run_online(CWClassifier(eta=0.8), X, y, chunk_size=chunk)
+    assert isinstance(res, OnlineResult)
+    slow = _slow_protocol(CWClassifier(eta=0.8), X, y, labels)
+    np.testing.assert_array_equal(res.predictions, slow)
+    np.testing.assert_array_equal(res.cumulative_mistakes, np.cumsum(slow != y))
+    assert res.mistake_rate == pytest.approx(np.mean(slow != y))
+    assert res.seconds >= 0
+
+
+def test_binary_mistakes_match_estimator_counter_and_updates_reported():
+    X, y = _data(1)
+    res = run_online(AROWClassifier(), X, y)
+    assert res.n_mistakes == res.estimator.n_mistakes_
+    assert res.n_updates == res.estimator.n_updates_ > 0
+
+
+def test_fresh_clone_by_default_and_continue_on_request():
+    X, y = _data(2)
+    est = PAClassifier().fit(X, y)
+    before = est.mean_.copy()
+    run_online(est, X, y)
+    np.testing.assert_array_equal(est.mean_, before)  # untouched: a clone learned
+    updates_before = est.n_updates_
+    res = run_online(est, X, y, fresh=False)
+    assert res.estimator is est and not np.array_equal(est.mean_, before)
+    assert res.n_updates == est.n_updates_ - updates_before
+
+
+def test_any_sklearn_partial_fit_estimator_runs_through_the_same_protocol():
+    X, y = _data(3)
+    sgd = SGDClassifier(
+        loss="hinge",
+        penalty=None,
+        learning_rate="pa1",
+        eta0=1.0,
+        fit_intercept=False,
+        shuffle=False,
+    )
+    res_sgd = run_online(sgd, X, y)
+    res_pa = run_online(PAClassifier(variant=1, C=1.0), X, y)
+    np.testing.assert_array_equal(res_sgd.predictions, res_pa.predictions)
+    assert res_sgd.n_updates is None
+
+
+def test_sparse_input_and_progress_bar(capsys):
+    X, y = _data(4)
+    res = run_online(CWClassifier(covariance="diag"), sp.csr_matrix(X), y, progress=True)
+    ref = run_online(CWClassifier(covariance="diag"), X, y)
+    np.testing.assert_array_equal(res.predictions, ref.predictions)
+    assert "250" in capsys.readouterr().err  # tqdm drew its bar on stderr
+
+
+def test_length_mismatch_is_an_error():
+    X, y = _data(5)
+    with pytest.raises(ValueError, match="rows"):
+        run_online(CWClassifier(), X, y[:-1])
