@@ -1,0 +1,96 @@
+"""Cold start: ``import kernelcw`` plus the first ``fit``, numba compilation included.
+
+Each measurement is a fresh Python process. "first run" points numba's cache at
+an empty directory (what a new install sees once); "cached" runs again with the
+cache the first run wrote (``cache=True`` on the compiled functions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from ._common import md_table, median, write_result
+
+SNIPPET = r"""
+import time, json
+t0 = time.perf_counter()
+import numpy as np
+import kernelcw
+t1 = time.perf_counter()
+rng = np.random.default_rng(0)
+X = rng.normal(size=(200, 20)); y = (X[:, 0] > 0).astype(int)
+est = {est}
+est.fit({X}, y)
+t2 = time.perf_counter()
+est.fit({X}, y)
+t3 = time.perf_counter()
+print(json.dumps({{"import": t1 - t0, "first_fit": t2 - t1, "second_fit": t3 - t2}}))
+"""
+
+CASES = {
+    "CWClassifier() (full covariance)": ("kernelcw.CWClassifier()", "X"),
+    "CWClassifier(covariance='diag'), sparse X": (
+        "kernelcw.CWClassifier(covariance='diag')",
+        "__import__('scipy.sparse').sparse.csr_matrix(X)",
+    ),
+    "PAClassifier()": ("kernelcw.PAClassifier()", "X"),
+}
+
+
+def measure(est: str, X: str, cache_dir: str) -> dict:
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
+    out = subprocess.run(
+        [sys.executable, "-c", SNIPPET.format(est=est, X=X)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    rows = []
+    for name, (est, X) in CASES.items():
+        first, cached = [], []
+        for _ in range(args.repeats):
+            with tempfile.TemporaryDirectory() as cache:
+                first.append(measure(est, X, cache))
+                cached.append(measure(est, X, cache))
+        rows.append(
+            [
+                name,
+                f"{median([r['import'] for r in first]):.2f}",
+                f"{median([r['first_fit'] for r in first]):.2f}",
+                f"{median([r['import'] + r['first_fit'] for r in cached]):.2f}",
+                f"{median([r['second_fit'] for r in first]) * 1e3:.1f}",
+            ]
+        )
+    body = (
+        "Seconds, medians of fresh processes (200 x 20 data).\n\n"
+        + md_table(
+            [
+                "estimator",
+                "import (s)",
+                "first fit, empty numba cache (s)",
+                "import + first fit, cached (s)",
+                "second fit (ms)",
+            ],
+            rows,
+        )
+        + "\n"
+    )
+    path = write_result("cold_start", "Cold start: import and first fit", body)
+    print(path.read_text())
+
+
+if __name__ == "__main__":
+    main()

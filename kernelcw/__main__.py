@@ -1,0 +1,8 @@
+"""``python -m kernelcw``: the same command line as ``kernelcw``."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,420 @@
+"""Tests of the ``kernelcw`` command line (kernelcw/cli.py) and kernelcw/datasets.py.
+
+Everything runs in-process through ``main([...])`` on tiny data (the first rows
+of the bundled breast cancer set, or small svmlight files in tmp_path), except
+one subprocess test of ``python -m kernelcw --help``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import dump_svmlight_file, load_breast_cancer, load_svmlight_file
+from sklearn.preprocessing import StandardScaler
+
+import kernelcw.online
+from kernelcw import (
+    AROWClassifier,
+    CWClassifier,
+    PAClassifier,
+    PerceptronClassifier,
+    SCWClassifier,
+    __version__,
+    cli,
+    run_online,
+)
+from kernelcw.cli import ALGORITHMS, DEFAULT_ALGORITHMS, main
+from kernelcw.datasets import (
+    BUILTIN,
+    DatasetError,
+    load_builtin,
+    load_default,
+    load_svmlight,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def table_rows(out: str) -> dict[str, list[str]]:
+    """The rows of the printed table, keyed by algorithm name."""
+    lines = out.splitlines()
+    sep = next(i for i, line in enumerate(lines) if line.startswith("---"))
+    assert lines[sep - 1].split()[0] == "algorithm"
+    rows = {}
+    for line in lines[sep + 1 :]:
+        if not line.strip():
+            break
+        cells = line.split()
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def run_json(capsys, *argv) -> dict:
+    assert main(["run", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def scaled_default(n: int):
+    X, y = load_breast_cancer(return_X_y=True)
+    return StandardScaler().fit_transform(X[:n]), y[:n]
+
+
+def must_not_run(*args, **kwargs):
+    raise AssertionError("the run started although the arguments were bad")
+
+
+def assert_one_line_error(err: str, *fragments: str) -> None:
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    assert "error" in err
+    for fragment in fragments:
+        assert fragment in err, err
+
+
+# ------------------------------------------------------------------------------ the table
+
+
+def test_default_run_prints_every_default_algorithm(capsys):
+    assert main(["run", "--limit", "100"]) == 0
+    captured = capsys.readouterr()
+    out = captured.out
+    assert out.splitlines()[0] == "data: breast_cancer (100 of 569 examples x 30 features, " + (
+        "2 classes, dense)"
+    )
+    assert "z-score" in out and "order: as stored" in out
+    rows = table_rows(out)
+    assert list(rows) == list(DEFAULT_ALGORITHMS)
+    for name, (mistakes, rate, updates, support, seconds) in rows.items():
+        m, u = int(mistakes), int(updates)
+        assert 0 < m < 50, name  # better than chance, not perfect on 100 examples
+        assert float(rate) == pytest.approx(m, abs=0.005)  # % of 100 examples
+        assert m <= u <= 100, name  # every mistake is an update
+        assert support == "-"  # primal models keep no support vectors
+        assert float(seconds) >= 0.0
+    assert int(rows["perceptron"][2]) == int(rows["perceptron"][0])  # it updates on mistakes only
+
+
+def test_reported_mistakes_equal_run_online(capsys):
+    n = 150
+    result = run_json(
+        capsys,
+        "--limit", str(n),
+        "-a", "cw-stdev,cw-var",
+        "--algorithms", "scw1,scw2,arow",
+        "-a", "pa,pa1,pa2,perceptron",
+        "--eta", "0.8", "--C", "0.5", "--r", "2", "--a", "1.5",
+    )  # fmt: skip
+    X, y = scaled_default(n)
+    expected = {
+        "cw-stdev": CWClassifier(rule="stdev", eta=0.8, a=1.5),
+        "cw-var": CWClassifier(rule="var", eta=0.8, a=1.5),
+        "scw1": SCWClassifier(variant=1, eta=0.8, C=0.5, a=1.5),
+        "scw2": SCWClassifier(variant=2, eta=0.8, C=0.5, a=1.5),
+        "arow": AROWClassifier(r=2.0, a=1.5),
+        "pa": PAClassifier(variant=0, a=1.5),
+        "pa1": PAClassifier(variant=1, C=0.5, a=1.5),
+        "pa2": PAClassifier(variant=2, C=0.5, a=1.5),
+        "perceptron": PerceptronClassifier(a=1.5),
+    }
+    assert [r["algorithm"] for r in result["results"]] == list(expected)
+    assert (result["n_samples"], result["n_features"], result["n_total"]) == (n, 30, 569)
+    for row in result["results"]:
+        ref = run_online(expected[row["algorithm"]], X, y)
+        assert row["mistakes"] == ref.n_mistakes, row["algorithm"]
+        assert row["updates"] == ref.n_updates, row["algorithm"]
+        assert row["mistake_rate"] == pytest.approx(ref.mistake_rate)
+        assert row["params"] == expected[row["algorithm"]].get_params()
+
+
+def test_json_output(capsys):
+    result = run_json(capsys, "--limit", "60")
+    assert result["dataset"] == "breast_cancer"
+    assert (result["n_samples"], result["n_features"], result["n_classes"]) == (60, 30, 2)
+    assert result["sparse"] is False and result["scale"] == "standard"
+    assert result["shuffle"] is False and result["seed"] is None and result["plot"] is None
+    assert [r["algorithm"] for r in result["results"]] == list(DEFAULT_ALGORITHMS)
+    for r in result["results"]:
+        assert r["mistake_rate"] == pytest.approx(r["mistakes"] / 60)
+        assert r["support"] is None and r["seconds"] >= 0
+
+
+def test_shuffle_is_seeded_and_reported(capsys):
+    n = 80
+    first = run_json(capsys, "--shuffle", "--seed", "7", "--limit", str(n), "-a", "arow")
+    again = run_json(capsys, "--shuffle", "--seed", "7", "--limit", str(n), "-a", "arow")
+    assert first["seed"] == 7 and first["results"][0]["mistakes"] == again["results"][0]["mistakes"]
+    # shuffle the whole stream, then take the first n, then scale
+    X, y = load_breast_cancer(return_X_y=True)
+    order = np.random.default_rng(7).permutation(len(y))[:n]
+    Xs = StandardScaler().fit_transform(X[order])
+    assert first["results"][0]["mistakes"] == run_online(AROWClassifier(), Xs, y[order]).n_mistakes
+
+    assert main(["run", "--shuffle", "--limit", "30", "-a", "pa1"]) == 0
+    assert "order: shuffled (seed " in capsys.readouterr().out  # a random seed, printed
+
+
+def test_multiclass_builtin(capsys):
+    assert main(["run", "--dataset", "iris", "--shuffle", "--seed", "0", "-a", "pa1,scw1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("data: iris (150 examples x 4 features, 3 classes, dense)")
+    assert list(table_rows(out)) == ["pa1", "scw1"]
+    assert "summed over the 3 one-vs-rest models" in out
+
+
+def test_support_column_shows_n_support(capsys, monkeypatch):
+    """Fitted models with ``n_support_`` (the dual engine) fill the support column."""
+    real = kernelcw.online.run_online
+
+    def with_support(est, X, y, **kwargs):
+        res = real(est, X, y, **kwargs)
+        res.estimator.n_support_ = np.array([3, 4])  # per class: summed
+        return res
+
+    monkeypatch.setattr(kernelcw.online, "run_online", with_support)
+    assert main(["run", "--limit", "40", "-a", "pa1"]) == 0
+    assert table_rows(capsys.readouterr().out)["pa1"][3] == "7"
+    assert run_json(capsys, "--limit", "40", "-a", "pa1")["results"][0]["support"] == 7
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--limit", "100"], False),
+        (["--limit", "100", "--progress"], True),
+        (["--limit", "300"], True),  # over the (patched) threshold
+        (["--limit", "300", "--no-progress"], False),
+    ],
+)
+def test_progress_bar_choice(capsys, monkeypatch, argv, expected):
+    seen = []
+    real = kernelcw.online.run_online
+
+    def spy(est, X, y, **kwargs):
+        seen.append(kwargs["progress"])
+        return real(est, X, y, **kwargs)
+
+    monkeypatch.setattr(kernelcw.online, "run_online", spy)
+    monkeypatch.setattr(cli, "PROGRESS_THRESHOLD", 200)
+    assert main(["run", "-a", "pa1", *argv]) == 0
+    assert seen == [expected]
+
+
+def test_option_that_applies_to_no_algorithm_is_noted(capsys):
+    assert main(["run", "--limit", "30", "-a", "arow", "--eta", "0.9"]) == 0
+    captured = capsys.readouterr()
+    assert "--eta does not apply to arow" in captured.err
+    assert "arow" in table_rows(captured.out)
+
+
+def test_algorithm_names_are_forgiving(capsys):
+    argv = ["-a", " SCW-1 ,arow,", "-a", "scw1", "-a", "PA_1", "-a", "cw_stdev"]
+    assert main(["run", "--limit", "30", *argv]) == 0
+    assert list(table_rows(capsys.readouterr().out)) == ["scw1", "arow", "pa1", "cw-stdev"]
+    assert main(["run", "--limit", "30", "-a", "all"]) == 0
+    assert list(table_rows(capsys.readouterr().out)) == list(ALGORITHMS)
+
+
+# ------------------------------------------------------------------------------ svmlight
+
+
+def test_svmlight_file(tmp_path, capsys):
+    X, y = scaled_default(120)
+    path = tmp_path / "bc.svm"
+    dump_svmlight_file(X, 2 * y - 1, str(path))
+    assert main(["run", "--data", str(path), "-a", "cw-stdev,pa1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("data: bc.svm (120 examples x 30 features, 2 classes, sparse)")
+    assert "scaling: none" in out  # files are used as they are by default
+
+    result = run_json(capsys, "--data", str(path), "-a", "cw-stdev,pa1", "--covariance", "diag")
+    assert result["sparse"] is True and result["scale"] == "none"
+    Xf, yf = load_svmlight_file(str(path))
+    for row, est in zip(
+        result["results"],
+        [CWClassifier(covariance="diag"), PAClassifier(covariance="diag")],
+        strict=True,
+    ):
+        assert row["params"]["covariance"] == "diag"
+        assert row["mistakes"] == run_online(est, Xf, yf).n_mistakes
+
+    # --scale standard on sparse data divides by the standard deviation only
+    result = run_json(capsys, "--data", str(path), "-a", "arow", "--scale", "standard")
+    Xs = StandardScaler(with_mean=False).fit_transform(Xf)
+    assert result["results"][0]["mistakes"] == run_online(AROWClassifier(), Xs, yf).n_mistakes
+
+
+def test_full_covariance_too_large_suggests_diag(tmp_path, capsys):
+    path = tmp_path / "wide.svm"
+    path.write_text("1 1:0.5 20000:1\n-1 2:1\n1 3:1\n")  # 20000 features: 3 GiB full
+    assert main(["run", "--data", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert_one_line_error(captured.err, "GiB", "--covariance diag")
+    assert main(["run", "--data", str(path), "--covariance", "diag", "-a", "scw1"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (None, "does not exist"),
+        (b"garbage here\n", "not a LIBSVM/svmlight file"),
+        (b"1 3:x\n", "not a LIBSVM/svmlight file"),
+        (b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "not a LIBSVM/svmlight file"),
+        (b"", "holds no examples"),
+        (b"1 1:1\n1 2:1\n", "only one class"),
+    ],
+)
+def test_bad_data_file(tmp_path, capsys, content, fragment):
+    path = tmp_path / "data.svm"
+    if content is not None:
+        path.write_bytes(content)
+    assert main(["run", "--data", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert_one_line_error(captured.err, fragment)
+
+
+def test_data_file_that_is_a_directory(tmp_path, capsys):
+    assert main(["run", "--data", str(tmp_path)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "is a directory")
+
+
+# ------------------------------------------------------------------------------ plot
+
+
+def test_plot_png(tmp_path, capsys):
+    png = tmp_path / "curves.png"
+    assert main(["run", "--limit", "60", "-a", "scw1,arow,perceptron", "--plot", str(png)]) == 0
+    assert f"plotted to {png}" in capsys.readouterr().out
+    data = png.read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 5000
+
+    svg = tmp_path / "curves.svg"
+    assert run_json(capsys, "--limit", "30", "-a", "pa1", "--plot", str(svg))["plot"] == str(svg)
+    assert b"cumulative mistakes" in svg.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"), [("curves.xyz", "extension"), ("missing/curves.png", "does not exist")]
+)
+def test_bad_plot_path_fails_before_running(tmp_path, capsys, monkeypatch, name, fragment):
+    monkeypatch.setattr(kernelcw.online, "run_online", must_not_run)
+    assert main(["run", "--limit", "30", "--plot", str(tmp_path / name)]) == 2
+    assert_one_line_error(capsys.readouterr().err, fragment)
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+def test_bad_algorithm(capsys):
+    assert main(["run", "-a", "scw1,nope"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert_one_line_error(captured.err, "unknown algorithm 'nope'", "cw-stdev", "perceptron")
+    assert main(["run", "-a", "cw"]) == 2
+    assert "did you mean 'cw-stdev' or 'cw-var'?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragments"),
+    [
+        (["--eta", "1.5"], ("cw-stdev", "eta=1.5", "(0.5, 1)")),
+        (["-a", "scw2", "--eta", "0.5"], ("scw2", "eta=0.5")),
+        (["--C", "0"], ("scw1", "C=0.0")),
+        (["-a", "arow", "--r", "-1"], ("arow", "r=-1.0")),
+        (["--a", "inf"], ("a=inf",)),
+    ],
+)
+def test_bad_parameter(capsys, monkeypatch, argv, fragments):
+    monkeypatch.setattr(kernelcw.online, "run_online", must_not_run)  # refused before the run
+    assert main(["run", "--limit", "30", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert_one_line_error(captured.err, *fragments)
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--eta", "abc"], "'abc' is not a number"),
+        (["--limit", "0"], "at least 1"),
+        (["--covariance", "half"], "invalid choice"),
+        (["--dataset", "mnist"], "invalid choice"),
+        (["--seed", "3"], "--seed only applies with --shuffle"),
+        (["--dataset", "iris", "--data", "x.svm"], "not allowed with"),
+        (["--bogus"], "unrecognized arguments"),
+    ],
+)
+def test_usage_errors(capsys, argv, fragment):
+    assert main(["run", *argv]) == 2
+    assert_one_line_error(capsys.readouterr().err, fragment)
+
+
+def test_no_command_prints_help(capsys):
+    assert main([]) == 2
+    assert "usage: kernelcw" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ help, version
+
+
+def test_run_help_documents_everything(capsys):
+    assert main(["run", "--help"]) == 0
+    out = capsys.readouterr().out
+    for word in [*ALGORITHMS, *BUILTIN, "--eta", "--C", "--r", "--a", "--covariance",
+                 "--diag-method", "--shuffle", "--seed", "--scale", "--limit", "--data",
+                 "--json", "--plot", "--no-progress", "whole stream", "examples:"]:  # fmt: skip
+        assert word in out, word
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"kernelcw {__version__}"
+
+
+def test_python_m_kernelcw_help():
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelcw", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: kernelcw")
+    assert "run" in proc.stdout and "examples:" in proc.stdout
+
+
+# ------------------------------------------------------------------------------ datasets
+
+
+def test_builtin_datasets():
+    shapes = {"breast_cancer": (569, 30, 2), "digits": (1797, 64, 10), "iris": (150, 4, 3),
+              "wine": (178, 13, 3)}  # fmt: skip
+    assert set(shapes) == set(BUILTIN)
+    for name, (n, d, k) in shapes.items():
+        data = load_builtin(name)
+        assert (data.n_samples, data.n_features, data.classes.size) == (n, d, k)
+        assert data.X.dtype == np.float64 and not data.sparse
+    default = load_default()
+    assert default.name == "breast_cancer" and default.n_samples == 569
+    with pytest.raises(DatasetError, match="unknown built-in data set 'mnist'"):
+        load_builtin("mnist")
+
+
+def test_load_svmlight(tmp_path):
+    path = tmp_path / "tiny.svm"
+    path.write_text("+1 1:0.5 3:2\n-1 2:1\n2 1:1\n")
+    data = load_svmlight(path)
+    assert data.name == "tiny.svm" and data.sparse and sp.isspmatrix_csr(data.X)
+    assert data.X.shape == (3, 3)
+    assert data.y.tolist() == [1, -1, 2] and data.y.dtype.kind == "i"
+    path.write_text("0.5 1:1\n-1 2:1\n")
+    assert load_svmlight(path).y.tolist() == [0.5, -1.0]  # non-integral labels stay floats
+    with pytest.raises(DatasetError, match="does not exist"):
+        load_svmlight(tmp_path / "missing.svm")
