@@ -15,7 +15,10 @@ keep ``Sigma = a I`` (``beta = zeta = 0``) and take the squared norm ``|x|^2``
 All functions are pure ``@njit`` scalar functions. The printed formulas of the
 papers lose digits to cancellation when ``m`` is large and positive (the update is
 then tiny); the forms here are algebraically equal rearrangements (multiplied by
-the conjugate) that keep full relative precision. Each docstring gives the printed
+the conjugate) that keep full relative precision, and they take square roots of
+sums of squares with ``hypot`` so that no intermediate overflows before the result
+does. Division follows numpy's error model (inf/NaN, no exception): the learners
+check every step for finiteness and say where it failed. Each docstring gives the printed
 formula and the rearrangement; ``tests/test_rules.py`` checks both against
 50-digit arithmetic.
 
@@ -87,7 +90,7 @@ FIRST_ORDER = frozenset({PERCEPTRON, PA, PA1, PA2})
 VAR_FLOOR = 1e-12
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def stdev_sqrt_u(alpha, v, phi):
     """sqrt(u), u = x' Sigma_new x, after a CW-Stdev-family step ``alpha``.
 
@@ -95,10 +98,10 @@ def stdev_sqrt_u(alpha, v, phi):
     Used here: ``2 v / (alpha v phi + sqrt(alpha^2 v^2 phi^2 + 4 v))`` (no cancellation).
     """
     avp = alpha * v * phi
-    return 2.0 * v / (avp + math.sqrt(avp * avp + 4.0 * v))
+    return 2.0 * v / (avp + math.hypot(avp, 2.0 * math.sqrt(v)))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _stdev_beta_zeta(alpha, v, phi):
     """beta = alpha phi / (sqrt(u) + v alpha phi) and zeta = alpha phi / sqrt(u)."""
     if alpha <= 0.0:
@@ -108,7 +111,7 @@ def _stdev_beta_zeta(alpha, v, phi):
     return ap / (su + v * ap), ap / su
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _stdev_alpha(m, v, phi):
     """CW-Stdev alpha (NIPS 2008 eq. 10), cancellation-free.
 
@@ -126,13 +129,13 @@ def _stdev_alpha(m, v, phi):
     phi2 = phi * phi
     psi = 1.0 + 0.5 * phi2
     xi = 1.0 + phi2
-    s = math.sqrt(0.25 * m * m * phi2 * phi2 + v * phi2 * xi)
+    s = math.hypot(0.5 * m * phi2, phi * math.sqrt(v * xi))
     if m < 0.0:
         return (s - m * psi) / (v * xi)
-    return (sv - m) * (sv + m) / (v * (s + m * psi))
+    return (sv - m) * ((sv + m) / v) / (s + m * psi)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def cw_stdev(m, v, phi):
     """CW-Stdev (exact convex CW, NIPS 2008 eqs. 10-11): returns (alpha, beta, zeta).
 
@@ -143,7 +146,7 @@ def cw_stdev(m, v, phi):
     return alpha, beta, zeta
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def cw_var(m, v, phi):
     """CW-Var (ICML 2008, linearised variance constraint): returns (alpha, beta, zeta).
 
@@ -159,9 +162,9 @@ def cw_var(m, v, phi):
         return 0.0, 0.0, 0.0
     b = 1.0 + 2.0 * phi * m
     c = 1.0 - 2.0 * phi * m
-    sd = math.sqrt(c * c + 8.0 * phi * phi * v)
+    sd = math.hypot(c, math.sqrt(8.0) * phi * math.sqrt(v))
     if b > 0.0:
-        alpha = 2.0 * (phi * v - m) / (v * (b + sd))
+        alpha = 2.0 * ((phi * v - m) / v) / (b + sd)
     else:
         alpha = (sd - b) / (4.0 * phi * v)
     zeta = 2.0 * alpha * phi
@@ -169,7 +172,7 @@ def cw_var(m, v, phi):
     return alpha, beta, zeta
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def scw1(m, v, phi, C):
     """SCW-I (ICML 2012): ``alpha = min{C, CW-Stdev alpha}``, beta as CW-Stdev."""
     alpha = min(C, _stdev_alpha(m, v, phi))
@@ -177,7 +180,7 @@ def scw1(m, v, phi, C):
     return alpha, beta, zeta
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def scw2(m, v, phi, C):
     """SCW-II (ICML 2012), cancellation-free: returns (alpha, beta, zeta).
 
@@ -194,17 +197,18 @@ def scw2(m, v, phi, C):
         return 0.0, 0.0, 0.0
     phi2 = phi * phi
     n = v + 0.5 / C
-    gamma = phi * math.sqrt(phi2 * m * m * v * v + 4.0 * n * v * (n + v * phi2))
+    nv = n + v * phi2
+    gamma = phi * math.hypot(phi * m * v, 2.0 * math.sqrt(n) * math.sqrt(v) * math.sqrt(nv))
     w = m * (2.0 * n + phi2 * v)
     if m < 0.0:
-        alpha = (gamma - w) / (2.0 * n * (n + v * phi2))
+        alpha = ((gamma - w) / (2.0 * n)) / nv
     else:
         alpha = 2.0 * (sv - m) * (sv + m) / (gamma + w)
     beta, zeta = _stdev_beta_zeta(alpha, v, phi)
     return alpha, beta, zeta
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def arow(m, v, r):
     """AROW (NIPS 2009): ``beta = 1/(v + r)``, ``alpha = (1 - m) beta`` when m < 1.
 
@@ -216,16 +220,17 @@ def arow(m, v, r):
     return (1.0 - m) * beta, beta, 1.0 / r
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def perceptron(m, sqnorm):
-    """Perceptron: ``alpha = 1`` on a mistake (``m <= 0``, sign(0) = +1 counts as wrong
-    only when the label is -1, which ``m = 0`` covers)."""
+    """Perceptron: ``alpha = 1`` when ``m <= 0`` (rules.md; the classic ``y (w . x) <= 0``,
+    as scikit-learn's Perceptron). A tie ``m = 0`` updates even when the prediction
+    sign(0) = +1 was right, so such a round is an update but not a mistake."""
     if m <= 0.0:
         return 1.0, 0.0, 0.0
     return 0.0, 0.0, 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def pa(m, sqnorm):
     """PA: ``alpha = l / |x|^2`` with the hinge loss ``l = max{0, 1 - m}``."""
     if m >= 1.0 or not sqnorm > 0.0:
@@ -233,7 +238,7 @@ def pa(m, sqnorm):
     return (1.0 - m) / sqnorm, 0.0, 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def pa1(m, sqnorm, C):
     """PA-I: ``alpha = min{C, l / |x|^2}``."""
     if m >= 1.0 or not sqnorm > 0.0:
@@ -241,7 +246,7 @@ def pa1(m, sqnorm, C):
     return min(C, (1.0 - m) / sqnorm), 0.0, 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def pa2(m, sqnorm, C):
     """PA-II: ``alpha = l / (|x|^2 + 1/(2C))``."""
     if m >= 1.0:
@@ -249,7 +254,7 @@ def pa2(m, sqnorm, C):
     return (1.0 - m) / (sqnorm + 0.5 / C), 0.0, 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def step(rule, m, v, phi, C, r):
     """Dispatch on the integer code ``rule`` (see ``RULES``).
 
@@ -275,7 +280,7 @@ def step(rule, m, v, phi, C, r):
     return pa2(m, v, C)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def update_condition(rule, m, v, phi):
     """Whether ``rule`` updates at (m, v): the side of the constraint, no arithmetic
     on the step. CW-Stdev/SCW: ``m < phi sqrt(v)``; CW-Var: ``m < phi v``;
