@@ -47,12 +47,20 @@ def versions() -> str:
 
 
 def interleaved(
-    contenders: dict[str, Callable[[], object]], repeats: int
+    contenders: dict[str, Callable[[], object]], repeats: int, pause: float = 0.3
 ) -> dict[str, list[float]]:
-    """Run each contender once per repeat, in turn; return the wall-clock seconds."""
+    """Run each contender once per repeat, in turn; return the wall-clock seconds.
+
+    ``pause`` seconds of idling separate the runs: numpy and scipy each bundle an
+    OpenBLAS whose worker threads busy-wait for a while after a call, and on two
+    cores the spinning threads of one library slowed the next contender's BLAS
+    calls 2-3x (measured: AROW at d = 784 took 0.09-0.13 ms/round right after
+    scipy's dsymv, 0.045 ms/round after a 0.3 s pause).
+    """
     times: dict[str, list[float]] = {k: [] for k in contenders}
     for _ in range(repeats):
         for name, fn in contenders.items():
+            time.sleep(pause)
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)

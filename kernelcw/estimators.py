@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.stats import norm
+from scipy.special import ndtr, ndtri
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
@@ -64,8 +64,20 @@ def _check_eta(eta) -> float:
     return float(eta)
 
 
+def _values(X) -> np.ndarray:
+    return X.data if sp.issparse(X) else X
+
+
+def _all_finite(X) -> bool:
+    """No NaN or inf in X (max/min propagate NaN; no temporaries)."""
+    v = _values(X)
+    return v.size == 0 or (math.isfinite(v.max()) and math.isfinite(v.min()))
+
+
 def _first_nonfinite_row(X) -> int:
     """Index of the first row holding NaN or +-inf, or -1."""
+    if _all_finite(X):
+        return -1
     if sp.issparse(X):
         bad = np.flatnonzero(~np.isfinite(X.data))
         if bad.size == 0:
@@ -75,10 +87,25 @@ def _first_nonfinite_row(X) -> int:
     return int(bad[0]) if bad.size else -1
 
 
-def _row_sqnorms(X) -> np.ndarray:
+def _first_overflowing_row(X, a: float) -> int:
+    """First row whose squared norm times ``a`` overflows float64, or -1.
+
+    The bound max|x_ij|^2 * (entries per row) * a settles the common case
+    without a pass over the rows.
+    """
+    v = _values(X)
+    if v.size == 0:
+        return -1
+    big = max(abs(float(v.max())), abs(float(v.min())))
+    per_row = int(np.diff(X.indptr).max()) if sp.issparse(X) else X.shape[1]
+    if math.isfinite(big * big * per_row * a):
+        return -1
     if sp.issparse(X):
-        return np.asarray(X.multiply(X).sum(axis=1)).ravel()
-    return np.einsum("ij,ij->i", X, X)
+        sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    else:
+        sq = np.einsum("ij,ij->i", X, X)
+    bad = np.flatnonzero(~np.isfinite(sq * a))
+    return int(bad[0]) if bad.size else -1
 
 
 class _CWBase(ClassifierMixin, BaseEstimator):
@@ -160,9 +187,8 @@ class _CWBase(ClassifierMixin, BaseEstimator):
                     f"Input X contains NaN or infinity in row {row} (0-based); "
                     "remove or impute it before learning"
                 )
-            sq = _row_sqnorms(X) * float(self.a)
-            if not np.all(np.isfinite(sq)):
-                row = int(np.flatnonzero(~np.isfinite(sq))[0])
+            row = _first_overflowing_row(X, float(self.a))
+            if row >= 0:
                 raise ValueError(
                     f"row {row} of X is too large: its squared norm times a overflows "
                     "float64 (rescale X)"
@@ -182,7 +208,7 @@ class _CWBase(ClassifierMixin, BaseEstimator):
                 classes_ = np.unique(y)
                 if classes_.size < 2:
                     raise ValueError(
-                        f"y contains only one class ({classes_[0]!r}); a classifier needs "
+                        f"y contains only one class ({classes_.tolist()[0]!r}); a classifier needs "
                         "two. Pass classes=[...] to partial_fit to declare the others."
                     )
             else:
@@ -378,7 +404,7 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(v > 0, f / np.sqrt(np.maximum(v, 0)), np.sign(f) * np.inf)
         z = np.where(np.isnan(z), 0.0, z)
-        p = norm.cdf(z)
+        p = ndtr(z)
         if p.shape[1] == 1:
             return np.hstack([1.0 - p, p])
         tot = p.sum(axis=1, keepdims=True)
@@ -537,7 +563,7 @@ class CWClassifier(_CWBase):
 
     def _rule_params(self) -> RuleParams:
         _check_option("rule", self.rule, ("stdev", "var"))
-        return RuleParams(RULES[self.rule], phi=norm.ppf(_check_eta(self.eta)))
+        return RuleParams(RULES[self.rule], phi=ndtri(_check_eta(self.eta)))
 
 
 class SCWClassifier(_CWBase):
@@ -593,7 +619,7 @@ class SCWClassifier(_CWBase):
         C = _check_positive("C", self.C)
         eta = (0.75 if self.variant == 1 else 0.9) if self.eta is None else self.eta
         rule = RULES["scw1"] if self.variant == 1 else RULES["scw2"]
-        return RuleParams(rule, phi=norm.ppf(_check_eta(eta)), C=C)
+        return RuleParams(rule, phi=ndtri(_check_eta(eta)), C=C)
 
 
 class AROWClassifier(_CWBase):
