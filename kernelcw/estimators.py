@@ -531,9 +531,13 @@ class CWClassifier(_CWBase):
     >>> from kernelcw import CWClassifier
     >>> X, y = load_breast_cancer(return_X_y=True)
     >>> X = StandardScaler().fit_transform(X)
-    >>> clf = CWClassifier(eta=0.9).fit(X, y)
+    >>> clf = CWClassifier(eta=0.9).fit(X, y)  # one online pass
+    >>> clf.n_mistakes_, clf.n_updates_
+    (27, 86)
     >>> round(clf.score(X, y), 3)
-    0.977
+    0.975
+    >>> clf.predict_proba(X[:1]).round(4)
+    array([[1., 0.]])
     """
 
     def __init__(
