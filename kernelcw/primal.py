@@ -106,12 +106,11 @@ def _raise_nonfinite(row: int) -> None:
 
 
 def default_block_size(d: int) -> int:
-    """Block length for the full-covariance learner.
+    """Block length for the full-covariance learner (a heuristic).
 
-    The walk through a block costs O(b) per update and the block products
-    O(d^2 + d b) per input, so blocks much longer than ``d`` waste work; for small
-    ``d`` Sigma sits in cache and short blocks are as fast (see
-    ``benchmarks/bench_primal_full.py``).
+    Per input the block products cost O(d^2 + d b) and the walk O(b) per update,
+    so blocks much longer than ``d`` waste work. At d = 784, b = 256 was the
+    fastest of 32..512 (``python -m benchmarks.bench_primal_full``).
     """
     return int(min(256, max(8, d // 2)))
 
@@ -120,7 +119,9 @@ def default_block_size(d: int) -> int:
 def _full_walk(C0, F, sq, y, rule, phi, C, r, a, Q, R, ay, beta, upd, f_out):
     """Walk one block in b x b space (module docstring).
 
-    ``sq`` holds |x|^2 of the block's rows (for the variance floor).
+    ``sq`` holds |x|^2 of the block's rows (for the variance floor). ``Q`` and ``R``
+    are scratch of the full block size; only their leading b x b part is used, so a
+    short last block needs no second (non-contiguous) compiled specialisation.
     Returns (n_updated, n_floored, bad_row).
     """
     b = F.shape[0]
@@ -201,7 +202,7 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
             yk = np.ascontiguousarray(Y[start:stop, k])
             nu, nfl, bad = _full_walk(
                 C0, F, sq, yk, params.rule, params.phi, params.C, params.r, params.a,
-                Q[:m, :m], R[:m, :m], ay[:m], beta[:m], upd[:m], f_blk[:m],
+                Q, R, ay[:m], beta[:m], upd[:m], f_blk[:m],
             )
             if bad >= 0:
                 _raise_nonfinite(start + bad)
