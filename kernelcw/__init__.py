@@ -10,6 +10,7 @@ from .estimators import (
     PAClassifier,
     PerceptronClassifier,
     SCWClassifier,
+    primal_from_dual,
 )
 from .online import OnlineResult, run_online
 
@@ -22,5 +23,6 @@ __all__ = [
     "PAClassifier",
     "PerceptronClassifier",
     "SCWClassifier",
+    "primal_from_dual",
     "run_online",
 ]

@@ -222,6 +222,30 @@ def build_parser() -> argparse.ArgumentParser:
         "default), diagonalised covariance (l2), or exact",
     )
 
+    g = run.add_argument_group("kernel (a non-linear kernel learns in the dual form)")
+    g.add_argument(
+        "--kernel",
+        choices=("linear", "rbf", "poly", "laplacian"),
+        help="k(x, z): linear (the default; primal), rbf exp(-gamma |x-z|^2), poly "
+        "(gamma x.z + coef0)^degree, laplacian exp(-gamma |x-z|_1)",
+    )
+    g.add_argument(
+        "--gamma", type=_number, help="kernel width > 0 (default 1 / number of features)"
+    )
+    g.add_argument("--degree", type=_number, help="poly degree (default 3)")
+    g.add_argument("--coef0", type=_number, help="poly constant (default 0)")
+    g.add_argument(
+        "--solver",
+        choices=("cholesky", "explicit"),
+        help="dual solver: the blocked append-only Cholesky form (the default) or the "
+        "papers' explicit nu/Pi recursion",
+    )
+    g.add_argument(
+        "--dual",
+        action="store_true",
+        help="learn a linear kernel in the dual form too (mode='dual'; same results)",
+    )
+
     g = run.add_argument_group("data")
     src = g.add_mutually_exclusive_group()
     src.add_argument(
@@ -332,11 +356,18 @@ def make_estimator(name: str, args: argparse.Namespace):
         value = getattr(args, p, None)
         if value is not None:
             kwargs[p] = value
-    for p in ("a", "covariance", "diag_method"):
+    for p in ("a", "covariance", "diag_method", "kernel", "gamma", "degree", "coef0", "solver"):
         value = getattr(args, p, None)
         if value is not None:
             kwargs[p] = value
+    if getattr(args, "dual", False):
+        kwargs["mode"] = "dual"
     return getattr(estimators, alg.estimator)(**kwargs)
+
+
+def _is_dual(est) -> bool:
+    params = est.get_params()
+    return params.get("kernel") != "linear" or params.get("mode") == "dual"
 
 
 def _check_parameters(estimators: dict) -> None:
@@ -482,9 +513,15 @@ def _covariance_summary(estimators: dict) -> str:
     """How the second-order algorithms keep Sigma, e.g. "full" or "diag (kl)"; "" if none do."""
     groups: dict[str, list[str]] = {}
     for name, est in estimators.items():
+        params = est.get_params()
+        if _is_dual(est):
+            kind = f"dual, kernel {params.get('kernel')}"
+            if not ALGORITHMS[name].first_order:
+                kind += f" ({params.get('solver')})"
+            groups.setdefault(kind, []).append(name)
+            continue
         if ALGORITHMS[name].first_order:
             continue  # Sigma = a I throughout: nothing to report
-        params = est.get_params()
         kind = str(params.get("covariance"))
         if kind == "diag":
             kind += f" ({params.get('diag_method')})"
@@ -553,7 +590,11 @@ def _run(args: argparse.Namespace) -> int:
             f"{data.name}: the stream holds only one class ({classes[0]}); "
             f"a classifier needs two{hint}"
         )
-    full = [nm for nm, est in estimators.items() if est.get_params().get("covariance") == "full"]
+    full = [
+        nm
+        for nm, est in estimators.items()
+        if est.get_params().get("covariance") == "full" and not _is_dual(est)
+    ]
     need = _full_covariance_bytes(d, classes.size)
     if full and need > FULL_COVARIANCE_LIMIT:
         models = 1 if classes.size <= 2 else classes.size

@@ -21,10 +21,13 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import primal
+from .dual import DualModel
+from .kernels import KERNELS, Kernel
 from .primal import DIAG_METHODS, RuleParams
 from .rules import FIRST_ORDER, RULES, VAR_FLOOR
 
 __all__ = [
+    "primal_from_dual",
     "CWClassifier",
     "SCWClassifier",
     "AROWClassifier",
@@ -32,8 +35,10 @@ __all__ = [
     "PerceptronClassifier",
 ]
 
-_KERNELS = ("linear",)
 _MODES = ("auto", "primal", "dual")
+_SOLVERS = ("cholesky", "explicit")
+#: Inputs per block of the dual engine when ``block_size=None``.
+DUAL_BLOCK = 256
 _COVARIANCES = ("full", "diag")
 
 
@@ -117,11 +122,19 @@ class _CWBase(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------ parameters
 
-    def _common_params(self) -> dict:
+    def _common_params(self, rule: RuleParams) -> dict:
         """Validate the parameters every estimator shares; return the engine choice."""
         a = _check_positive("a", self.a)
-        _check_option("kernel", self.kernel, _KERNELS + ("rbf", "poly", "laplacian"))
+        if not callable(self.kernel):
+            _check_option("kernel", self.kernel, KERNELS)
         _check_option("mode", self.mode, _MODES)
+        _check_option("solver", self.solver, _SOLVERS)
+        if self.block_size is not None and (
+            isinstance(self.block_size, bool)
+            or not isinstance(self.block_size, numbers.Integral)
+            or self.block_size < 1
+        ):
+            raise ValueError(f"block_size={self.block_size!r} must be None or an integer >= 1")
         _check_option("covariance", self.covariance, _COVARIANCES)
         _check_option("diag_method", self.diag_method, tuple(DIAG_METHODS))
         if (
@@ -132,19 +145,30 @@ class _CWBase(ClassifierMixin, BaseEstimator):
             raise ValueError(f"n_iter={self.n_iter!r} must be an integer >= 1")
         if not isinstance(self.shuffle, bool | np.bool_):
             raise ValueError(f"shuffle={self.shuffle!r} must be True or False")
-        if self.kernel != "linear" or self.mode == "dual":
+        linear = isinstance(self.kernel, str) and self.kernel == "linear"
+        if self.mode == "primal" and not linear:
             raise ValueError(
-                f"kernel={self.kernel!r}, mode={self.mode!r} needs the dual (kernel) "
-                "engine, which this version of kernelcw does not have yet; use "
-                "kernel='linear' with mode='auto' or 'primal'"
+                f"mode='primal' needs kernel='linear' (got kernel={self.kernel!r}): a "
+                "non-linear kernel is learned in the dual; use mode='auto' or 'dual'"
             )
-        return {"a": a}
+        dual = self.mode == "dual" or not linear
+        if dual and self.covariance == "diag" and rule.rule not in FIRST_ORDER:
+            raise ValueError(
+                "covariance='diag' exists only in the primal mode: the dual engine keeps "
+                "the full covariance in the kernel's feature space (use covariance='full')"
+            )
+        return {"a": a, "dual": dual}
 
-    def _params(self) -> tuple[RuleParams, float]:
-        common = self._common_params()
+    @property
+    def _is_dual(self) -> bool:
+        return "_dual" in self.__dict__
+
+    def _params(self) -> tuple[RuleParams, float, bool]:
+        """Validate every parameter: (rule, a, whether the dual engine learns)."""
         rule = self._rule_params()
+        common = self._common_params(rule)
         rule.a = common["a"]
-        return rule, common["a"]
+        return rule, common["a"], common["dual"]
 
     # ------------------------------------------------------------ validation
 
@@ -236,8 +260,18 @@ class _CWBase(ClassifierMixin, BaseEstimator):
     def _n_models(self) -> int:
         return 1 if len(self.classes_) == 2 else len(self.classes_)
 
-    def _init_state(self, classes_: np.ndarray, d: int, a: float, rule: RuleParams) -> None:
+    def _init_state(
+        self, classes_: np.ndarray, d: int, a: float, rule: RuleParams, dual: bool
+    ) -> None:
         K = 1 if len(classes_) == 2 else len(classes_)
+        for key in ("mean_", "covariance_", "_dual"):
+            self.__dict__.pop(key, None)
+        if dual:
+            kernel = Kernel(self.kernel, self.gamma, self.degree, self.coef0, d)
+            block = DUAL_BLOCK if self.block_size is None else self.block_size
+            self._dual = DualModel(kernel, rule, K, self.solver, block)
+            self._set_counters(classes_, K)
+            return
         full = self.covariance == "full"
         if full:
             need = K * d * d * 8
@@ -259,6 +293,9 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         else:
             cov = np.full((K, d), a)
         self.covariance_ = cov[0] if K == 1 else cov
+        self._set_counters(classes_, K)
+
+    def _set_counters(self, classes_: np.ndarray, K: int) -> None:
         self.classes_ = classes_
         if K == 1:
             self.n_updates_ = 0
@@ -275,16 +312,25 @@ class _CWBase(ClassifierMixin, BaseEstimator):
             return np.where(y == self.classes_[1], 1.0, -1.0)[:, None]
         return np.where(y[:, None] == self.classes_[None, :], 1.0, -1.0)
 
-    def _learn(self, X, Y, rule: RuleParams, a: float) -> np.ndarray:
-        """One pass in the given order; returns (n, K) decision values before each update."""
+    def _learn(self, X, Y, rule: RuleParams, a: float, positions=None) -> np.ndarray:
+        """One pass in the given order; returns (n, K) decision values before each update.
+
+        ``positions``: the rows' positions in the training data (dual engine: what
+        ``support_`` reports and where ``"precomputed"`` rows hold k(x, x)); by
+        default the stream continues from the previous call.
+        """
         K = self._n_models
         d = X.shape[1]
-        mu = self.mean_.reshape(K, d)
         out = np.empty((X.shape[0], K))
-        if self.covariance == "full" and rule.rule not in FIRST_ORDER:
+        if self._is_dual:
+            self._dual.set_rule(rule)  # parameters may be set_params'd between calls
+            n_upd, n_mis, n_fl = self._dual.learn(X, Y, out, positions)
+        elif self.covariance == "full" and rule.rule not in FIRST_ORDER:
+            mu = self.mean_.reshape(K, d)
             sigma = self.covariance_.reshape(K, d, d)
             n_upd, n_mis, n_fl = primal.full_fit(mu, sigma, X, Y, rule, out)
         else:
+            mu = self.mean_.reshape(K, d)
             if self.covariance == "full":  # first-order: Sigma = a I never changes
                 s = np.full((K, d), a)
             else:
@@ -320,17 +366,17 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         order drawn from ``random_state``. One pass is the online learning of the
         papers; ``n_mistakes_`` counts the mistakes over all passes.
         """
-        rule, a = self._params()
+        rule, a, dual = self._params()
         X, y, classes_ = self._validate_training(X, y, None, first_call=True)
-        self._init_state(classes_, X.shape[1], a, rule)
+        self._init_state(classes_, X.shape[1], a, rule, dual)
         Y = self._label_matrix(y)
         rng = check_random_state(self.random_state)
         for _ in range(self.n_iter):
             if self.shuffle:
                 order = rng.permutation(X.shape[0])
-                self._learn(X[order], Y[order], rule, a)
+                self._learn(X[order], Y[order], rule, a, positions=order)
             else:
-                self._learn(X, Y, rule, a)
+                self._learn(X, Y, rule, a, positions=np.arange(X.shape[0]))
         return self
 
     def partial_fit(self, X, y, classes=None):
@@ -353,16 +399,24 @@ class _CWBase(ClassifierMixin, BaseEstimator):
 
     def _learn_online(self, X, y, classes=None) -> np.ndarray:
         """partial_fit that returns the (n, K) decision values seen before each update."""
-        rule, a = self._params()
+        rule, a, dual = self._params()
         first_call = not hasattr(self, "classes_")
+        if not first_call and dual != self._is_dual:
+            raise ValueError(
+                f"kernel={self.kernel!r}, mode={self.mode!r} selects the "
+                f"{'dual' if dual else 'primal'} engine but this model was started in the "
+                f"{'dual' if self._is_dual else 'primal'} one; call fit to start over"
+            )
         X, y, classes_ = self._validate_training(X, y, classes, first_call)
         if first_call:
-            self._init_state(classes_, X.shape[1], a, rule)
+            self._init_state(classes_, X.shape[1], a, rule, dual)
         return self._learn(X, self._label_matrix(y), rule, a)
 
     # ------------------------------------------------------------ prediction
 
     def _decision(self, X) -> np.ndarray:
+        if self._is_dual:
+            return self._dual.decision(X)[0]
         K = self._n_models
         mu = self.mean_.reshape(K, -1)
         return np.asarray(X @ mu.T)
@@ -376,6 +430,8 @@ class _CWBase(ClassifierMixin, BaseEstimator):
 
     def _margin_variance(self, X) -> np.ndarray:
         """``v = x' Sigma x`` for every row and model, (n, K)."""
+        if self._is_dual:
+            return self._dual.decision(X, with_variance=True)[1]
         K = self._n_models
         d = X.shape[1]
         if self.covariance == "full":
@@ -422,9 +478,64 @@ class _CWBase(ClassifierMixin, BaseEstimator):
 
     @property
     def coef_(self) -> np.ndarray:
-        """The mean weights in scikit-learn's shape: (1, d) for two classes, (K, d) else."""
+        """The mean weights in scikit-learn's shape: (1, d) for two classes, (K, d) else.
+
+        With a dual model only for the linear kernel (``mu = S' nu``).
+        """
         check_is_fitted(self)
+        if self._is_dual:
+            return primal_from_dual(self)[0].reshape(self._n_models, -1)
         return self.mean_.reshape(self._n_models, -1)
+
+    # ------------------------------------------------------------ dual attributes
+
+    def _dual_attr(self, name: str):
+        check_is_fitted(self)
+        if not self._is_dual:
+            raise AttributeError(
+                f"{name} exists for dual (kernel) models only; this one is primal "
+                "(kernel='linear', mode='auto'): see mean_ and covariance_"
+            )
+        return self._dual
+
+    def _per_model(self, values: list):
+        return values[0] if len(values) == 1 else values
+
+    @property
+    def support_(self):
+        """Positions of the support inputs in the training stream (rows counted over
+        ``partial_fit`` calls), in the order they entered; a list per class for
+        more than two classes."""
+        dm = self._dual_attr("support_")
+        return self._per_model([dm.pos[m.idx] for m in dm.models])
+
+    @property
+    def support_vectors_(self):
+        """The support inputs (n_sv, n_features), in the order they entered."""
+        dm = self._dual_attr("support_vectors_")
+        if dm.kernel.precomputed:
+            raise AttributeError("kernel='precomputed' keeps no inputs: see support_")
+        rows = [dm.store[m.idx] for m in dm.models]
+        return self._per_model(rows)
+
+    @property
+    def dual_coef_(self):
+        """nu: mu = sum_p nu_p phi(x_p) over the support vectors."""
+        dm = self._dual_attr("dual_coef_")
+        return self._per_model([m.nu(dm.a) for m in dm.models])
+
+    @property
+    def covariance_coef_(self):
+        """Pi: Sigma = a I + sum_pq Pi_pq phi(x_p) phi(x_q)'."""
+        dm = self._dual_attr("covariance_coef_")
+        return self._per_model([m.Pi(dm.a) for m in dm.models])
+
+    @property
+    def n_support_(self):
+        """Number of support vectors (an array over classes for more than two)."""
+        dm = self._dual_attr("n_support_")
+        n = [m.n for m in dm.models]
+        return n[0] if len(n) == 1 else np.array(n)
 
     @property
     def intercept_(self) -> np.ndarray:
@@ -443,15 +554,36 @@ _COMMON_DOC = """
         Initial covariance ``Sigma_1 = a I``. CW-Stdev's predictions do not depend
         on it (NIPS 2008 Lemma 3); the other rules are invariant after rescaling
         their parameter (``kernelcw.rules``).
-    kernel : {{"linear"}}, default="linear"
-        Only the linear kernel (primal mode) in this version.
+    kernel : {{"linear", "rbf", "poly", "laplacian", "precomputed"}} or callable, default="linear"
+        The Mercer kernel k(x, z): ``x . z``; ``exp(-gamma |x - z|^2)``;
+        ``(gamma x . z + coef0)^degree``; ``exp(-gamma |x - z|_1)``; rows of a
+        Gram matrix against the training inputs (``fit(K_train, y)``,
+        ``predict(K_test)``; the support set then holds positions); or a
+        callable ``k(A, B) -> (len(A), len(B))`` matrix.
+    gamma : float or None, default=None
+        Kernel width for rbf, poly and laplacian; None means 1 / n_features.
+    degree : float, default=3
+        Degree of the poly kernel.
+    coef0 : float, default=0.0
+        Constant of the poly kernel.
     mode : {{"auto", "primal", "dual"}}, default="auto"
-        Which engine learns: the primal (weights) or dual (kernel) form.
-        "auto" picks the primal one for the linear kernel.
+        Which engine learns: the primal (weights mu, Sigma) or the dual form
+        (coefficients over support vectors, any kernel). "auto" picks the primal
+        engine for the linear kernel and the dual one otherwise; "dual" forces the
+        dual engine for the linear kernel (it reproduces the primal run:
+        :func:`kernelcw.primal_from_dual`).
+    solver : {{"cholesky", "explicit"}}, default="cholesky"
+        Dual engine only. "cholesky": the append-only Cholesky form, in blocks of
+        ``block_size`` inputs with BLAS-3 kernel blocks and triangular solves;
+        "explicit": the papers' nu/Pi recursion, one round at a time (the readable
+        reference). Both give the same model to rounding.
+    block_size : int or None, default=None
+        Inputs per block (dual engine: 256; results do not depend on it).
     covariance : {{"full", "diag"}}, default="{cov_default}"
-        Full d x d covariance (the papers' exact algorithms, O(d^2) memory) or a
-        diagonal one (JMLR 2012 section 6: O(d) memory, for text and other
-        high-dimensional sparse data).{cov_note}
+        Primal mode: full d x d covariance (the papers' exact algorithms, O(d^2)
+        memory) or a diagonal one (JMLR 2012 section 6: O(d) memory, for text and
+        other high-dimensional sparse data). The dual engine always keeps the full
+        covariance in the kernel's feature space.{cov_note}
     diag_method : {{"kl", "l2", "exact"}}, default="kl"
         How the diagonal is kept (JMLR 2012 section 6): diagonalised precision
         update ("kl", the paper's best), diagonalised covariance update ("l2"), or
@@ -476,12 +608,25 @@ _ATTR_DOC = """
     Attributes
     ----------
     mean_ : ndarray of shape (n_features,) or (n_classes, n_features)
-        The mean weights mu (one row per one-vs-rest model with > 2 classes).
+        Primal mode: the mean weights mu (one row per one-vs-rest model with > 2
+        classes).
     covariance_ : ndarray
-        Sigma: (n_features, n_features) full or (n_features,) diagonal, with a
-        leading class axis for more than two classes.
+        Primal mode: Sigma, (n_features, n_features) full or (n_features,)
+        diagonal, with a leading class axis for more than two classes.
+    support_vectors_ : ndarray of shape (n_support, n_features)
+        Dual mode: the support inputs in the order they entered (a list per class
+        for more than two classes; absent for ``kernel="precomputed"``).
+    support_ : ndarray of shape (n_support,)
+        Dual mode: positions of the support inputs in the training data.
+    dual_coef_ : ndarray of shape (n_support,)
+        Dual mode: nu, with ``mu = sum_p nu_p phi(x_p)``.
+    covariance_coef_ : ndarray of shape (n_support, n_support)
+        Dual mode: Pi, with ``Sigma = a I + sum_pq Pi_pq phi(x_p) phi(x_q)'``
+        (computed on demand from the Cholesky factor).
+    n_support_ : int or ndarray of shape (n_classes,)
+        Dual mode: the number of support vectors.
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
-        ``mean_`` in scikit-learn's shape.
+        mu in scikit-learn's shape (primal mode, or the dual with a linear kernel).
     intercept_ : ndarray of shape (1,) or (n_classes,)
         Zeros: the learners have no bias term.
     n_updates_ : int or ndarray of shape (n_classes,)
@@ -547,7 +692,12 @@ class CWClassifier(_CWBase):
         eta=0.7,
         a=1.0,
         kernel="linear",
+        gamma=None,
+        degree=3,
+        coef0=0.0,
         mode="auto",
+        solver="cholesky",
+        block_size=None,
         covariance="full",
         diag_method="kl",
         n_iter=1,
@@ -558,7 +708,12 @@ class CWClassifier(_CWBase):
         self.eta = eta
         self.a = a
         self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
         self.mode = mode
+        self.solver = solver
+        self.block_size = block_size
         self.covariance = covariance
         self.diag_method = diag_method
         self.n_iter = n_iter
@@ -599,7 +754,12 @@ class SCWClassifier(_CWBase):
         eta=None,
         a=1.0,
         kernel="linear",
+        gamma=None,
+        degree=3,
+        coef0=0.0,
         mode="auto",
+        solver="cholesky",
+        block_size=None,
         covariance="full",
         diag_method="kl",
         n_iter=1,
@@ -611,7 +771,12 @@ class SCWClassifier(_CWBase):
         self.eta = eta
         self.a = a
         self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
         self.mode = mode
+        self.solver = solver
+        self.block_size = block_size
         self.covariance = covariance
         self.diag_method = diag_method
         self.n_iter = n_iter
@@ -648,7 +813,12 @@ class AROWClassifier(_CWBase):
         r=1.0,
         a=1.0,
         kernel="linear",
+        gamma=None,
+        degree=3,
+        coef0=0.0,
         mode="auto",
+        solver="cholesky",
+        block_size=None,
         covariance="full",
         diag_method="kl",
         n_iter=1,
@@ -658,7 +828,12 @@ class AROWClassifier(_CWBase):
         self.r = r
         self.a = a
         self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
         self.mode = mode
+        self.solver = solver
+        self.block_size = block_size
         self.covariance = covariance
         self.diag_method = diag_method
         self.n_iter = n_iter
@@ -702,7 +877,12 @@ class PAClassifier(_CWBase):
         C=1.0,
         a=1.0,
         kernel="linear",
+        gamma=None,
+        degree=3,
+        coef0=0.0,
         mode="auto",
+        solver="cholesky",
+        block_size=None,
         covariance="diag",
         diag_method="kl",
         n_iter=1,
@@ -713,7 +893,12 @@ class PAClassifier(_CWBase):
         self.C = C
         self.a = a
         self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
         self.mode = mode
+        self.solver = solver
+        self.block_size = block_size
         self.covariance = covariance
         self.diag_method = diag_method
         self.n_iter = n_iter
@@ -741,7 +926,12 @@ class PerceptronClassifier(_CWBase):
         *,
         a=1.0,
         kernel="linear",
+        gamma=None,
+        degree=3,
+        coef0=0.0,
         mode="auto",
+        solver="cholesky",
+        block_size=None,
         covariance="diag",
         diag_method="kl",
         n_iter=1,
@@ -750,7 +940,12 @@ class PerceptronClassifier(_CWBase):
     ):
         self.a = a
         self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
         self.mode = mode
+        self.solver = solver
+        self.block_size = block_size
         self.covariance = covariance
         self.diag_method = diag_method
         self.n_iter = n_iter
@@ -759,3 +954,37 @@ class PerceptronClassifier(_CWBase):
 
     def _rule_params(self) -> RuleParams:
         return RuleParams(RULES["perceptron"])
+
+
+def primal_from_dual(model) -> tuple[np.ndarray, np.ndarray]:
+    """(mu, Sigma) of a fitted linear-kernel dual model: ``mu = S' nu`` and
+    ``Sigma = a I + S' Pi S``, S the support vectors (rows).
+
+    With the linear kernel the dual run reproduces the primal full-covariance run;
+    this is how to check it. Binary: (d,), (d, d); more classes: stacked (K, d),
+    (K, d, d).
+    """
+    check_is_fitted(model)
+    if not getattr(model, "_is_dual", False):
+        raise ValueError("primal_from_dual needs a dual model (mode='dual' or a kernel)")
+    dm = model._dual
+    if dm.kernel.name != "linear":
+        raise ValueError(
+            f"primal_from_dual needs the linear kernel; this model's kernel is "
+            f"{dm.kernel.name!r}, whose feature space has no finite weight vector here"
+        )
+    d = model.n_features_in_
+    mus, sigmas = [], []
+    for m in dm.models:
+        S = dm.store[m.idx]
+        S = S.toarray() if sp.issparse(S) else np.asarray(S)
+        nu = m.nu(dm.a)
+        Pi = m.Pi(dm.a)
+        mus.append(S.T @ nu if m.n else np.zeros(d))
+        sig = dm.a * np.eye(d)
+        if m.n:
+            sig += S.T @ Pi @ S
+        sigmas.append(sig)
+    if len(mus) == 1:
+        return mus[0], sigmas[0]
+    return np.stack(mus), np.stack(sigmas)

@@ -166,19 +166,22 @@ def test_multiclass_builtin(capsys):
     assert "summed over the 3 one-vs-rest models" in out
 
 
-def test_support_column_shows_n_support(capsys, monkeypatch):
-    """Fitted models with ``n_support_`` (the dual engine) fill the support column."""
-    real = kernelcw.online.run_online
+def test_support_column_shows_n_support(capsys):
+    """Dual (kernel) models fill the support column with their n_support_."""
+    from kernelcw.datasets import load_default
 
-    def with_support(est, X, y, **kwargs):
-        res = real(est, X, y, **kwargs)
-        res.estimator.n_support_ = np.array([3, 4])  # per class: summed
-        return res
-
-    monkeypatch.setattr(kernelcw.online, "run_online", with_support)
-    assert main(["run", "--limit", "40", "-a", "pa1"]) == 0
-    assert table_rows(capsys.readouterr().out)["pa1"][3] == "7"
-    assert run_json(capsys, "--limit", "40", "-a", "pa1")["results"][0]["support"] == 7
+    assert main(["run", "--limit", "80", "-a", "pa1,scw1", "--kernel", "rbf"]) == 0
+    out = capsys.readouterr().out
+    assert "dual, kernel rbf" in out
+    rows = table_rows(out)
+    data = load_default()
+    X = data.X[:80]
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    expected = kernelcw.SCWClassifier(kernel="rbf").fit(X, data.y[:80]).n_support_
+    assert rows["scw1"][3] == str(expected)
+    assert int(rows["pa1"][3]) == int(rows["pa1"][2])  # every update adds one
+    res = run_json(capsys, "--limit", "80", "-a", "scw1", "--kernel", "rbf")
+    assert res["results"][0]["support"] == expected
 
 
 @pytest.mark.parametrize(

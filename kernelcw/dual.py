@@ -1,0 +1,573 @@
+"""Dual (kernel) engine: support set, Gram cache and two solvers.
+
+By the representer theorem (design note ``dual-form.md`` section 1) the model is
+
+    mu    = sum_p nu_p phi(x_p),     Sigma = a I + sum_pq Pi_pq phi(x_p) phi(x_q)'
+
+over the support set S. With ``k = K(S, x)``, ``kappa = k(x, x)``:
+``f = mu . x = nu . k`` and ``v = a kappa + k' Pi k``.
+
+Two solvers keep the same model:
+
+``"explicit"`` (section 1): nu and Pi themselves, updated in place round by round
+(``nu += alpha y c``, ``Pi -= beta c c'``, ``c = Pi k``, and a new row). About
+1.5 n^2 numbers of memory traffic per round. The readable reference.
+
+``"cholesky"`` (sections 2-3): ``Pi = -a^2 M^-1`` with ``M = D^-1 + a K(S, S)``
+symmetric positive definite, kept as its append-only Cholesky factor
+``M = L L'`` and the vector ``r`` (``nu = a L'^-1 r``). Per round
+``w = L^-1 k``, ``f = a r . w``, ``v = a kappa - a^2 |w|^2``, and an update appends
+the row ``[a w, L_nn]``, ``L_nn = sqrt(1/zeta + v)``, and
+``r_new = alpha y L_nn`` (the design note's ``(g/zeta - (a w) . r) / L_nn`` with
+``g = zeta f + alpha y (1 + zeta v)`` and ``(a w) . r = f``). Nothing stored
+changes, so M stays positive definite by construction.
+
+Blocks (section 3). For ``b`` inputs ``X_B`` and the support set ``S_0`` at the
+block's start: ``K0 = K(S_0, X_B)`` is one kernel block, ``W0 = L^-1 K0`` one
+blocked forward substitution (BLAS-3), ``G = W0' W0`` one more product. The rows
+appended inside the block begin with ``a W0[:, s]``, so their products with any
+``w`` come from ``G``: the walk through the block runs in b x b space
+
+    e_t[i] = (K_BB[s_i, t] - a G[s_i, t] - a E[i, :i] . e_t[:i]) / L_ii
+    f_t = a (r_0 . W0[:, t] + r_new . e_t),  v_t = a kappa_t - a^2 (G[t, t] + |e_t|^2)
+
+(``s_i`` the block input that appended new row i, ``e_t`` the part of ``w_t`` on
+the new rows) and never touches an n-vector.
+
+Storage. L and the Gram cache K(S, S) are stored as row panels, one per block
+that updated: panel j holds the ``u_j`` rows appended in that block, of length
+``off_j + u_j``. That is exactly the lower triangle (plus a u_j^2/2 sliver per
+panel), with no capacity slack, and the forward substitution over panels is a
+sequence of matrix products and small triangular solves.
+
+First-order rules (Perceptron, PA) never change Sigma = a I: both solvers keep nu
+alone, with ``v = a kappa``.
+
+Margin variance. Rounding can push v slightly below zero. A v under
+``VAR_FLOOR * a * kappa`` is raised to it and counted; a v under
+``-PSD_TOL * a * kappa`` (or kappa < 0) means the kernel is not positive
+semi-definite, and the learner raises a ``ValueError`` naming it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+from scipy.linalg import solve_triangular
+
+from .kernels import Kernel
+from .primal import RuleParams
+from .rules import FIRST_ORDER, VAR_FLOOR, step
+
+__all__ = ["PSD_TOL", "DualModel", "BinaryDual"]
+
+#: A margin variance below ``-PSD_TOL * a * k(x, x)`` is beyond rounding: the
+#: kernel is not positive semi-definite.
+PSD_TOL = 1e-6
+
+_OK, _NONFINITE, _NOT_PSD = 0, 1, 2
+
+
+# --------------------------------------------------------------------------- walks
+
+
+@njit(cache=True)
+def _variance_check(v, a, kap):
+    """(v after the floor, floored?, status)."""
+    if not (kap >= 0.0) or v < -PSD_TOL * a * kap:
+        return v, False, _NOT_PSD
+    vmin = VAR_FLOOR * a * kap
+    if v < vmin:
+        return vmin, True, _OK
+    return v, False, _OK
+
+
+@njit(cache=True)
+def _cholesky_walk(G, rW, Kbb, kap, y, rule, phi, C, r, a, E, Ld, rn, zt, src, f_out, e):
+    """Second-order rules, cholesky solver: walk one block (module docstring).
+
+    Writes the new rows' data (E, Ld, rn, zt, src) and f_out; returns
+    (n_new, n_floored, bad_index, status).
+    """
+    b = rW.shape[0]
+    u = 0
+    nfl = 0
+    for t in range(b):
+        for i in range(u):
+            s = src[i]
+            acc = Kbb[s, t] - a * G[s, t]
+            for j in range(i):
+                acc -= a * E[i, j] * e[j]
+            e[i] = acc / Ld[i]
+        f = rW[t]
+        ee = 0.0
+        for i in range(u):
+            f += rn[i] * e[i]
+            ee += e[i] * e[i]
+        f *= a
+        f_out[t] = f
+        v = a * kap[t] - a * a * (G[t, t] + ee)
+        v, fl, status = _variance_check(v, a, kap[t])
+        if status != _OK:
+            return u, nfl, t, status
+        if fl:
+            nfl += 1
+        alpha, beta, zeta = step(rule, y[t] * f, v, phi, C, r)
+        if not (math.isfinite(alpha) and math.isfinite(zeta) and math.isfinite(f)):
+            return u, nfl, t, _NONFINITE
+        if alpha > 0.0:
+            lnn = math.sqrt(1.0 / zeta + v)
+            Ld[u] = lnn
+            rn[u] = alpha * y[t] * lnn
+            zt[u] = zeta
+            for j in range(u):
+                E[u, j] = e[j]
+            src[u] = t
+            u += 1
+    return u, nfl, -1, _OK
+
+
+@njit(cache=True)
+def _first_order_walk(f0, Kbb, kap, y, rule, phi, C, r, a, nun, src, f_out):
+    """First-order rules: Sigma = a I, only nu. f0 = nu_0 . K0 for the block."""
+    b = f0.shape[0]
+    u = 0
+    for t in range(b):
+        f = f0[t]
+        for i in range(u):
+            f += nun[i] * Kbb[src[i], t]
+        f_out[t] = f
+        if not (kap[t] >= 0.0):
+            return u, t, _NOT_PSD
+        alpha, _, _ = step(rule, y[t] * f, kap[t], phi, C, r)
+        if not (math.isfinite(alpha) and math.isfinite(f)):
+            return u, t, _NONFINITE
+        if alpha > 0.0:
+            nun[u] = alpha * y[t] * a
+            src[u] = t
+            u += 1
+    return u, -1, _OK
+
+
+@njit(cache=True)
+def _explicit_walk(K0, Kbb, kap, y, nu, Pi, n0, rule, phi, C, r, a, src, f_out, kv, c):
+    """Second-order rules, explicit solver: nu and Pi updated in place, one round
+    at a time (capacity of nu/Pi at least n0 + b). Returns
+    (n_new, n_floored, bad_index, status)."""
+    b = kap.shape[0]
+    n = n0
+    u = 0
+    nfl = 0
+    for t in range(b):
+        for i in range(n0):
+            kv[i] = K0[i, t]
+        for i in range(u):
+            kv[n0 + i] = Kbb[src[i], t]
+        f = 0.0
+        for i in range(n):
+            f += nu[i] * kv[i]
+        f_out[t] = f
+        q = 0.0
+        for i in range(n):
+            acc = 0.0
+            for j in range(n):
+                acc += Pi[i, j] * kv[j]
+            c[i] = acc
+            q += kv[i] * acc
+        v = a * kap[t] + q
+        v, fl, status = _variance_check(v, a, kap[t])
+        if status != _OK:
+            return u, nfl, t, status
+        if fl:
+            nfl += 1
+        alpha, beta, _ = step(rule, y[t] * f, v, phi, C, r)
+        if not (math.isfinite(alpha) and math.isfinite(beta) and math.isfinite(f)):
+            return u, nfl, t, _NONFINITE
+        if alpha > 0.0:
+            ay = alpha * y[t]
+            for i in range(n):
+                nu[i] += ay * c[i]
+                bci = beta * c[i]
+                for j in range(n):
+                    Pi[i, j] -= bci * c[j]
+                Pi[n, i] = -beta * a * c[i]
+                Pi[i, n] = -beta * a * c[i]
+            Pi[n, n] = -beta * a * a
+            nu[n] = ay * a
+            src[u] = t
+            u += 1
+            n += 1
+    return u, nfl, -1, _OK
+
+
+# --------------------------------------------------------------------------- panels
+
+
+def _forward(panels, K0: np.ndarray) -> np.ndarray:
+    """L^-1 K0 for L stored as row panels [(off, P)], P of shape (u, off + u)."""
+    W = np.empty_like(K0)
+    for off, P in panels:
+        u = P.shape[0]
+        rhs = K0[off : off + u]
+        if off:
+            rhs = rhs - P[:, :off] @ W[:off]
+        W[off : off + u] = solve_triangular(
+            P[:, off : off + u], rhs, lower=True, check_finite=False
+        )
+    return W
+
+
+def _backward(panels, R: np.ndarray) -> np.ndarray:
+    """L'^-1 R (R of n rows, vector or matrix)."""
+    X = np.array(R, dtype=np.float64, copy=True)
+    for off, P in reversed(panels):
+        u = P.shape[0]
+        X[off : off + u] = solve_triangular(
+            P[:, off : off + u], X[off : off + u], lower=True, trans="T", check_finite=False
+        )
+        if off:
+            X[:off] -= P[:, :off].T @ X[off : off + u]
+    return X
+
+
+def _dense_panels(panels, n: int) -> np.ndarray:
+    """The full lower-triangular matrix held by row panels."""
+    L = np.zeros((n, n))
+    for off, P in panels:
+        u = P.shape[0]
+        L[off : off + u, : off + u] = P
+    return L
+
+
+# --------------------------------------------------------------------------- models
+
+
+class BinaryDual:
+    """One binary model in dual form: the positions of its support inputs in the
+    shared store, and the solver's state.
+
+    cholesky: ``L`` and ``gram`` as row panels, ``r`` and ``zeta`` per support
+    vector; explicit: ``nu`` and ``Pi`` in capacity buffers; first-order rules:
+    ``nu`` only.
+    """
+
+    def __init__(self, solver: str, first_order: bool):
+        self.solver = solver
+        self.first_order = first_order
+        self.idx = np.zeros(0, dtype=np.int64)  # positions in the store, in entry order
+        self.L: list[tuple[int, np.ndarray]] = []
+        self.gram: list[tuple[int, np.ndarray]] = []
+        self.r = np.zeros(0)
+        self.zeta = np.zeros(0)
+        self._nu = np.zeros(0)  # capacity buffer (explicit, first-order)
+        self._Pi = np.zeros((0, 0))
+        self._nu_cache: np.ndarray | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.idx.shape[0])
+
+    def _ensure_capacity(self, need: int) -> None:
+        cap = self._nu.shape[0]
+        if need <= cap:
+            return
+        new = max(need, int(cap * 1.5) + 16)
+        nu = np.zeros(new)
+        nu[: self.n] = self._nu[: self.n]
+        self._nu = nu
+        if not self.first_order:
+            Pi = np.zeros((new, new))
+            Pi[: self.n, : self.n] = self._Pi[: self.n, : self.n]
+            self._Pi = Pi
+
+    def nu(self, a: float) -> np.ndarray:
+        """The dual mean coefficients (cached until the model changes)."""
+        if self.solver == "cholesky" and not self.first_order:
+            if self._nu_cache is None:
+                self._nu_cache = a * _backward(self.L, self.r) if self.n else np.zeros(0)
+            return self._nu_cache
+        return self._nu[: self.n].copy()
+
+    def Pi(self, a: float) -> np.ndarray:
+        """The dual covariance coefficients, (n, n)."""
+        n = self.n
+        if self.first_order or n == 0:
+            return np.zeros((n, n))
+        if self.solver == "explicit":
+            return self._Pi[:n, :n].copy()
+        Linv = _forward(self.L, np.eye(n))
+        return -(a * a) * (Linv.T @ Linv)
+
+    def variance(self, Ks: np.ndarray, kap: np.ndarray, a: float) -> np.ndarray:
+        """v = a kappa + k' Pi k for each column of Ks = K(S, X)."""
+        if self.first_order or self.n == 0:
+            return a * kap
+        if self.solver == "cholesky":
+            W = _forward(self.L, Ks)
+            return a * kap - a * a * np.einsum("ij,ij->j", W, W)
+        Pi = self._Pi[: self.n, : self.n]
+        return a * kap + np.einsum("ij,ij->j", Ks, Pi @ Ks)
+
+
+class DualModel:
+    """The support store shared by the one-vs-rest models, and the models.
+
+    ``store`` holds every input that entered some model's support set, once
+    (dense rows, a CSR matrix, or for ``"precomputed"`` the training positions);
+    ``pos`` their positions in the training stream.
+    """
+
+    def __init__(self, kernel: Kernel, rule: RuleParams, n_models: int, solver: str, block):
+        self.kernel = kernel
+        self.rule = rule
+        self.a = rule.a
+        self.solver = solver
+        self.block_size = int(block)
+        first = rule.rule in FIRST_ORDER
+        self.models = [BinaryDual(solver, first) for _ in range(n_models)]
+        self.n_store = 0
+        self.store = None
+        self.pos = np.zeros(0, dtype=np.int64)
+        self.n_seen = 0  # training rows seen by partial_fit (default positions)
+
+    def set_rule(self, rule: RuleParams) -> None:
+        if rule.a != self.a:
+            raise ValueError(
+                f"a={rule.a!r} differs from the a={self.a!r} this model started with; "
+                "the prior scale is part of the stored state: call fit to start over"
+            )
+        self.rule = rule
+
+    # ------------------------------------------------------------ kernel access
+
+    def _support_rows(self, n: int):
+        if self.kernel.precomputed:
+            return self.pos[:n]
+        return self.store[:n]
+
+    def _kernel_store(self, XB, n_store: int) -> np.ndarray:
+        """K(store[:n_store], XB), (n_store, b)."""
+        if n_store == 0:
+            return np.zeros((0, XB.shape[0]))
+        if self.kernel.precomputed:
+            return np.ascontiguousarray(_dense(XB[:, self.pos[:n_store]]).T)
+        return self.kernel.block(self.store[:n_store], XB)
+
+    def _kernel_block(self, XB, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(K(XB, XB), kappa) for a training block whose rows have positions cols."""
+        if self.kernel.precomputed:
+            if cols.max() >= XB.shape[1]:
+                raise ValueError(
+                    f"kernel='precomputed': training row {int(cols.max())} needs column "
+                    f"{int(cols.max())} (its kernel with itself) but X has {XB.shape[1]} "
+                    "columns; rows must hold kernel values against all training inputs, "
+                    "in stream order"
+                )
+            Kbb = np.ascontiguousarray(_dense(XB[:, cols]))
+            Kbb = 0.5 * (Kbb + Kbb.T)
+            return Kbb, np.ascontiguousarray(np.diagonal(Kbb))
+        Kbb = self.kernel.block(XB, XB)
+        Kbb = 0.5 * (Kbb + Kbb.T)  # exact symmetry for the walk
+        if self.kernel._f is None:
+            kap = self.kernel.diag(XB)
+        else:
+            kap = np.ascontiguousarray(np.diagonal(Kbb))
+        return Kbb, kap
+
+    def _append_store(self, XB, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """Add block rows to the store; return their store positions."""
+        k = rows.shape[0]
+        first = self.n_store
+        self.pos = np.concatenate([self.pos, cols[rows]])
+        if not self.kernel.precomputed:
+            new = XB[rows]
+            if sp.issparse(new):
+                self.store = new.tocsr() if self.store is None else sp.vstack(
+                    [self.store[: self.n_store], new], format="csr"
+                )
+            else:
+                cap = 0 if self.store is None else self.store.shape[0]
+                if first + k > cap:
+                    buf = np.empty((max(first + k, int(cap * 1.5) + 16), XB.shape[1]))
+                    if first:
+                        buf[:first] = self.store[:first]
+                    self.store = buf
+                self.store[first : first + k] = new
+        self.n_store += k
+        return np.arange(first, first + k)
+
+    # ------------------------------------------------------------ learning
+
+    def learn(self, X, Y: np.ndarray, out: np.ndarray, positions=None):
+        """One pass over X (dense or CSR) in order; Y (n, K) in {-1, +1}; out (n, K)
+        gets the decision values seen before each update; ``positions`` are the
+        rows' positions in the training data (default: continuing the stream).
+        Returns (n_updates, n_mistakes, n_floored) per model."""
+        K = len(self.models)
+        n = X.shape[0]
+        if positions is None:
+            positions = self.n_seen + np.arange(n)
+        positions = np.asarray(positions, dtype=np.int64)
+        if n:
+            self.n_seen = max(self.n_seen, int(positions.max()) + 1)
+        n_upd = np.zeros(K, dtype=np.int64)
+        n_mis = np.zeros(K, dtype=np.int64)
+        n_fl = np.zeros(K, dtype=np.int64)
+        b = self.block_size
+        for lo in range(0, n, b):
+            hi = min(n, lo + b)
+            XB = X[lo:hi]
+            cols = positions[lo:hi]
+            Kbb, kap = self._kernel_block(XB, cols)
+            n_store0 = self.n_store
+            Ks = self._kernel_store(XB, n_store0)
+            new_rows: list[np.ndarray] = []
+            for k, model in enumerate(self.models):
+                yk = np.ascontiguousarray(Y[lo:hi, k])
+                K0 = Ks if model.n == n_store0 else Ks[model.idx]
+                f_blk, src, nfl = self._walk_model(model, K0, Kbb, kap, yk, cols)
+                out[lo:hi, k] = f_blk
+                n_mis[k] += np.count_nonzero(np.where(f_blk >= 0.0, 1.0, -1.0) != yk)
+                n_upd[k] += src.shape[0]
+                n_fl[k] += nfl
+                new_rows.append(src)
+            # the union of this block's new support inputs enters the store once
+            union = np.unique(np.concatenate(new_rows)) if new_rows else np.zeros(0, int)
+            if union.size:
+                where = np.full(hi - lo, -1, dtype=np.int64)
+                where[union] = self._append_store(XB, union, cols)
+                for model, src in zip(self.models, new_rows, strict=True):
+                    if src.size:
+                        model.idx = np.concatenate([model.idx, where[src]])
+        return n_upd, n_mis, n_fl
+
+    def _walk_model(self, model: BinaryDual, K0, Kbb, kap, yk, cols):
+        rp = self.rule
+        a = self.a
+        b = yk.shape[0]
+        f_blk = np.empty(b)
+        src = np.empty(b, dtype=np.int64)
+        n0 = model.n
+        model._nu_cache = None
+        if model.first_order:
+            model._ensure_capacity(n0 + b)
+            f0 = model._nu[:n0] @ K0 if n0 else np.zeros(b)
+            nun = np.empty(b)
+            u, bad, status = _first_order_walk(
+                np.ascontiguousarray(f0), Kbb, kap, yk, rp.rule, rp.phi, rp.C, rp.r, a,
+                nun, src, f_blk,
+            )
+            self._raise(status, int(cols[bad]))
+            model._nu[n0 : n0 + u] = nun[:u]
+            return f_blk, src[:u].copy(), 0
+        if model.solver == "explicit":
+            model._ensure_capacity(n0 + b)
+            kv = np.empty(n0 + b)
+            c = np.empty(n0 + b)
+            u, nfl, bad, status = _explicit_walk(
+                np.ascontiguousarray(K0), Kbb, kap, yk, model._nu, model._Pi, n0,
+                rp.rule, rp.phi, rp.C, rp.r, a, src, f_blk, kv, c,
+            )
+            self._raise(status, int(cols[bad]))
+            self._grow_gram(model, K0, Kbb, src[:u])
+            return f_blk, src[:u].copy(), nfl
+        # cholesky
+        if n0:
+            W0 = _forward(model.L, K0)
+            G = W0.T @ W0
+            rW = model.r @ W0
+        else:
+            W0 = np.zeros((0, b))
+            G = np.zeros((b, b))
+            rW = np.zeros(b)
+        E = np.empty((b, b))
+        Ld = np.empty(b)
+        rn = np.empty(b)
+        zt = np.empty(b)
+        e = np.empty(b)
+        u, nfl, bad, status = _cholesky_walk(
+            np.ascontiguousarray(G), np.ascontiguousarray(rW), Kbb, kap, yk,
+            rp.rule, rp.phi, rp.C, rp.r, a, E, Ld, rn, zt, src, f_blk, e,
+        )
+        self._raise(status, int(cols[bad]))
+        if u:
+            s = src[:u]
+            P = np.zeros((u, n0 + u))
+            P[:, :n0] = a * W0[:, s].T
+            P[:, n0:] = a * np.tril(E[:u, :u], -1)
+            P[np.arange(u), n0 + np.arange(u)] = Ld[:u]
+            model.L.append((n0, P))
+            model.r = np.concatenate([model.r, rn[:u]])
+            model.zeta = np.concatenate([model.zeta, zt[:u]])
+            self._grow_gram(model, K0, Kbb, s)
+        return f_blk, src[:u].copy(), nfl
+
+    @staticmethod
+    def _grow_gram(model: BinaryDual, K0, Kbb, s) -> None:
+        """Append the rows of K(S, S) for the new support inputs s (a row panel)."""
+        u = s.shape[0]
+        if u == 0:
+            return
+        n0 = K0.shape[0]
+        Gp = np.empty((u, n0 + u))
+        Gp[:, :n0] = K0[:, s].T
+        Gp[:, n0:] = np.tril(Kbb[np.ix_(s, s)])
+        model.gram.append((n0, Gp))
+
+    def _raise(self, status: int, row: int) -> None:
+        if status == _OK:
+            return
+        if status == _NOT_PSD:
+            raise ValueError(
+                f"kernel {self.kernel.name!r} is not positive semi-definite: at training "
+                f"row {row} the margin variance a k(x,x) + k' Pi k came out below "
+                f"-{PSD_TOL:g} a k(x,x) (or k(x,x) < 0). CW needs a Mercer kernel."
+            )
+        raise FloatingPointError(
+            f"non-finite margin or step at training row {row}: the model left float64's "
+            "range (rescale X, or use a soft rule such as SCW or AROW)"
+        )
+
+    # ------------------------------------------------------------ prediction
+
+    def _kernel_test(self, X, n_store: int) -> np.ndarray:
+        """K(store, X) for new data, (n_store, n)."""
+        if n_store == 0:
+            return np.zeros((0, X.shape[0]))
+        if self.kernel.precomputed:
+            return np.ascontiguousarray(_dense(X[:, self.pos[:n_store]]).T)
+        return self.kernel.block(self.store[:n_store], X)
+
+    def _kappa_test(self, X) -> np.ndarray:
+        if self.kernel.precomputed:
+            raise ValueError(
+                "predict_proba with kernel='precomputed' needs k(x, x) of the new inputs: "
+                "not available from rows of K(X, X_train)"
+            )
+        return self.kernel.diag(X)
+
+    def decision(self, X, with_variance: bool = False, chunk: int = 1024):
+        """(f, v) for new data, each (n, K); v is None unless asked for."""
+        n = X.shape[0]
+        K = len(self.models)
+        F = np.empty((n, K))
+        V = np.empty((n, K)) if with_variance else None
+        nus = [m.nu(self.a) for m in self.models]
+        for lo in range(0, n, chunk):
+            hi = min(n, lo + chunk)
+            XB = X[lo:hi]
+            Ks = self._kernel_test(XB, self.n_store)
+            kap = self._kappa_test(XB) if with_variance else None
+            for k, model in enumerate(self.models):
+                K0 = Ks if model.n == self.n_store else Ks[model.idx]
+                F[lo:hi, k] = nus[k] @ K0 if model.n else 0.0
+                if with_variance:
+                    V[lo:hi, k] = model.variance(K0, kap, self.a)
+        return F, V
+
+
+def _dense(M) -> np.ndarray:
+    return M.toarray() if sp.issparse(M) else np.asarray(M)

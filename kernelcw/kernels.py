@@ -1,0 +1,155 @@
+"""Kernels: blocks K(A, B) through BLAS and the cheap diagonal k(x, x).
+
+A name -> function registry in the style of scikit-learn's pairwise kernels.
+Every block is a matrix product (``A @ B.T``, the squared distances expanded as
+``|a|^2 + |b|^2 - 2 a.b``) except the laplacian's L1 distances; the diagonal
+never forms a matrix (CW needs ``k(x, x)`` for every margin variance).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.metrics.pairwise import manhattan_distances
+
+__all__ = ["KERNELS", "Kernel", "kernel_matrix", "kernel_diag", "make_kernel"]
+
+KERNELS = ("linear", "rbf", "poly", "laplacian", "precomputed")
+
+
+def _dot(A, B) -> np.ndarray:
+    """A @ B.T as a dense array, for dense or sparse operands."""
+    out = A @ B.T
+    if sp.issparse(out):
+        out = out.toarray()
+    return np.asarray(out, dtype=np.float64)
+
+
+def _int32_indices(A):
+    """scikit-learn's sparse L1 distances take 32-bit indices only."""
+    if sp.issparse(A) and (A.indices.dtype != np.int32 or A.indptr.dtype != np.int32):
+        if A.nnz >= 2**31 or max(A.shape) >= 2**31:
+            return A.toarray()
+        A = sp.csr_matrix(A, copy=True)
+        A.indices = A.indices.astype(np.int32)
+        A.indptr = A.indptr.astype(np.int32)
+    return A
+
+
+def _sqnorms(A) -> np.ndarray:
+    if sp.issparse(A):
+        return np.asarray(A.multiply(A).sum(axis=1)).ravel()
+    return np.einsum("ij,ij->i", A, A)
+
+
+def kernel_matrix(A, B, kernel: str, gamma: float, degree: float, coef0: float) -> np.ndarray:
+    """K(A, B), shape (len(A), len(B)), for a named kernel (gamma already resolved)."""
+    if kernel == "linear":
+        return _dot(A, B)
+    if kernel == "rbf":
+        D = _dot(A, B)
+        D *= -2.0
+        D += _sqnorms(A)[:, None]
+        D += _sqnorms(B)[None, :]
+        np.maximum(D, 0.0, out=D)  # rounding can make |a - b|^2 slightly negative
+        D *= -gamma
+        return np.exp(D, out=D)
+    if kernel == "poly":
+        K = _dot(A, B)
+        K *= gamma
+        K += coef0
+        return K**degree
+    if kernel == "laplacian":
+        D = manhattan_distances(_int32_indices(A), _int32_indices(B))
+        D *= -gamma
+        return np.exp(D, out=D)
+    raise ValueError(f"unknown kernel {kernel!r}")
+
+
+def kernel_diag(A, kernel: str, gamma: float, degree: float, coef0: float) -> np.ndarray:
+    """k(a, a) for every row of A, without forming a matrix."""
+    if kernel in ("rbf", "laplacian"):
+        return np.ones(A.shape[0])
+    sq = _sqnorms(A)
+    if kernel == "linear":
+        return sq
+    if kernel == "poly":
+        return (gamma * sq + coef0) ** degree
+    raise ValueError(f"unknown kernel {kernel!r}")
+
+
+class Kernel:
+    """A validated kernel: ``block(A, B)`` and ``diag(A)``.
+
+    ``precomputed`` kernels are handled by the engine (rows of a Gram matrix).
+    A callable is used as ``k(A, B) -> (len(A), len(B))`` and its diagonal is
+    evaluated row by row, one ``k(a, a)`` call per row.
+    """
+
+    def __init__(self, kernel, gamma, degree, coef0, n_features: int):
+        self.kernel = kernel
+        self.name = getattr(kernel, "__name__", repr(kernel)) if callable(kernel) else kernel
+        if callable(kernel):
+            self._f: Callable | None = kernel
+        else:
+            self._f = None
+            if kernel not in KERNELS:
+                raise ValueError(
+                    f"kernel={kernel!r} is not one of {', '.join(map(repr, KERNELS))} "
+                    "or a callable k(A, B) -> matrix"
+                )
+        if gamma is None:
+            self.gamma = 1.0 / max(1, n_features)
+        else:
+            if (
+                isinstance(gamma, bool)
+                or not isinstance(gamma, numbers.Real)
+                or not np.isfinite(gamma)
+                or gamma <= 0
+            ):
+                raise ValueError(f"gamma={gamma!r} must be None or a finite number > 0")
+            self.gamma = float(gamma)
+        if (
+            isinstance(degree, bool)
+            or not isinstance(degree, numbers.Real)
+            or not np.isfinite(degree)
+            or degree <= 0
+        ):
+            raise ValueError(f"degree={degree!r} must be a finite number > 0")
+        if isinstance(coef0, bool) or not isinstance(coef0, numbers.Real) or not np.isfinite(coef0):
+            raise ValueError(f"coef0={coef0!r} must be a finite number")
+        if kernel == "poly" and coef0 < 0 and float(degree) != int(degree):
+            raise ValueError("a poly kernel with a negative coef0 needs an integer degree")
+        self.degree = float(degree)
+        self.coef0 = float(coef0)
+
+    @property
+    def precomputed(self) -> bool:
+        return self.kernel == "precomputed"
+
+    def block(self, A, B) -> np.ndarray:
+        if self._f is not None:
+            K = np.asarray(self._f(A, B), dtype=np.float64)
+            if K.shape != (A.shape[0], B.shape[0]):
+                raise ValueError(
+                    f"kernel {self.name} returned shape {K.shape} for inputs of "
+                    f"{A.shape[0]} and {B.shape[0]} rows; expected "
+                    f"({A.shape[0]}, {B.shape[0]})"
+                )
+            if not np.all(np.isfinite(K)):
+                raise ValueError(f"kernel {self.name} returned NaN or infinity")
+            return K
+        return kernel_matrix(A, B, self.kernel, self.gamma, self.degree, self.coef0)
+
+    def diag(self, A) -> np.ndarray:
+        if self._f is not None:
+            rows = (A[i : i + 1] for i in range(A.shape[0]))
+            return np.array([self.block(x, x)[0, 0] for x in rows])
+        return kernel_diag(A, self.kernel, self.gamma, self.degree, self.coef0)
+
+
+def make_kernel(kernel, gamma, degree, coef0, n_features: int) -> Kernel:
+    return Kernel(kernel, gamma, degree, coef0, n_features)
