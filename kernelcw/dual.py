@@ -36,9 +36,16 @@ the new rows) and never touches an n-vector.
 
 Storage. L and the Gram cache K(S, S) are stored as row panels, one per block
 that updated: panel j holds the ``u_j`` rows appended in that block, of length
-``off_j + u_j``. That is exactly the lower triangle (plus a u_j^2/2 sliver per
-panel), with no capacity slack, and the forward substitution over panels is a
-sequence of matrix products and small triangular solves.
+``off_j + u_j``, as a rectangle ``R_j`` (u_j x off_j) and a lower triangle
+``T_j`` (u_j x u_j), both C-contiguous. That is exactly the lower triangle
+(plus a u_j^2/2 sliver per panel), with no capacity slack, and the forward
+substitution over panels is a sequence of in-place ``dgemm`` and ``dtrsm`` calls
+on transposed (Fortran-ordered) views, without copies.
+
+One BLAS. numpy and scipy each bundle an OpenBLAS, and their worker threads
+busy-wait after a call: alternating the two in a loop made each slower (see
+``benchmarks/_common.py``). The engine's products therefore all go through
+scipy's BLAS (``scipy.linalg.blas``), which numba's ``np.dot`` also uses.
 
 First-order rules (Perceptron, PA) never change Sigma = a I: both solvers keep nu
 alone, with ``v = a kappa``.
@@ -57,6 +64,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 from scipy.linalg import solve_triangular
+from scipy.linalg.blas import dgemm, dgemv, dtrsm
 
 from .kernels import Kernel
 from .primal import RuleParams
@@ -207,39 +215,37 @@ def _explicit_walk(K0, Kbb, kap, y, nu, Pi, n0, rule, phi, C, r, a, src, f_out, 
 
 
 def _forward(panels, K0: np.ndarray) -> np.ndarray:
-    """L^-1 K0 for L stored as row panels [(off, P)], P of shape (u, off + u)."""
-    W = np.empty_like(K0)
-    for off, P in panels:
-        u = P.shape[0]
-        rhs = K0[off : off + u]
+    """L^-1 K0 (n x b, C-ordered) for L stored as panels [(off, R, T)].
+
+    Row block j: ``W_j = T_j^-1 (K0_j - R_j W[:off_j])``. In Fortran terms (a
+    C-ordered M is the F-ordered M'): ``W_j' -= W[:off]' R_j'`` is one dgemm and
+    ``W_j' T_j' = rhs'`` one right-sided dtrsm, both in place.
+    """
+    W = np.array(K0, dtype=np.float64, order="C", copy=True)
+    for off, R, T in panels:
+        u = T.shape[0]
+        Wj = W[off : off + u]
         if off:
-            rhs = rhs - P[:, :off] @ W[:off]
-        W[off : off + u] = solve_triangular(
-            P[:, off : off + u], rhs, lower=True, check_finite=False
-        )
+            out = dgemm(-1.0, W[:off].T, R.T, beta=1.0, c=Wj.T, overwrite_c=1)
+            if not np.shares_memory(out, Wj):  # pragma: no cover - f2py copied
+                Wj[...] = out.T
+        out = dtrsm(1.0, T.T, Wj.T, side=1, lower=0, overwrite_b=1)
+        if not np.shares_memory(out, Wj):  # pragma: no cover - f2py copied
+            Wj[...] = out.T
     return W
 
 
-def _backward(panels, R: np.ndarray) -> np.ndarray:
-    """L'^-1 R (R of n rows, vector or matrix)."""
-    X = np.array(R, dtype=np.float64, copy=True)
-    for off, P in reversed(panels):
-        u = P.shape[0]
+def _backward(panels, Rv: np.ndarray) -> np.ndarray:
+    """L'^-1 Rv (Rv of n rows, vector or matrix)."""
+    X = np.array(Rv, dtype=np.float64, copy=True)
+    for off, R, T in reversed(panels):
+        u = T.shape[0]
         X[off : off + u] = solve_triangular(
-            P[:, off : off + u], X[off : off + u], lower=True, trans="T", check_finite=False
+            T, X[off : off + u], lower=True, trans="T", check_finite=False
         )
         if off:
-            X[:off] -= P[:, :off].T @ X[off : off + u]
+            X[:off] -= R.T @ X[off : off + u]
     return X
-
-
-def _dense_panels(panels, n: int) -> np.ndarray:
-    """The full lower-triangular matrix held by row panels."""
-    L = np.zeros((n, n))
-    for off, P in panels:
-        u = P.shape[0]
-        L[off : off + u, : off + u] = P
-    return L
 
 
 # --------------------------------------------------------------------------- models
@@ -258,7 +264,7 @@ class BinaryDual:
         self.solver = solver
         self.first_order = first_order
         self.idx = np.zeros(0, dtype=np.int64)  # positions in the store, in entry order
-        self.L: list[tuple[int, np.ndarray]] = []
+        self.L: list[tuple[int, np.ndarray, np.ndarray]] = []  # (off, R, T)
         self.gram: list[tuple[int, np.ndarray]] = []
         self.r = np.zeros(0)
         self.zeta = np.zeros(0)
@@ -477,8 +483,8 @@ class DualModel:
         # cholesky
         if n0:
             W0 = _forward(model.L, K0)
-            G = W0.T @ W0
-            rW = model.r @ W0
+            G = dgemm(1.0, W0.T, W0.T, trans_b=1)  # W0' W0, symmetric (b x b)
+            rW = dgemv(1.0, W0.T, model.r)  # W0' r
         else:
             W0 = np.zeros((0, b))
             G = np.zeros((b, b))
@@ -495,11 +501,11 @@ class DualModel:
         self._raise(status, int(cols[bad]))
         if u:
             s = src[:u]
-            P = np.zeros((u, n0 + u))
-            P[:, :n0] = a * W0[:, s].T
-            P[:, n0:] = a * np.tril(E[:u, :u], -1)
-            P[np.arange(u), n0 + np.arange(u)] = Ld[:u]
-            model.L.append((n0, P))
+            R = np.ascontiguousarray(W0[:, s].T)
+            R *= a
+            T = a * np.tril(E[:u, :u], -1)
+            T[np.arange(u), np.arange(u)] = Ld[:u]
+            model.L.append((n0, R, T))
             model.r = np.concatenate([model.r, rn[:u]])
             model.zeta = np.concatenate([model.zeta, zt[:u]])
             self._grow_gram(model, K0, Kbb, s)
@@ -521,10 +527,18 @@ class DualModel:
         if status == _OK:
             return
         if status == _NOT_PSD:
+            hint = (
+                " With solver='explicit' this also happens when the Pi recursion loses "
+                "positive definiteness in floating point as the variance collapses "
+                "(a hard-constraint rule on a non-separable stream): solver='cholesky' "
+                "keeps it positive definite by construction."
+                if self.solver == "explicit"
+                else ""
+            )
             raise ValueError(
                 f"kernel {self.kernel.name!r} is not positive semi-definite: at training "
                 f"row {row} the margin variance a k(x,x) + k' Pi k came out below "
-                f"-{PSD_TOL:g} a k(x,x) (or k(x,x) < 0). CW needs a Mercer kernel."
+                f"-{PSD_TOL:g} a k(x,x) (or k(x,x) < 0). CW needs a Mercer kernel.{hint}"
             )
         raise FloatingPointError(
             f"non-finite margin or step at training row {row}: the model left float64's "

@@ -503,9 +503,10 @@ class _CWBase(ClassifierMixin, BaseEstimator):
 
     @property
     def support_(self):
-        """Positions of the support inputs in the training stream (rows counted over
-        ``partial_fit`` calls), in the order they entered; a list per class for
-        more than two classes."""
+        """Positions of the support inputs in the training data, in the order they
+        entered: row indices of X after ``fit`` (with ``n_iter > 1`` an input can
+        enter more than once), rows counted across calls after ``partial_fit``; a
+        list per class for more than two classes."""
         dm = self._dual_attr("support_")
         return self._per_model([dm.pos[m.idx] for m in dm.models])
 
@@ -562,7 +563,7 @@ _COMMON_DOC = """
         callable ``k(A, B) -> (len(A), len(B))`` matrix.
     gamma : float or None, default=None
         Kernel width for rbf, poly and laplacian; None means 1 / n_features.
-    degree : float, default=3
+    degree : int, default=3
         Degree of the poly kernel.
     coef0 : float, default=0.0
         Constant of the poly kernel.

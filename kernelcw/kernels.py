@@ -8,11 +8,13 @@ never forms a matrix (CW needs ``k(x, x)`` for every margin variance).
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg.blas import dgemm
 from sklearn.metrics.pairwise import manhattan_distances
 
 __all__ = ["KERNELS", "Kernel", "kernel_matrix", "kernel_diag", "make_kernel"]
@@ -21,11 +23,23 @@ KERNELS = ("linear", "rbf", "poly", "laplacian", "precomputed")
 
 
 def _dot(A, B) -> np.ndarray:
-    """A @ B.T as a dense array, for dense or sparse operands."""
-    out = A @ B.T
-    if sp.issparse(out):
-        out = out.toarray()
-    return np.asarray(out, dtype=np.float64)
+    """A @ B.T as a dense C-ordered array, for dense or sparse operands.
+
+    Dense products go through scipy's BLAS, as the rest of the dual engine does
+    (see kernelcw.dual: alternating numpy's and scipy's OpenBLAS costs time):
+    with C-ordered A and B, ``(A B')'`` = ``B A'`` is one dgemm on the
+    Fortran-ordered views ``B'`` and ``A'``, no copies.
+    """
+    if sp.issparse(A) or sp.issparse(B):
+        out = A @ B.T
+        if sp.issparse(out):
+            out = out.toarray()
+        return np.ascontiguousarray(out, dtype=np.float64)
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    B = np.ascontiguousarray(B, dtype=np.float64)
+    if A.shape[0] == 0 or B.shape[0] == 0 or A.shape[1] == 0:
+        return np.zeros((A.shape[0], B.shape[0]))
+    return dgemm(1.0, B.T, A.T, trans_a=1).T
 
 
 def _int32_indices(A):
@@ -116,14 +130,15 @@ class Kernel:
             isinstance(degree, bool)
             or not isinstance(degree, numbers.Real)
             or not np.isfinite(degree)
-            or degree <= 0
+            or degree < 1
+            or float(degree) != int(degree)
         ):
-            raise ValueError(f"degree={degree!r} must be a finite number > 0")
+            # (gamma x.z + coef0)^degree is real for negative bases only at integer
+            # degrees (as scikit-learn's SVC, which takes an int)
+            raise ValueError(f"degree={degree!r} must be an integer >= 1")
         if isinstance(coef0, bool) or not isinstance(coef0, numbers.Real) or not np.isfinite(coef0):
             raise ValueError(f"coef0={coef0!r} must be a finite number")
-        if kernel == "poly" and coef0 < 0 and float(degree) != int(degree):
-            raise ValueError("a poly kernel with a negative coef0 needs an integer degree")
-        self.degree = float(degree)
+        self.degree = int(degree)
         self.coef0 = float(coef0)
 
     @property
@@ -139,10 +154,14 @@ class Kernel:
                     f"{A.shape[0]} and {B.shape[0]} rows; expected "
                     f"({A.shape[0]}, {B.shape[0]})"
                 )
-            if not np.all(np.isfinite(K)):
-                raise ValueError(f"kernel {self.name} returned NaN or infinity")
-            return K
-        return kernel_matrix(A, B, self.kernel, self.gamma, self.degree, self.coef0)
+        else:
+            K = kernel_matrix(A, B, self.kernel, self.gamma, self.degree, self.coef0)
+        if not (math.isfinite(K.max(initial=0.0)) and math.isfinite(K.min(initial=0.0))):
+            raise ValueError(
+                f"kernel {self.name!r} returned NaN or infinity (e.g. a poly kernel whose "
+                "values overflow: rescale X or lower gamma/degree)"
+            )
+        return K
 
     def diag(self, A) -> np.ndarray:
         if self._f is not None:

@@ -1,0 +1,268 @@
+"""Kernel functions (``kernelcw.kernels``) and the kernel parameters of the estimators.
+
+``kernel_matrix`` / ``kernel_diag`` against scikit-learn's pairwise kernels and the plain
+formulas of ``tests/reference_dual.py``, dense and sparse; ``gamma=None`` means
+1 / n_features; bad kernel names and parameters are ValueErrors at ``fit``; ``mode``
+picks the engine.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import numpy as np
+import pytest
+import reference_dual as rd
+import scipy.sparse as sp
+from sklearn.metrics.pairwise import (
+    laplacian_kernel,
+    linear_kernel,
+    polynomial_kernel,
+    rbf_kernel,
+)
+
+from kernelcw import (
+    AROWClassifier,
+    CWClassifier,
+    PAClassifier,
+    PerceptronClassifier,
+    SCWClassifier,
+)
+from kernelcw.kernels import kernel_diag, kernel_matrix
+
+ESTIMATORS = [CWClassifier, SCWClassifier, AROWClassifier, PAClassifier, PerceptronClassifier]
+
+# (kernel, gamma, degree, coef0, scikit-learn function taking (A, B))
+SK_CASES = {
+    "linear": ("linear", 1.0, 3, 0.0, linear_kernel),
+    "rbf": ("rbf", 0.15, 3, 0.0, lambda A, B: rbf_kernel(A, B, gamma=0.15)),
+    "poly2": (
+        "poly",
+        0.3,
+        2,
+        1.0,
+        lambda A, B: polynomial_kernel(A, B, degree=2, gamma=0.3, coef0=1.0),
+    ),
+    "poly3": (
+        "poly",
+        0.2,
+        3,
+        0.5,
+        lambda A, B: polynomial_kernel(A, B, degree=3, gamma=0.2, coef0=0.5),
+    ),
+    "poly3-homogeneous": (
+        "poly",
+        0.2,
+        3,
+        0.0,
+        lambda A, B: polynomial_kernel(A, B, degree=3, gamma=0.2, coef0=0.0),
+    ),
+    "laplacian": ("laplacian", 0.25, 3, 0.0, lambda A, B: laplacian_kernel(A, B, gamma=0.25)),
+}
+
+
+def _data(rng, n, d, density=None):
+    X = rng.normal(size=(n, d)) * rng.uniform(0.5, 1.5, size=d)
+    if density is not None:
+        X *= rng.random((n, d)) < density
+    return X
+
+
+def _assert_kernel_close(got, want, what):
+    """Entry-wise within 1e-12 relative, absolute 1e-12 of the largest entry (poly values
+    near 0 and rbf values far in the tail are compared absolutely)."""
+    got = np.asarray(got)
+    assert isinstance(got, np.ndarray), f"{what}: {type(got)} is not a dense ndarray"
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    assert got.dtype == np.float64, f"{what}: dtype {got.dtype}"
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * scale, err_msg=what)
+
+
+@pytest.mark.parametrize("case", list(SK_CASES))
+@pytest.mark.parametrize("fmt", ["dense", "sparse", "mixed"])
+def test_kernel_matrix_matches_sklearn(case, fmt):
+    kernel, gamma, degree, coef0, sk = SK_CASES[case]
+    rng = np.random.default_rng(zlib.crc32(f"{case}/{fmt}".encode()))
+    density = None if fmt == "dense" else 0.4
+    A = _data(rng, 23, 7, density)
+    B = _data(rng, 11, 7, density)
+    if fmt == "sparse":
+        A, B = sp.csr_matrix(A), sp.csr_matrix(B)
+    elif fmt == "mixed":
+        A = sp.csr_matrix(A)
+    want = sk(A, B)
+    got = kernel_matrix(A, B, kernel, gamma, degree, coef0)
+    _assert_kernel_close(got, want, f"{case} {fmt} K(A, B)")
+    Ad = A.toarray() if sp.issparse(A) else A
+    Bd = B.toarray() if sp.issparse(B) else B
+    _assert_kernel_close(got, rd.ref_kernel(Ad, Bd, kernel, gamma, degree, coef0), "vs reference")
+    # the same inputs on both sides (rbf/laplacian: 1 on the diagonal)
+    got_aa = kernel_matrix(A, A, kernel, gamma, degree, coef0)
+    _assert_kernel_close(got_aa, sk(A, A), f"{case} {fmt} K(A, A)")
+    if kernel in ("rbf", "laplacian"):
+        np.testing.assert_allclose(np.diag(got_aa), 1.0, rtol=0, atol=1e-13)
+    # a single row
+    _assert_kernel_close(
+        kernel_matrix(A[:1], B, kernel, gamma, degree, coef0), want[:1], "one row of A"
+    )
+
+
+@pytest.mark.parametrize("case", list(SK_CASES))
+@pytest.mark.parametrize("fmt", ["dense", "sparse"])
+def test_kernel_diag_matches_sklearn(case, fmt):
+    kernel, gamma, degree, coef0, sk = SK_CASES[case]
+    rng = np.random.default_rng(zlib.crc32(f"{case}/{fmt}/diag".encode()))
+    A = _data(rng, 19, 6, None if fmt == "dense" else 0.5)
+    A[3] = 0.0  # an all-zero row: linear 0, poly coef0^degree, rbf/laplacian 1
+    if fmt == "sparse":
+        A = sp.csr_matrix(A)
+    want = np.diag(sk(A, A))
+    got = np.asarray(kernel_diag(A, kernel, gamma, degree, coef0))
+    assert got.shape == (19,)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    Ad = A.toarray() if sp.issparse(A) else A
+    np.testing.assert_allclose(
+        got, rd.ref_kernel_diag(Ad, kernel, gamma, degree, coef0), rtol=1e-12, atol=1e-14
+    )
+
+
+def test_reference_kernels_match_sklearn():
+    """The reference's plain formulas are what scikit-learn computes."""
+    rng = np.random.default_rng(5)
+    A, B = _data(rng, 9, 4), _data(rng, 6, 4)
+    for case, (kernel, gamma, degree, coef0, sk) in SK_CASES.items():
+        _assert_kernel_close(rd.ref_kernel(A, B, kernel, gamma, degree, coef0), sk(A, B), case)
+
+
+def test_degree2_features_reproduce_the_poly_kernel():
+    rng = np.random.default_rng(6)
+    A, B = _data(rng, 8, 5), _data(rng, 7, 5)
+    F, G = rd.degree2_features(A), rd.degree2_features(B)
+    assert F.shape == (8, 5 + 10 + 5 + 1)
+    _assert_kernel_close(F @ G.T, (A @ B.T + 1.0) ** 2, "phi(x).phi(z) = (x.z + 1)^2")
+
+
+# ---------------------------------------------------------------------------------------
+# Through the estimators
+# ---------------------------------------------------------------------------------------
+
+
+def _stream(rng, n=80, d=7):
+    X = _data(rng, n, d)
+    y = (X[:, 0] * X[:, 1] + 0.3 * rng.normal(size=n) > 0).astype(int)
+    return X, y
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "poly", "laplacian"])
+@pytest.mark.parametrize("Est", [SCWClassifier, PAClassifier], ids=lambda c: c.__name__)
+def test_gamma_none_is_one_over_n_features(kernel, Est):
+    rng = np.random.default_rng(7)
+    X, y = _stream(rng, d=7)
+    default = Est(kernel=kernel, gamma=None, coef0=1.0).fit(X, y)
+    explicit = Est(kernel=kernel, gamma=1.0 / 7, coef0=1.0).fit(X, y)
+    assert default.get_params()["gamma"] is None, "fit must not change the gamma parameter"
+    np.testing.assert_array_equal(default.support_, explicit.support_)
+    np.testing.assert_array_equal(default.dual_coef_, explicit.dual_coef_)
+    np.testing.assert_array_equal(default.decision_function(X), explicit.decision_function(X))
+    # and it is the reference's gamma = 1 / n_features
+    rule = "scw1" if Est is SCWClassifier else "pa1"
+    params = dict(eta=0.75, C=1.0) if Est is SCWClassifier else dict(C=1.0)
+    r = rd.run_ref_dual(rule, X, y, kernel=kernel, gamma=None, coef0=1.0, **params)
+    assert r.model.gamma == 1.0 / 7
+    np.testing.assert_array_equal(default.support_, r.support)
+    np.testing.assert_allclose(default.dual_coef_, r.nu, rtol=1e-10, atol=1e-12)
+
+
+BAD_PARAMS = [
+    dict(kernel="sigmoid"),
+    dict(kernel="gaussian"),
+    dict(kernel=3),
+    dict(kernel=None),
+    dict(kernel="rbf", gamma=-1.0),
+    dict(kernel="rbf", gamma=0.0),
+    dict(kernel="rbf", gamma=float("nan")),
+    dict(kernel="laplacian", gamma=float("inf")),
+    dict(kernel="poly", degree=0),
+    dict(kernel="poly", degree=-2),
+    dict(kernel="poly", degree=float("nan")),
+    dict(kernel="poly", coef0=float("nan")),
+    dict(kernel="poly", coef0=float("inf")),
+    dict(kernel="rbf", solver="qr"),
+    dict(kernel="rbf", solver=None),
+    dict(kernel="rbf", block_size=0),
+    dict(kernel="rbf", block_size=-4),
+    dict(kernel="rbf", block_size=2.5),
+    dict(kernel="rbf", mode="primal"),
+    dict(kernel="poly", mode="primal"),
+    dict(kernel="precomputed", mode="primal"),
+    dict(kernel=lambda A, B: A @ B.T, mode="primal"),
+    dict(kernel="rbf", mode="kernel"),
+]
+
+
+@pytest.mark.parametrize("params", BAD_PARAMS, ids=repr)
+@pytest.mark.parametrize("Est", ESTIMATORS, ids=lambda c: c.__name__)
+def test_bad_kernel_parameters_are_value_errors(Est, params):
+    X, y = _stream(np.random.default_rng(8), n=20)
+    with pytest.raises(ValueError):
+        Est(**params).fit(X, y)
+    with pytest.raises(ValueError):
+        Est(**params).partial_fit(X, y, classes=[0, 1])
+
+
+def test_unknown_kernel_name_in_kernel_matrix():
+    A = np.ones((2, 3))
+    with pytest.raises(ValueError):
+        kernel_matrix(A, A, "sigmoid", 1.0, 3, 0.0)
+    with pytest.raises(ValueError):
+        kernel_diag(A, "sigmoid", 1.0, 3, 0.0)
+
+
+def test_non_integer_degree_never_gives_nan():
+    """(gamma x.z + coef0)^2.5 with a negative base is not a real number: the estimator
+    must refuse it (ValueError) rather than learn NaN."""
+    X, y = _stream(np.random.default_rng(9), n=40)
+    assert (X @ X.T < 0).any()
+    est = PAClassifier(kernel="poly", degree=2.5, coef0=0.0)
+    with pytest.raises(ValueError, match="degree=2.5 must be an integer"):
+        est.fit(X, y)
+    assert not hasattr(est, "classes_")
+
+
+def test_overflowing_named_kernel_is_a_clear_error():
+    X, y = _stream(np.random.default_rng(11), n=40)
+    est = PAClassifier(kernel="poly", degree=200, gamma=10.0, coef0=1.0)
+    with pytest.raises(ValueError, match="kernel 'poly' returned NaN or infinity"):
+        est.fit(X * 100, y)
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS, ids=lambda c: c.__name__)
+def test_mode_picks_the_engine(Est):
+    X, y = _stream(np.random.default_rng(10), n=30)
+    primal = Est().fit(X, y)  # linear, auto -> primal
+    assert hasattr(primal, "mean_") and not hasattr(primal, "dual_coef_")
+    for params in (dict(kernel="rbf"), dict(kernel="rbf", mode="dual"), dict(mode="dual")):
+        est = Est(**params).fit(X, y)
+        assert hasattr(est, "dual_coef_"), f"{params}: no dual_coef_"
+        assert est.support_vectors_.shape == (est.n_support_, X.shape[1])
+
+
+def test_callable_kernel_with_wrong_shape_is_a_value_error():
+    X, y = _stream(np.random.default_rng(11), n=20)
+
+    def one_row_too_many(A, B):
+        return np.ones((A.shape[0] + 1, B.shape[0]))
+
+    with pytest.raises(ValueError):
+        AROWClassifier(kernel=one_row_too_many).fit(X, y)
+
+
+def test_kernel_name_helper():
+    def my_kernel(A, B):
+        return A @ B.T
+
+    assert rd.kernel_name("rbf") == "rbf"
+    assert rd.kernel_name(my_kernel) == "my_kernel"
+    assert math.isclose(rd.resolve_gamma(None, 8), 0.125)
