@@ -1,0 +1,29 @@
+"""The README's Python example runs and prints what its comments say."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_python_example_runs_and_matches_its_comments():
+    text = README.read_text()
+    code = re.search(r"## In Python\n\n```python\n(.*?)```", text, re.S).group(1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, str(README), "exec"), {})
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("0.944")  # "# 0.944...: test accuracy"
+    assert "30 0.053" in lines  # "# 30 0.053"
+
+
+def test_readme_starts_with_the_two_setup_commands():
+    block = re.search(r"```bash\n(.*?)```", README.read_text(), re.S).group(1)
+    assert block.splitlines() == [
+        "python3 -m pip install . && kernelcw run",
+        'python3 -m pip install ".[test]" && python3 -m pytest',
+    ]
