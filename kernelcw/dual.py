@@ -294,7 +294,7 @@ class BinaryDual:
         if self.solver == "cholesky" and not self.first_order:
             if self._nu_cache is None:
                 self._nu_cache = a * _backward(self.L, self.r) if self.n else np.zeros(0)
-            return self._nu_cache
+            return self._nu_cache.copy()
         return self._nu[: self.n].copy()
 
     def Pi(self, a: float) -> np.ndarray:
@@ -308,14 +308,17 @@ class BinaryDual:
         return -(a * a) * (Linv.T @ Linv)
 
     def variance(self, Ks: np.ndarray, kap: np.ndarray, a: float) -> np.ndarray:
-        """v = a kappa + k' Pi k for each column of Ks = K(S, X)."""
+        """v = a kappa + k' Pi k for each column of Ks = K(S, X), floored as in learning
+        at ``VAR_FLOOR * a * kappa``."""
         if self.first_order or self.n == 0:
             return a * kap
         if self.solver == "cholesky":
             W = _forward(self.L, Ks)
-            return a * kap - a * a * np.einsum("ij,ij->j", W, W)
-        Pi = self._Pi[: self.n, : self.n]
-        return a * kap + np.einsum("ij,ij->j", Ks, Pi @ Ks)
+            v = a * kap - a * a * np.einsum("ij,ij->j", W, W)
+        else:
+            Pi = self._Pi[: self.n, : self.n]
+            v = a * kap + np.einsum("ij,ij->j", Ks, Pi @ Ks)
+        return np.maximum(v, VAR_FLOOR * a * kap)
 
 
 class DualModel:

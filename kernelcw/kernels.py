@@ -75,7 +75,8 @@ def kernel_matrix(A, B, kernel: str, gamma: float, degree: float, coef0: float) 
         K = _dot(A, B)
         K *= gamma
         K += coef0
-        return K**degree
+        with np.errstate(over="ignore"):  # Kernel.block reports inf, naming the kernel
+            return K**degree
     if kernel == "laplacian":
         D = manhattan_distances(_int32_indices(A), _int32_indices(B))
         D *= -gamma
