@@ -328,7 +328,9 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         elif self.covariance == "full" and rule.rule not in FIRST_ORDER:
             mu = self.mean_.reshape(K, d)
             sigma = self.covariance_.reshape(K, d, d)
-            n_upd, n_mis, n_fl = primal.full_fit(mu, sigma, X, Y, rule, out)
+            n_upd, n_mis, n_fl = primal.full_fit(
+                mu, sigma, X, Y, rule, out, block_size=self.block_size
+            )
         else:
             mu = self.mean_.reshape(K, d)
             if self.covariance == "full":  # first-order: Sigma = a I never changes
@@ -579,7 +581,10 @@ _COMMON_DOC = """
         "explicit": the papers' nu/Pi recursion, one round at a time (the readable
         reference). Both give the same model to rounding.
     block_size : int or None, default=None
-        Inputs per block (dual engine: 256; results do not depend on it).
+        Inputs per block of the blocked learners (the dual engine, and the primal
+        one with full covariance); None picks 256 for the dual and
+        ``kernelcw.primal.default_block_size(d)`` for the primal. Results do not
+        depend on it beyond rounding.
     covariance : {{"full", "diag"}}, default="{cov_default}"
         Primal mode: full d x d covariance (the papers' exact algorithms, O(d^2)
         memory) or a diagonal one (JMLR 2012 section 6: O(d) memory, for text and

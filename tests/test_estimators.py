@@ -414,3 +414,14 @@ def test_well_posed_streams_never_floor():
     for est in ALL_CONFIGS:
         clf = est.__class__(**est.get_params()).fit(X, y)
         assert clf.n_variance_floored_ == 0, est
+
+
+@pytest.mark.parametrize("block_size", [1, 5, 64])
+def test_primal_block_size_changes_nothing_but_speed(block_size):
+    rng = np.random.default_rng(12)
+    X, y = _stream(rng, n=200, d=12)
+    ref = AROWClassifier().fit(X, y)
+    est = AROWClassifier(block_size=block_size).fit(X, y)
+    np.testing.assert_allclose(est.mean_, ref.mean_, rtol=1e-11, atol=1e-14)
+    np.testing.assert_allclose(est.covariance_, ref.covariance_, rtol=1e-11, atol=1e-14)
+    assert est.n_mistakes_ == ref.n_mistakes_ and est.n_updates_ == ref.n_updates_
