@@ -83,14 +83,24 @@ _OK, _NONFINITE, _NOT_PSD = 0, 1, 2
 
 
 @njit(cache=True)
-def _variance_check(v, a, kap):
-    """(v after the floor, floored?, status)."""
+def _checked_step(rule, m, f, v, a, kap, phi, C, r):
+    """The rule's step after the variance floor and the PSD and finiteness checks.
+
+    Returns (alpha, beta, zeta, v after the floor, floored?, status).
+    """
     if not (kap >= 0.0) or v < -PSD_TOL * a * kap:
-        return v, False, _NOT_PSD
+        return 0.0, 0.0, 0.0, v, False, _NOT_PSD
+    floored = False
     vmin = VAR_FLOOR * a * kap
     if v < vmin:
-        return vmin, True, _OK
-    return v, False, _OK
+        v = vmin
+        floored = True
+    alpha, beta, zeta = step(rule, m, v, phi, C, r)
+    if not (math.isfinite(alpha) and math.isfinite(beta) and math.isfinite(zeta)):
+        return alpha, beta, zeta, v, floored, _NONFINITE
+    if not math.isfinite(f):
+        return alpha, beta, zeta, v, floored, _NONFINITE
+    return alpha, beta, zeta, v, floored, _OK
 
 
 @njit(cache=True)
@@ -118,14 +128,12 @@ def _cholesky_walk(G, rW, Kbb, kap, y, rule, phi, C, r, a, E, Ld, rn, zt, src, f
         f *= a
         f_out[t] = f
         v = a * kap[t] - a * a * (G[t, t] + ee)
-        v, fl, status = _variance_check(v, a, kap[t])
+        alpha, beta, zeta, v, fl, status = _checked_step(
+            rule, y[t] * f, f, v, a, kap[t], phi, C, r
+        )
         if status != _OK:
             return u, nfl, t, status
-        if fl:
-            nfl += 1
-        alpha, beta, zeta = step(rule, y[t] * f, v, phi, C, r)
-        if not (math.isfinite(alpha) and math.isfinite(zeta) and math.isfinite(f)):
-            return u, nfl, t, _NONFINITE
+        nfl += fl
         if alpha > 0.0:
             lnn = math.sqrt(1.0 / zeta + v)
             Ld[u] = lnn
@@ -186,14 +194,10 @@ def _explicit_walk(K0, Kbb, kap, y, nu, Pi, n0, rule, phi, C, r, a, src, f_out, 
             c[i] = acc
             q += kv[i] * acc
         v = a * kap[t] + q
-        v, fl, status = _variance_check(v, a, kap[t])
+        alpha, beta, _, v, fl, status = _checked_step(rule, y[t] * f, f, v, a, kap[t], phi, C, r)
         if status != _OK:
             return u, nfl, t, status
-        if fl:
-            nfl += 1
-        alpha, beta, _ = step(rule, y[t] * f, v, phi, C, r)
-        if not (math.isfinite(alpha) and math.isfinite(beta) and math.isfinite(f)):
-            return u, nfl, t, _NONFINITE
+        nfl += fl
         if alpha > 0.0:
             ay = alpha * y[t]
             for i in range(n):

@@ -21,6 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import primal
+from ._validation import check_option, check_positive
 from .dual import DualModel
 from .kernels import KERNELS, Kernel
 from .primal import DIAG_METHODS, RuleParams
@@ -40,24 +41,6 @@ _SOLVERS = ("cholesky", "explicit")
 #: Inputs per block of the dual engine when ``block_size=None``.
 DUAL_BLOCK = 256
 _COVARIANCES = ("full", "diag")
-
-
-def _check_option(name: str, value, allowed) -> None:
-    ok_type = isinstance(value, str | numbers.Integral) and not isinstance(value, bool)
-    if ok_type and value in allowed:
-        return
-    raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
-
-
-def _check_positive(name: str, value) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name}={value!r} must be a finite number > 0")
-    return float(value)
 
 
 def _check_eta(eta) -> float:
@@ -124,19 +107,19 @@ class _CWBase(ClassifierMixin, BaseEstimator):
 
     def _common_params(self, rule: RuleParams) -> dict:
         """Validate the parameters every estimator shares; return the engine choice."""
-        a = _check_positive("a", self.a)
+        a = check_positive("a", self.a)
         if not callable(self.kernel):
-            _check_option("kernel", self.kernel, KERNELS)
-        _check_option("mode", self.mode, _MODES)
-        _check_option("solver", self.solver, _SOLVERS)
+            check_option("kernel", self.kernel, KERNELS)
+        check_option("mode", self.mode, _MODES)
+        check_option("solver", self.solver, _SOLVERS)
         if self.block_size is not None and (
             isinstance(self.block_size, bool)
             or not isinstance(self.block_size, numbers.Integral)
             or self.block_size < 1
         ):
             raise ValueError(f"block_size={self.block_size!r} must be None or an integer >= 1")
-        _check_option("covariance", self.covariance, _COVARIANCES)
-        _check_option("diag_method", self.diag_method, tuple(DIAG_METHODS))
+        check_option("covariance", self.covariance, _COVARIANCES)
+        check_option("diag_method", self.diag_method, tuple(DIAG_METHODS))
         if (
             isinstance(self.n_iter, bool)
             or not isinstance(self.n_iter, numbers.Integral)
@@ -727,7 +710,7 @@ class CWClassifier(_CWBase):
         self.random_state = random_state
 
     def _rule_params(self) -> RuleParams:
-        _check_option("rule", self.rule, ("stdev", "var"))
+        check_option("rule", self.rule, ("stdev", "var"))
         return RuleParams(RULES[self.rule], phi=ndtri(_check_eta(self.eta)))
 
 
@@ -790,8 +773,8 @@ class SCWClassifier(_CWBase):
         self.random_state = random_state
 
     def _rule_params(self) -> RuleParams:
-        _check_option("variant", self.variant, (1, 2))
-        C = _check_positive("C", self.C)
+        check_option("variant", self.variant, (1, 2))
+        C = check_positive("C", self.C)
         eta = (0.75 if self.variant == 1 else 0.9) if self.eta is None else self.eta
         rule = RULES["scw1"] if self.variant == 1 else RULES["scw2"]
         return RuleParams(rule, phi=ndtri(_check_eta(eta)), C=C)
@@ -847,7 +830,7 @@ class AROWClassifier(_CWBase):
         self.random_state = random_state
 
     def _rule_params(self) -> RuleParams:
-        return RuleParams(RULES["arow"], r=_check_positive("r", self.r))
+        return RuleParams(RULES["arow"], r=check_positive("r", self.r))
 
 
 _FIRST_ORDER_NOTE = """
@@ -912,8 +895,8 @@ class PAClassifier(_CWBase):
         self.random_state = random_state
 
     def _rule_params(self) -> RuleParams:
-        _check_option("variant", self.variant, (0, 1, 2))
-        C = _check_positive("C", self.C)
+        check_option("variant", self.variant, (0, 1, 2))
+        C = check_positive("C", self.C)
         return RuleParams(RULES[("pa", "pa1", "pa2")[self.variant]], C=C)
 
 

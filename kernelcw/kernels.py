@@ -17,6 +17,8 @@ import scipy.sparse as sp
 from scipy.linalg.blas import dgemm
 from sklearn.metrics.pairwise import manhattan_distances
 
+from ._validation import check_finite, check_positive
+
 __all__ = ["KERNELS", "Kernel", "kernel_matrix", "kernel_diag", "make_kernel"]
 
 KERNELS = ("linear", "rbf", "poly", "laplacian", "precomputed")
@@ -119,14 +121,7 @@ class Kernel:
         if gamma is None:
             self.gamma = 1.0 / max(1, n_features)
         else:
-            if (
-                isinstance(gamma, bool)
-                or not isinstance(gamma, numbers.Real)
-                or not np.isfinite(gamma)
-                or gamma <= 0
-            ):
-                raise ValueError(f"gamma={gamma!r} must be None or a finite number > 0")
-            self.gamma = float(gamma)
+            self.gamma = check_positive("gamma", gamma)
         if (
             isinstance(degree, bool)
             or not isinstance(degree, numbers.Real)
@@ -137,10 +132,8 @@ class Kernel:
             # (gamma x.z + coef0)^degree is real for negative bases only at integer
             # degrees (as scikit-learn's SVC, which takes an int)
             raise ValueError(f"degree={degree!r} must be an integer >= 1")
-        if isinstance(coef0, bool) or not isinstance(coef0, numbers.Real) or not np.isfinite(coef0):
-            raise ValueError(f"coef0={coef0!r} must be a finite number")
         self.degree = int(degree)
-        self.coef0 = float(coef0)
+        self.coef0 = check_finite("coef0", coef0)
 
     @property
     def precomputed(self) -> bool:

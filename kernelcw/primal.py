@@ -361,50 +361,46 @@ def _diag_round(mu, s, idx, val, y, rule, method, phi, C, r, a):
 
 
 @njit(cache=True)
+def _diag_row(mu, s, idx, val, Yi, rule, method, phi, C, r, a, out_i, n_upd, n_mis, n_fl):
+    """One input through every model; bookkeeping shared by both drivers.
+
+    Returns False when a non-finite step was met.
+    """
+    for k in range(mu.shape[0]):
+        f, alpha, floored = _diag_round(mu[k], s[k], idx, val, Yi[k], rule, method, phi, C, r, a)
+        out_i[k] = f
+        if floored:
+            n_fl[k] += 1
+        if alpha != alpha:
+            return False
+        if (1.0 if f >= 0.0 else -1.0) != Yi[k]:
+            n_mis[k] += 1
+        if alpha > 0.0:
+            n_upd[k] += 1
+    return True
+
+
+@njit(cache=True)
 def _diag_csr(mu, s, indptr, indices, data, Y, rule, method, phi, C, r, a, out, n_upd, n_mis, n_fl):
-    n = indptr.shape[0] - 1
-    K = mu.shape[0]
-    for i in range(n):
+    for i in range(indptr.shape[0] - 1):
         lo = indptr[i]
         hi = indptr[i + 1]
-        idx = indices[lo:hi]
-        val = data[lo:hi]
-        for k in range(K):
-            f, alpha, floored = _diag_round(
-                mu[k], s[k], idx, val, Y[i, k], rule, method, phi, C, r, a
-            )
-            out[i, k] = f
-            if floored:
-                n_fl[k] += 1
-            if alpha != alpha:
-                return i
-            if (1.0 if f >= 0.0 else -1.0) != Y[i, k]:
-                n_mis[k] += 1
-            if alpha > 0.0:
-                n_upd[k] += 1
+        if not _diag_row(
+            mu, s, indices[lo:hi], data[lo:hi], Y[i], rule, method, phi, C, r, a,
+            out[i], n_upd, n_mis, n_fl,
+        ):
+            return i
     return -1
 
 
 @njit(cache=True)
 def _diag_dense(mu, s, X, Y, rule, method, phi, C, r, a, out, n_upd, n_mis, n_fl):
-    n, d = X.shape
-    K = mu.shape[0]
-    idx = np.arange(d)
-    for i in range(n):
-        val = X[i]
-        for k in range(K):
-            f, alpha, floored = _diag_round(
-                mu[k], s[k], idx, val, Y[i, k], rule, method, phi, C, r, a
-            )
-            out[i, k] = f
-            if floored:
-                n_fl[k] += 1
-            if alpha != alpha:
-                return i
-            if (1.0 if f >= 0.0 else -1.0) != Y[i, k]:
-                n_mis[k] += 1
-            if alpha > 0.0:
-                n_upd[k] += 1
+    idx = np.arange(X.shape[1])
+    for i in range(X.shape[0]):
+        if not _diag_row(
+            mu, s, idx, X[i], Y[i], rule, method, phi, C, r, a, out[i], n_upd, n_mis, n_fl
+        ):
+            return i
     return -1
 
 

@@ -1,0 +1,33 @@
+"""Parameter checks shared by the estimators and the kernels."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+
+def check_option(name: str, value, allowed) -> None:
+    """value must be one of ``allowed`` (strings or integers; bools are not integers)."""
+    ok_type = isinstance(value, str | numbers.Integral) and not isinstance(value, bool)
+    if ok_type and value in allowed:
+        return
+    raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
+
+
+def check_positive(name: str, value) -> float:
+    """value must be a finite real number > 0."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{name}={value!r} must be a finite number > 0")
+    return float(value)
+
+
+def check_finite(name: str, value) -> float:
+    """value must be a finite real number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{name}={value!r} must be a finite number")
+    return float(value)
