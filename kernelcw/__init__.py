@@ -2,27 +2,39 @@
 
 Estimators follow scikit-learn's API; :func:`run_online` runs the papers'
 online protocol (predict each example, then learn from it).
+
+The public names load on first use (PEP 562), so ``kernelcw --help`` does not
+pay for importing numba, scipy and scikit-learn.
 """
 
-from .estimators import (
-    AROWClassifier,
-    CWClassifier,
-    PAClassifier,
-    PerceptronClassifier,
-    SCWClassifier,
-    primal_from_dual,
-)
-from .online import OnlineResult, run_online
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "AROWClassifier",
-    "CWClassifier",
-    "OnlineResult",
-    "PAClassifier",
-    "PerceptronClassifier",
-    "SCWClassifier",
-    "primal_from_dual",
-    "run_online",
-]
+_PUBLIC = {
+    "AROWClassifier": "estimators",
+    "CWClassifier": "estimators",
+    "PAClassifier": "estimators",
+    "PerceptronClassifier": "estimators",
+    "SCWClassifier": "estimators",
+    "primal_from_dual": "estimators",
+    "OnlineResult": "online",
+    "run_online": "online",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kernelcw' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))
