@@ -118,7 +118,7 @@ def main(argv=None):
     for name in args.rules.split(","):
         make = RULES[name]
         est = make()
-        rp, _ = est._params()
+        rp = est._params()[0]
         make().fit(X[:64], y[:64])  # numba compiles outside the timings
         round_by_round_numpy(X[:4], Y[:4], rp)
         out = {}
@@ -180,7 +180,7 @@ def main(argv=None):
         )
 
     # block-size sweep with the engine alone (AROW)
-    rp, _ = AROWClassifier()._params()
+    rp = AROWClassifier()._params()[0]
     sizes = [int(s) for s in args.sweep.split(",")]
     sweep_out = np.empty((n, 1))
 

@@ -66,6 +66,7 @@ from numba import njit
 from scipy.linalg import solve_triangular
 from scipy.linalg.blas import dgemm, dgemv, dtrsm
 
+from . import budget as bud
 from .kernels import Kernel
 from .primal import RuleParams
 from .rules import FIRST_ORDER, VAR_FLOOR, step
@@ -76,7 +77,7 @@ __all__ = ["PSD_TOL", "DualModel", "BinaryDual"]
 #: kernel is not positive semi-definite.
 PSD_TOL = 1e-6
 
-_OK, _NONFINITE, _NOT_PSD = 0, 1, 2
+_OK, _NONFINITE, _NOT_PSD, _STOP = 0, 1, 2, 3
 
 
 # --------------------------------------------------------------------------- walks
@@ -104,11 +105,13 @@ def _checked_step(rule, m, f, v, a, kap, phi, C, r):
 
 
 @njit(cache=True)
-def _cholesky_walk(G, rW, Kbb, kap, y, rule, phi, C, r, a, E, Ld, rn, zt, src, f_out, e):
+def _cholesky_walk(G, rW, Kbb, kap, y, rule, phi, C, r, a, limit, E, Ld, rn, zt, src, f_out, e):
     """Second-order rules, cholesky solver: walk one block (module docstring).
 
     Writes the new rows' data (E, Ld, rn, zt, src) and f_out; returns
-    (n_new, n_floored, bad_index, status).
+    (n_new, n_floored, index, status). With ``limit`` new rows made, the next
+    round that would update stops the walk before it changes anything (status
+    _STOP at that index): a budget binds there.
     """
     b = rW.shape[0]
     u = 0
@@ -133,6 +136,8 @@ def _cholesky_walk(G, rW, Kbb, kap, y, rule, phi, C, r, a, E, Ld, rn, zt, src, f
         )
         if status != _OK:
             return u, nfl, t, status
+        if alpha > 0.0 and u == limit:
+            return u, nfl, t, _STOP
         nfl += fl
         if alpha > 0.0:
             lnn = math.sqrt(1.0 / zeta + v)
@@ -147,72 +152,102 @@ def _cholesky_walk(G, rW, Kbb, kap, y, rule, phi, C, r, a, E, Ld, rn, zt, src, f
 
 
 @njit(cache=True)
-def _first_order_walk(f0, Kbb, kap, y, rule, phi, C, r, a, nun, src, f_out):
-    """First-order rules: Sigma = a I, only nu. f0 = nu_0 . K0 for the block."""
-    b = f0.shape[0]
-    u = 0
-    for t in range(b):
-        f = f0[t]
-        for i in range(u):
-            f += nun[i] * Kbb[src[i], t]
-        f_out[t] = f
-        if not (kap[t] >= 0.0):
-            return u, t, _NOT_PSD
-        alpha, _, _ = step(rule, y[t] * f, kap[t], phi, C, r)
-        if not (math.isfinite(alpha) and math.isfinite(f)):
-            return u, t, _NONFINITE
-        if alpha > 0.0:
-            nun[u] = alpha * y[t] * a
-            src[u] = t
-            u += 1
-    return u, -1, _OK
+def _explicit_walk(
+    K0, Kbb, kap, y, t0, nu, Pi, kinv, G, zsv, gsv, vsv, kap_sv, entry, ks, n, budget,
+    policy, second, track_kinv, track_kl, rule, phi, C, r, a, seed, counter, clock,
+    f_out, src, kv, c, work,
+):
+    """nu and Pi updated in place, one round at a time, from block input t0 on
+    (the explicit solver, first-order rules, and budgeted models).
 
-
-@njit(cache=True)
-def _explicit_walk(K0, Kbb, kap, y, nu, Pi, n0, rule, phi, C, r, a, src, f_out, kv, c):
-    """Second-order rules, explicit solver: nu and Pi updated in place, one round
-    at a time (capacity of nu/Pi at least n0 + b). Returns
-    (n_new, n_floored, bad_index, status)."""
+    Per support vector slot i: ``kap_sv`` its k(x, x), ``entry`` when it entered,
+    ``ks`` where its kernel values are: row ks of K0 (support at the block's
+    start) or, for ks < 0, row -1-ks of K_BB (an input of this block). With more
+    than ``budget`` support vectors after an update, one leaves at once
+    (:mod:`kernelcw.budget`). ``zsv`` and ``gsv`` hold each support vector's
+    precision and natural-mean weights (zeta, g) for unlearning it; ``kinv``
+    (policy "project") and ``G, vsv`` (policy "smallest") are kept up to date for
+    their scores. Returns
+    (n, counter, clock, n_new, n_floored, bad_index, status).
+    """
     b = kap.shape[0]
-    n = n0
     u = 0
     nfl = 0
-    for t in range(b):
-        for i in range(n0):
-            kv[i] = K0[i, t]
-        for i in range(u):
-            kv[n0 + i] = Kbb[src[i], t]
+    for t in range(t0, b):
+        for i in range(n):
+            s = ks[i]
+            kv[i] = K0[s, t] if s >= 0 else Kbb[-1 - s, t]
         f = 0.0
         for i in range(n):
             f += nu[i] * kv[i]
         f_out[t] = f
-        q = 0.0
-        for i in range(n):
-            acc = 0.0
-            for j in range(n):
-                acc += Pi[i, j] * kv[j]
-            c[i] = acc
-            q += kv[i] * acc
-        v = a * kap[t] + q
-        alpha, beta, _, v, fl, status = _checked_step(rule, y[t] * f, f, v, a, kap[t], phi, C, r)
-        if status != _OK:
-            return u, nfl, t, status
-        nfl += fl
+        if second:
+            q = 0.0
+            for i in range(n):
+                acc = 0.0
+                for j in range(n):
+                    acc += Pi[i, j] * kv[j]
+                c[i] = acc
+                q += kv[i] * acc
+            v_raw = a * kap[t] + q
+            alpha, beta, zeta, v, fl, status = _checked_step(
+                rule, y[t] * f, f, v_raw, a, kap[t], phi, C, r
+            )
+            if status != _OK:
+                return n, counter, clock, u, nfl, t, status
+            nfl += fl
+        else:  # first order: Sigma = a I, k(x, x) in place of v
+            if not (kap[t] >= 0.0):
+                return n, counter, clock, u, nfl, t, _NOT_PSD
+            v_raw = a * kap[t]
+            alpha, beta, zeta = step(rule, y[t] * f, kap[t], phi, C, r)
+            if not (math.isfinite(alpha) and math.isfinite(f)):
+                return n, counter, clock, u, nfl, t, _NONFINITE
         if alpha > 0.0:
             ay = alpha * y[t]
-            for i in range(n):
-                nu[i] += ay * c[i]
-                bci = beta * c[i]
-                for j in range(n):
-                    Pi[i, j] -= bci * c[j]
-                Pi[n, i] = -beta * a * c[i]
-                Pi[i, n] = -beta * a * c[i]
-            Pi[n, n] = -beta * a * a
+            if track_kl:
+                bud.kl_append(n, G, vsv, kv, kap[t], c, beta, v_raw, a, second, work)
+            zsv[n] = zeta
+            gsv[n] = zeta * f + ay * (1.0 + zeta * v) if second else ay
+            if second:
+                for i in range(n):
+                    nu[i] += ay * c[i]
+                    bci = beta * c[i]
+                    for j in range(n):
+                        Pi[i, j] -= bci * c[j]
+                    Pi[n, i] = -beta * a * c[i]
+                    Pi[i, n] = -beta * a * c[i]
+                Pi[n, n] = -beta * a * a
             nu[n] = ay * a
+            if track_kinv:
+                bud.kinv_append(n, kinv, kv, kap[t] * (1.0 + bud.PROJECT_JITTER), work)
+            kap_sv[n] = kap[t]
+            entry[n] = clock
+            ks[n] = -1 - t
+            clock += 1
+            n += 1
             src[u] = t
             u += 1
-            n += 1
-    return u, nfl, -1, _OK
+            if n > budget:
+                p = bud.choose_victim(
+                    policy, n, nu, kap_sv, kinv, entry, seed, counter, G, zsv, gsv, vsv, a
+                )
+                counter += 1
+                if track_kl:
+                    bud.kl_remove(n, p, G, zsv, vsv, Pi, a, second, work)
+                if policy == bud.PROJECT:
+                    bud.project(n, p, nu, Pi, kinv, second)
+                    zsv[p] = zsv[n - 1]
+                    gsv[p] = gsv[n - 1]
+                else:
+                    bud.remove(n, p, nu, Pi, zsv, gsv, a, second)
+                if track_kinv:
+                    bud.kinv_remove(n, p, kinv)
+                kap_sv[p] = kap_sv[n - 1]
+                entry[p] = entry[n - 1]
+                ks[p] = ks[n - 1]
+                n -= 1
+    return n, counter, clock, u, nfl, -1, _OK
 
 
 # --------------------------------------------------------------------------- panels
@@ -259,70 +294,141 @@ class BinaryDual:
     """One binary model in dual form: the positions of its support inputs in the
     shared store, and the solver's state.
 
-    cholesky: ``L`` and ``gram`` as row panels, ``r`` and ``zeta`` per support
-    vector; explicit: ``nu`` and ``Pi`` in capacity buffers; first-order rules:
-    ``nu`` only.
+    Two forms of the same model:
+
+    - Cholesky (second-order rules with ``solver="cholesky"``, while no budget
+      binds): ``L`` and ``gram`` as row panels, ``r`` and ``zeta`` per support
+      vector.
+    - explicit (``solver="explicit"``, first-order rules, and budgeted models
+      once the budget binds): ``nu`` and ``Pi`` in capacity buffers, plus the
+      inverse jittered Gram matrix for the "project" policy.
+
+    Slots: support vector i lives in slot i; ``entry[i]`` is when it entered
+    (removals move the last slot into the freed one, so the attributes sort by
+    entry).
     """
 
     def __init__(self, solver: str, first_order: bool):
-        self.solver = solver
         self.first_order = first_order
-        self.idx = np.zeros(0, dtype=np.int64)  # positions in the store, in entry order
+        self.explicit = first_order or solver == "explicit"
+        self.idx = np.zeros(0, dtype=np.int64)  # store positions, by slot
+        self.entry = np.zeros(0, dtype=np.int64)  # entry time, by slot
+        self.kap = np.zeros(0)  # k(x, x), by slot
+        self.clock = 0  # support vectors ever added
+        self.counter = 0  # removals so far (the random policy's draw counter)
         self.L: list[tuple[int, np.ndarray, np.ndarray]] = []  # (off, R, T)
         self.gram: list[tuple[int, np.ndarray]] = []
         self.r = np.zeros(0)
         self.zeta = np.zeros(0)
-        self._nu = np.zeros(0)  # capacity buffer (explicit, first-order)
+        self._nu = np.zeros(0)  # capacity buffers of the explicit form
         self._Pi = np.zeros((0, 0))
+        self._kinv = np.zeros((0, 0))
+        self._kl = np.zeros((3, 0))  # by slot: zeta, g (unlearning), v at x_p ("smallest")
+        self._G = np.zeros((0, 0))  # Gram matrix of the support vectors ("smallest")
         self._nu_cache: np.ndarray | None = None
 
     @property
     def n(self) -> int:
         return int(self.idx.shape[0])
 
-    def _ensure_capacity(self, need: int) -> None:
+    def order(self) -> np.ndarray:
+        """Slots in the order their support vectors entered."""
+        return np.argsort(self.entry, kind="stable")
+
+    def ensure_capacity(self, need: int, track_kinv: bool, track_kl: bool) -> None:
         cap = self._nu.shape[0]
         if need <= cap:
             return
         new = max(need, int(cap * 1.5) + 16)
-        nu = np.zeros(new)
-        nu[: self.n] = self._nu[: self.n]
-        self._nu = nu
+        n = self.n
+
+        def grown(A, square):
+            B = np.zeros((new, new) if square else A.shape[:-1] + (new,))
+            if square:
+                B[:n, :n] = A[:n, :n]
+            else:
+                B[..., :n] = A[..., :n]
+            return B
+
+        self._nu = grown(self._nu, False)
+        self._kl = grown(self._kl, False)
         if not self.first_order:
-            Pi = np.zeros((new, new))
-            Pi[: self.n, : self.n] = self._Pi[: self.n, : self.n]
-            self._Pi = Pi
+            self._Pi = grown(self._Pi, True)
+        if track_kinv:
+            self._kinv = grown(self._kinv, True)
+        if track_kl:
+            self._G = grown(self._G, True)
+
+    def to_explicit(self, a: float, need: int, track_kinv: bool, track_kl: bool) -> None:
+        """Switch the Cholesky form to nu/Pi (once, when a budget binds)."""
+        n = self.n
+        nu, Pi = self.nu(a), self.Pi(a)
+        cap = max(need, n + 1)
+        self.explicit = True
+        self._nu = np.zeros(cap)
+        self._nu[:n] = nu
+        self._Pi = np.zeros((cap, cap))
+        self._Pi[:n, :n] = Pi
+        G = _dense_gram(self.gram, n) if n else np.zeros((0, 0))
+        self._kinv = np.zeros((cap, cap)) if track_kinv else np.zeros((0, 0))
+        if track_kinv and n:
+            Gj = G.copy()
+            Gj[np.diag_indices(n)] *= 1.0 + bud.PROJECT_JITTER
+            self._kinv[:n, :n] = np.linalg.inv(Gj)
+        # unlearning weights: M - a K = diag(1/zeta) and r = L^-1 (g / zeta)
+        self._kl = np.zeros((3, cap))
+        self._kl[0, :n] = self.zeta
+        Lr = np.zeros(n)
+        for off, R, T in self.L:
+            u = T.shape[0]
+            Lr[off : off + u] = T @ self.r[off : off + u] + (R @ self.r[:off] if off else 0.0)
+        self._kl[1, :n] = self.zeta * Lr
+        self._G = np.zeros((cap, cap)) if track_kl else np.zeros((0, 0))
+        if track_kl and n:
+            self._G[:n, :n] = G
+            self._kl[2, :n] = a * np.diagonal(G) + np.einsum("ij,ij->j", G, Pi @ G)
+        self.L, self.gram = [], []
+        self.r, self.zeta = np.zeros(0), np.zeros(0)
 
     def nu(self, a: float) -> np.ndarray:
-        """The dual mean coefficients (cached until the model changes)."""
-        if self.solver == "cholesky" and not self.first_order:
+        """The dual mean coefficients by slot (cached until the model changes)."""
+        if not self.explicit:
             if self._nu_cache is None:
                 self._nu_cache = a * _backward(self.L, self.r) if self.n else np.zeros(0)
             return self._nu_cache.copy()
         return self._nu[: self.n].copy()
 
     def Pi(self, a: float) -> np.ndarray:
-        """The dual covariance coefficients, (n, n)."""
+        """The dual covariance coefficients by slot, (n, n)."""
         n = self.n
         if self.first_order or n == 0:
             return np.zeros((n, n))
-        if self.solver == "explicit":
+        if self.explicit:
             return self._Pi[:n, :n].copy()
         Linv = _forward(self.L, np.eye(n))
         return -(a * a) * (Linv.T @ Linv)
 
     def variance(self, Ks: np.ndarray, kap: np.ndarray, a: float) -> np.ndarray:
-        """v = a kappa + k' Pi k for each column of Ks = K(S, X), floored as in learning
-        at ``VAR_FLOOR * a * kappa``."""
+        """v = a kappa + k' Pi k for each column of Ks = K(S, X) (rows by slot),
+        floored as in learning at ``VAR_FLOOR * a * kappa``."""
         if self.first_order or self.n == 0:
             return a * kap
-        if self.solver == "cholesky":
+        if not self.explicit:
             W = _forward(self.L, Ks)
             v = a * kap - a * a * np.einsum("ij,ij->j", W, W)
         else:
             Pi = self._Pi[: self.n, : self.n]
             v = a * kap + np.einsum("ij,ij->j", Ks, Pi @ Ks)
         return np.maximum(v, VAR_FLOOR * a * kap)
+
+
+def _dense_gram(panels, n: int) -> np.ndarray:
+    """The symmetric Gram matrix held by its lower-triangular row panels."""
+    G = np.zeros((n, n))
+    for off, P in panels:
+        u = P.shape[0]
+        G[off : off + u, : off + u] = P
+    return np.tril(G) + np.tril(G, -1).T
 
 
 class DualModel:
@@ -333,12 +439,25 @@ class DualModel:
     ``pos`` their positions in the training stream.
     """
 
-    def __init__(self, kernel: Kernel, rule: RuleParams, n_models: int, solver: str, block):
+    def __init__(
+        self,
+        kernel: Kernel,
+        rule: RuleParams,
+        n_models: int,
+        solver: str,
+        block,
+        budget: int | None = None,
+        policy: str = "project",
+        seed: int = 0,
+    ):
         self.kernel = kernel
         self.rule = rule
         self.a = rule.a
         self.solver = solver
         self.block_size = int(block)
+        self.budget = budget
+        self.policy = bud.POLICIES.index(policy)
+        self.seed = np.uint64(seed)
         first = rule.rule in FIRST_ORDER
         self.models = [BinaryDual(solver, first) for _ in range(n_models)]
         self.n_store = 0
@@ -435,29 +554,34 @@ class DualModel:
             XB = X[lo:hi]
             cols = positions[lo:hi]
             Kbb, kap = self._kernel_block(XB, cols)
-            n_store0 = self.n_store
-            Ks = self._kernel_store(XB, n_store0)
-            new_rows: list[np.ndarray] = []
+            Ks = self._kernel_store(XB, self.n_store)
+            entered: list[np.ndarray] = []
+            slots: list[np.ndarray] = []
             for k, model in enumerate(self.models):
                 yk = np.ascontiguousarray(Y[lo:hi, k])
-                K0 = Ks if model.n == n_store0 else Ks[model.idx]
-                f_blk, src, nfl = self._walk_model(model, K0, Kbb, kap, yk, cols)
+                f_blk, src, ks, nfl = self._walk_model(model, _rows(Ks, model), Kbb, kap, yk, cols)
                 out[lo:hi, k] = f_blk
                 n_mis[k] += np.count_nonzero(np.where(f_blk >= 0.0, 1.0, -1.0) != yk)
                 n_upd[k] += src.shape[0]
                 n_fl[k] += nfl
-                new_rows.append(src)
-            # the union of this block's new support inputs enters the store once
-            union = np.unique(np.concatenate(new_rows)) if new_rows else np.zeros(0, int)
+                entered.append(src)
+                slots.append(ks)
+            # this block's new support inputs enter the store once, whoever took them
+            union = np.unique(np.concatenate(entered)) if entered else np.zeros(0, int)
+            where = np.full(hi - lo, -1, dtype=np.int64)
             if union.size:
-                where = np.full(hi - lo, -1, dtype=np.int64)
                 where[union] = self._append_store(XB, union, cols)
-                for model, src in zip(self.models, new_rows, strict=True):
-                    if src.size:
-                        model.idx = np.concatenate([model.idx, where[src]])
+            for model, ks in zip(self.models, slots, strict=True):
+                old = model.idx
+                model.idx = np.where(ks >= 0, old[np.maximum(ks, 0)] if old.size else 0,
+                                     where[np.maximum(-1 - ks, 0)])
+            if self.budget is not None:
+                self._compact_store()
         return n_upd, n_mis, n_fl
 
     def _walk_model(self, model: BinaryDual, K0, Kbb, kap, yk, cols):
+        """Walk one block for one model; returns (f, the block inputs that entered,
+        each slot's kernel source after the block, floored rounds)."""
         rp = self.rule
         a = self.a
         b = yk.shape[0]
@@ -465,29 +589,69 @@ class DualModel:
         src = np.empty(b, dtype=np.int64)
         n0 = model.n
         model._nu_cache = None
-        if model.first_order:
-            model._ensure_capacity(n0 + b)
-            f0 = model._nu[:n0] @ K0 if n0 else np.zeros(b)
-            nun = np.empty(b)
-            u, bad, status = _first_order_walk(
-                np.ascontiguousarray(f0), Kbb, kap, yk, rp.rule, rp.phi, rp.C, rp.r, a,
-                nun, src, f_blk,
-            )
-            self._raise(status, int(cols[bad]))
-            model._nu[n0 : n0 + u] = nun[:u]
-            return f_blk, src[:u].copy(), 0
-        if model.solver == "explicit":
-            model._ensure_capacity(n0 + b)
-            kv = np.empty(n0 + b)
-            c = np.empty(n0 + b)
-            u, nfl, bad, status = _explicit_walk(
-                np.ascontiguousarray(K0), Kbb, kap, yk, model._nu, model._Pi, n0,
-                rp.rule, rp.phi, rp.C, rp.r, a, src, f_blk, kv, c,
-            )
-            self._raise(status, int(cols[bad]))
-            self._grow_gram(model, K0, Kbb, src[:u])
-            return f_blk, src[:u].copy(), nfl
-        # cholesky
+        B = self.budget
+        ks = np.arange(n0, dtype=np.int64)  # support at the block's start: rows of K0
+        t0 = 0
+        nfl = 0
+        u = 0
+        if not model.explicit:
+            limit = b if B is None else B - n0
+            u, nfl, stop, status = self._cholesky_block(model, K0, Kbb, kap, yk, limit, src, f_blk)
+            if status == _STOP:
+                # the budget binds at block input `stop`: the rows made so far are in
+                # the factor; the model continues in the explicit form from there
+                ks = np.concatenate([ks, -1 - src[:u]])
+                t0 = stop
+                model.idx = np.concatenate([model.idx, np.full(u, -1)])  # learn() sets them
+                model.to_explicit(
+                    a, min(n0 + u + b - stop, B) + 1, self._track_kinv, self._track_kl
+                )
+            else:
+                self._raise(status, int(cols[stop]) if stop >= 0 else -1)
+                return f_blk, src[:u].copy(), np.concatenate([ks, -1 - src[:u]]), nfl
+        n_now = ks.shape[0]
+        cap = n_now + (b - t0) + 1 if B is None else min(n_now + (b - t0), B) + 1
+        model.ensure_capacity(cap, self._track_kinv, self._track_kl)
+        kap_sv = np.zeros(cap)
+        entry = np.zeros(cap, dtype=np.int64)
+        kss = np.zeros(cap, dtype=np.int64)
+        kap_sv[:n_now] = model.kap
+        entry[:n_now] = model.entry
+        kss[:n_now] = ks
+        work = np.empty(cap)
+        kv = np.empty(cap)
+        c = np.empty(cap)
+        src2 = np.empty(b, dtype=np.int64)
+        n_end, counter, clock, u2, nfl2, bad, status = _explicit_walk(
+            np.ascontiguousarray(K0), Kbb, kap, yk, t0, model._nu, model._Pi, model._kinv,
+            model._G, model._kl[0], model._kl[1], model._kl[2], kap_sv, entry, kss, n_now,
+            np.inf if B is None else float(B), self.policy, not model.first_order,
+            self._track_kinv, self._track_kl, rp.rule, rp.phi, rp.C, rp.r, a,
+            self.seed, model.counter, model.clock, f_blk, src2, kv, c, work,
+        )
+        self._raise(status, int(cols[bad]) if bad >= 0 else -1)
+        model.counter = int(counter)
+        model.clock = int(clock)
+        model.kap = kap_sv[:n_end].copy()
+        model.entry = entry[:n_end].copy()
+        src_all = np.concatenate([src[:u], src2[:u2]])
+        return f_blk, src_all, kss[:n_end].copy(), nfl + nfl2
+
+    @property
+    def _track_kinv(self) -> bool:
+        return self.budget is not None and self.policy == bud.PROJECT
+
+    @property
+    def _track_kl(self) -> bool:
+        return self.budget is not None and self.policy == bud.SMALLEST
+
+    def _cholesky_block(self, model, K0, Kbb, kap, yk, limit, src, f_blk):
+        """The Cholesky walk through one block, then its new rows appended to the
+        factor and the Gram cache. Returns (n_new, n_floored, index, status)."""
+        rp = self.rule
+        a = self.a
+        b = yk.shape[0]
+        n0 = model.n
         if n0:
             W0 = _forward(model.L, K0)
             G = dgemm(1.0, W0.T, W0.T, trans_b=1)  # W0' W0, symmetric (b x b)
@@ -501,11 +665,12 @@ class DualModel:
         rn = np.empty(b)
         zt = np.empty(b)
         e = np.empty(b)
-        u, nfl, bad, status = _cholesky_walk(
+        u, nfl, stop, status = _cholesky_walk(
             np.ascontiguousarray(G), np.ascontiguousarray(rW), Kbb, kap, yk,
-            rp.rule, rp.phi, rp.C, rp.r, a, E, Ld, rn, zt, src, f_blk, e,
+            rp.rule, rp.phi, rp.C, rp.r, a, limit, E, Ld, rn, zt, src, f_blk, e,
         )
-        self._raise(status, int(cols[bad]))
+        if status not in (_OK, _STOP):
+            return u, nfl, stop, status
         if u:
             s = src[:u]
             R = np.ascontiguousarray(W0[:, s].T)
@@ -515,20 +680,30 @@ class DualModel:
             model.L.append((n0, R, T))
             model.r = np.concatenate([model.r, rn[:u]])
             model.zeta = np.concatenate([model.zeta, zt[:u]])
-            self._grow_gram(model, K0, Kbb, s)
-        return f_blk, src[:u].copy(), nfl
+            Gp = np.empty((u, n0 + u))
+            Gp[:, :n0] = K0[:, s].T
+            Gp[:, n0:] = np.tril(Kbb[np.ix_(s, s)])
+            model.gram.append((n0, Gp))
+            model.kap = np.concatenate([model.kap, kap[s]])
+            model.entry = np.concatenate([model.entry, model.clock + np.arange(u)])
+            model.clock += u
+        return u, nfl, stop, status
 
-    @staticmethod
-    def _grow_gram(model: BinaryDual, K0, Kbb, s) -> None:
-        """Append the rows of K(S, S) for the new support inputs s (a row panel)."""
-        u = s.shape[0]
-        if u == 0:
+    def _compact_store(self) -> None:
+        """Drop store rows no model refers to any more (budgets remove support
+        vectors): memory stays flat on long streams."""
+        used = np.unique(np.concatenate([m.idx for m in self.models]))
+        if used.size == self.n_store or used.size > self.n_store // 2:
             return
-        n0 = K0.shape[0]
-        Gp = np.empty((u, n0 + u))
-        Gp[:, :n0] = K0[:, s].T
-        Gp[:, n0:] = np.tril(Kbb[np.ix_(s, s)])
-        model.gram.append((n0, Gp))
+        new_pos = np.full(self.n_store, -1, dtype=np.int64)
+        new_pos[used] = np.arange(used.size)
+        self.pos = self.pos[used]
+        if not self.kernel.precomputed:
+            rows = self.store[used]
+            self.store = rows.tocsr() if sp.issparse(rows) else np.ascontiguousarray(rows)
+        self.n_store = int(used.size)
+        for m in self.models:
+            m.idx = new_pos[m.idx]
 
     def _raise(self, status: int, row: int) -> None:
         if status == _OK:
@@ -583,7 +758,7 @@ class DualModel:
             Ks = self._kernel_test(XB, self.n_store)
             kap = self._kappa_test(XB) if with_variance else None
             for k, model in enumerate(self.models):
-                K0 = Ks if model.n == self.n_store else Ks[model.idx]
+                K0 = _rows(Ks, model)
                 F[lo:hi, k] = nus[k] @ K0 if model.n else 0.0
                 if with_variance:
                     V[lo:hi, k] = model.variance(K0, kap, self.a)
@@ -592,3 +767,11 @@ class DualModel:
 
 def _dense(M) -> np.ndarray:
     return M.toarray() if sp.issparse(M) else np.asarray(M)
+
+
+def _rows(Ks: np.ndarray, model: BinaryDual) -> np.ndarray:
+    """The rows of K(store, X) for a model's support vectors, by slot."""
+    n = model.n
+    if n == Ks.shape[0] and np.array_equal(model.idx, np.arange(n)):
+        return Ks
+    return Ks[model.idx]

@@ -22,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import primal
 from ._validation import check_option, check_positive
+from .budget import POLICIES
 from .dual import DualModel
 from .kernels import KERNELS, Kernel
 from .primal import DIAG_METHODS, RuleParams
@@ -128,13 +129,25 @@ class _CWBase(ClassifierMixin, BaseEstimator):
             raise ValueError(f"n_iter={self.n_iter!r} must be an integer >= 1")
         if not isinstance(self.shuffle, bool | np.bool_):
             raise ValueError(f"shuffle={self.shuffle!r} must be True or False")
+        if self.budget is not None and (
+            isinstance(self.budget, bool)
+            or not isinstance(self.budget, numbers.Integral)
+            or self.budget < 1
+        ):
+            raise ValueError(f"budget={self.budget!r} must be None or an integer >= 1")
+        check_option("budget_policy", self.budget_policy, POLICIES)
         linear = isinstance(self.kernel, str) and self.kernel == "linear"
         if self.mode == "primal" and not linear:
             raise ValueError(
                 f"mode='primal' needs kernel='linear' (got kernel={self.kernel!r}): a "
                 "non-linear kernel is learned in the dual; use mode='auto' or 'dual'"
             )
-        dual = self.mode == "dual" or not linear
+        if self.mode == "primal" and self.budget is not None:
+            raise ValueError(
+                "a budget bounds the support set of the dual engine: use mode='auto' or "
+                "'dual' (the primal engine keeps no support vectors)"
+            )
+        dual = self.mode == "dual" or not linear or self.budget is not None
         if dual and self.covariance == "diag" and rule.rule not in FIRST_ORDER:
             raise ValueError(
                 "covariance='diag' exists only in the primal mode: the dual engine keeps "
@@ -252,7 +265,10 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         if dual:
             kernel = Kernel(self.kernel, self.gamma, self.degree, self.coef0, d)
             block = DUAL_BLOCK if self.block_size is None else self.block_size
-            self._dual = DualModel(kernel, rule, K, self.solver, block)
+            seed = int(check_random_state(self.random_state).randint(0, 2**62))
+            self._dual = DualModel(
+                kernel, rule, K, self.solver, block, self.budget, self.budget_policy, seed
+            )
             self._set_counters(classes_, K)
             return
         full = self.covariance == "full"
@@ -493,7 +509,7 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         enter more than once), rows counted across calls after ``partial_fit``; a
         list per class for more than two classes."""
         dm = self._dual_attr("support_")
-        return self._per_model([dm.pos[m.idx] for m in dm.models])
+        return self._per_model([dm.pos[m.idx[m.order()]] for m in dm.models])
 
     @property
     def support_vectors_(self):
@@ -501,20 +517,20 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         dm = self._dual_attr("support_vectors_")
         if dm.kernel.precomputed:
             raise AttributeError("kernel='precomputed' keeps no inputs: see support_")
-        rows = [dm.store[m.idx] for m in dm.models]
+        rows = [dm.store[m.idx[m.order()]] for m in dm.models]
         return self._per_model(rows)
 
     @property
     def dual_coef_(self):
         """nu: mu = sum_p nu_p phi(x_p) over the support vectors."""
         dm = self._dual_attr("dual_coef_")
-        return self._per_model([m.nu(dm.a) for m in dm.models])
+        return self._per_model([m.nu(dm.a)[m.order()] for m in dm.models])
 
     @property
     def covariance_coef_(self):
         """Pi: Sigma = a I + sum_pq Pi_pq phi(x_p) phi(x_q)'."""
         dm = self._dual_attr("covariance_coef_")
-        return self._per_model([m.Pi(dm.a) for m in dm.models])
+        return self._per_model([m.Pi(dm.a)[np.ix_(m.order(), m.order())] for m in dm.models])
 
     @property
     def n_support_(self):
@@ -563,6 +579,18 @@ _COMMON_DOC = """
         ``block_size`` inputs with BLAS-3 kernel blocks and triangular solves;
         "explicit": the papers' nu/Pi recursion, one round at a time (the readable
         reference). Both give the same model to rounding.
+    budget : int or None, default=None
+        At most this many support vectors after every round (dual engine; a
+        budget selects it under ``mode="auto"``): when an update makes one too
+        many, one leaves at once. Memory and time per round then stay bounded.
+        Once the budget binds the model is kept as nu and Pi (O(budget^2) per
+        round); see :mod:`kernelcw.budget`.
+    budget_policy : {{"oldest", "random", "smallest", "project"}}, default="project"
+        Which support vector leaves and how: the oldest (Forgetron), a random one
+        other than the newest (randomized budget perceptron; seeded by
+        ``random_state``), the one whose removal moves the mean least, or the one
+        whose projection onto the others moves it least, projected KL-optimally
+        (Csato & Opper 2002). Every policy keeps Sigma positive definite.
     block_size : int or None, default=None
         Inputs per block of the blocked learners (the dual engine, and the primal
         one with full covariance); None picks 256 for the dual and
@@ -582,7 +610,7 @@ _COMMON_DOC = """
     shuffle : bool, default=False
         Shuffle the rows before each pass of ``fit`` (``partial_fit`` never does).
     random_state : int, RandomState instance or None, default=None
-        Seeds the shuffling."""
+        Seeds the shuffling and the "random" budget policy."""
 
 _SECOND_ORDER_DOC = _COMMON_DOC.format(cov_default="full", cov_note="")
 _FIRST_ORDER_DOC = _COMMON_DOC.format(
@@ -687,6 +715,8 @@ class CWClassifier(_CWBase):
         mode="auto",
         solver="cholesky",
         block_size=None,
+        budget=None,
+        budget_policy="project",
         covariance="full",
         diag_method="kl",
         n_iter=1,
@@ -703,6 +733,8 @@ class CWClassifier(_CWBase):
         self.mode = mode
         self.solver = solver
         self.block_size = block_size
+        self.budget = budget
+        self.budget_policy = budget_policy
         self.covariance = covariance
         self.diag_method = diag_method
         self.n_iter = n_iter
@@ -749,6 +781,8 @@ class SCWClassifier(_CWBase):
         mode="auto",
         solver="cholesky",
         block_size=None,
+        budget=None,
+        budget_policy="project",
         covariance="full",
         diag_method="kl",
         n_iter=1,
@@ -766,6 +800,8 @@ class SCWClassifier(_CWBase):
         self.mode = mode
         self.solver = solver
         self.block_size = block_size
+        self.budget = budget
+        self.budget_policy = budget_policy
         self.covariance = covariance
         self.diag_method = diag_method
         self.n_iter = n_iter
@@ -808,6 +844,8 @@ class AROWClassifier(_CWBase):
         mode="auto",
         solver="cholesky",
         block_size=None,
+        budget=None,
+        budget_policy="project",
         covariance="full",
         diag_method="kl",
         n_iter=1,
@@ -823,6 +861,8 @@ class AROWClassifier(_CWBase):
         self.mode = mode
         self.solver = solver
         self.block_size = block_size
+        self.budget = budget
+        self.budget_policy = budget_policy
         self.covariance = covariance
         self.diag_method = diag_method
         self.n_iter = n_iter
@@ -872,6 +912,8 @@ class PAClassifier(_CWBase):
         mode="auto",
         solver="cholesky",
         block_size=None,
+        budget=None,
+        budget_policy="project",
         covariance="diag",
         diag_method="kl",
         n_iter=1,
@@ -888,6 +930,8 @@ class PAClassifier(_CWBase):
         self.mode = mode
         self.solver = solver
         self.block_size = block_size
+        self.budget = budget
+        self.budget_policy = budget_policy
         self.covariance = covariance
         self.diag_method = diag_method
         self.n_iter = n_iter
@@ -921,6 +965,8 @@ class PerceptronClassifier(_CWBase):
         mode="auto",
         solver="cholesky",
         block_size=None,
+        budget=None,
+        budget_policy="project",
         covariance="diag",
         diag_method="kl",
         n_iter=1,
@@ -935,6 +981,8 @@ class PerceptronClassifier(_CWBase):
         self.mode = mode
         self.solver = solver
         self.block_size = block_size
+        self.budget = budget
+        self.budget_policy = budget_policy
         self.covariance = covariance
         self.diag_method = diag_method
         self.n_iter = n_iter
