@@ -9,9 +9,10 @@ Which one (``budget_policy``):
 
 - ``"oldest"``: the one that entered first (the Forgetron's choice).
 - ``"random"``: uniform among all but the newest (the randomized budget
-  perceptron's), from a counter-based generator: the c-th removal of a model
-  draws ``splitmix64(seed + c)``, so the result does not depend on how the
-  stream is cut into ``partial_fit`` calls or blocks.
+  perceptron's): the c-th removal of a model draws ``U = splitmix64(seed, c)``
+  and takes the ``floor(U (n - 1))``-th support vector in entry order. The
+  generator is counter-based, so the result does not depend on how the stream is
+  cut into ``partial_fit`` calls or blocks.
 - ``"smallest"``: among all but the newest, the one whose removal changes the
   model least: the smallest ``KL(N(mu, Sigma) || N(mu', Sigma'))`` for the
   removal below,
@@ -54,10 +55,10 @@ Ties go to the oldest. How it forgets (both keep Sigma positive definite):
   positive definite: ``a (I - P)`` on the complement of the span and
   ``P Sigma P`` on it.
 
-K is the Gram matrix of the support vectors with a jitter of
-``PROJECT_JITTER * mean(k(x_p, x_p))`` on its diagonal, so that near-duplicate
-support vectors (gamma_p ~ 0, the first to go under "project") keep it
-invertible. Its inverse is maintained with O(n^2) updates per round.
+K is the Gram matrix of the support vectors with its diagonal multiplied by
+``1 + PROJECT_JITTER``, so that near-duplicate support vectors (gamma_p ~ 0, the
+first to go under "project") keep it invertible. Its inverse is maintained with
+O(n^2) updates per round.
 """
 
 from __future__ import annotations
@@ -110,14 +111,12 @@ def choose_victim(policy, n, nu, kap, kinv, entry, seed, counter, G, zsv, gsv, v
                 best = i
         return best
     if policy == RANDOM:
-        newest = 0
-        for i in range(1, n):
-            if entry[i] > entry[newest]:
-                newest = i
+        # the j-th support vector in entry order, the newest (the last) left out;
+        # slots are not in entry order once a removal has moved the last slot
         j = int(splitmix64_uniform(seed, counter) * (n - 1))
         if j >= n - 1:
             j = n - 2
-        return j if j < newest else j + 1
+        return np.argsort(entry[:n])[j]
     newest = 0
     for i in range(1, n):
         if entry[i] > entry[newest]:

@@ -1,0 +1,237 @@
+"""Budgets: online mistake rate against the budget, throughput and memory.
+
+1. ``accuracy``: online mistake rate (one pass, predict then learn) against the
+   budget B for every policy, for kernel SCW-I and CW-Stdev (RBF), with budgeted
+   kernel PA-I (the first-order baseline) beside them, on KEEL magic and on
+   Fashion-MNIST T-shirt/top vs shirt (``--stream`` rows each, one fixed random
+   order, features z-scored / pixels in [0, 1]). Goal: "project" at a budget of
+   10% of the unbudgeted support size within 2 percentage points of the
+   unbudgeted mistake rate (that budget is added to the grid).
+2. ``throughput``: time per round at B = 4000 against the unbudgeted model at
+   n_sv = 4000, on the stream of ``bench_dual_throughput`` (AROW, RBF, d = 50,
+   random labels: every round updates, so every round at the budget removes).
+   Goal: at least 1/4 of the unbudgeted speed.
+3. ``memory``: peak resident memory at 10,000 and 50,000 rounds of that stream
+   at B = 1000 (it should not grow).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import numpy as np
+from sklearn.preprocessing import StandardScaler
+
+from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier, run_online
+
+from ._common import RESULTS, md_table, write_result
+from .datasets import fashion_mnist, magic
+
+POLICIES = ("oldest", "random", "smallest", "project")
+RULES = {
+    "SCW-I": lambda **kw: SCWClassifier(kernel="rbf", **kw),
+    "CW-Stdev": lambda **kw: CWClassifier(kernel="rbf", **kw),
+}
+
+
+def load(name: str, n: int, seed: int):
+    if name == "magic":
+        X, y = magic()
+        X = StandardScaler().fit_transform(X)
+    else:
+        X, y = fashion_mnist(classes=(0, 6), subset="train")
+    order = np.random.default_rng(seed).permutation(len(y))[:n]
+    return np.ascontiguousarray(X[order]), y[order]
+
+
+def accuracy(args) -> tuple[str, dict]:
+    from tqdm.auto import tqdm
+
+    sections = []
+    curves = {}
+    budgets = [int(b) for b in args.budgets.split(",")]
+    for data in args.data.split(","):
+        X, y = load(data, args.stream, args.seed)
+        rows = []
+        for rule, make in RULES.items():
+            full = run_online(make(), X, y)
+            n_full = full.estimator.n_support_
+            b10 = max(1, round(0.1 * n_full))
+            grid = sorted(set(budgets + [b10]))
+            res = {}
+            jobs = [(p, B) for p in POLICIES for B in grid]
+            for policy, B in tqdm(jobs, desc=f"{data} {rule}", leave=False):
+                est = make(budget=B, budget_policy=policy, random_state=0)
+                res[policy, B] = run_online(est, X, y).mistake_rate
+            for B in grid:
+                res["PA-I", B] = run_online(
+                    PAClassifier(kernel="rbf", budget=B, budget_policy="random", random_state=0),
+                    X,
+                    y,
+                ).mistake_rate
+            curves[data, rule] = (grid, res, full.mistake_rate, n_full)
+            for B in grid:
+                rows.append(
+                    [rule, B if B != b10 else f"**{B}** (10%)"]
+                    + [f"{100 * res[p, B]:.1f}" for p in POLICIES]
+                    + [f"{100 * res['PA-I', B]:.1f}"]
+                )
+            rows.append(
+                [rule, f"unbudgeted ({n_full} SVs)"]
+                + [f"{100 * full.mistake_rate:.1f}"] * len(POLICIES)
+                + ["-"]
+            )
+            gap = 100 * (res["project", b10] - full.mistake_rate)
+            rows.append(
+                [
+                    rule,
+                    f"goal: project at B = {b10} within 2 pp",
+                    f"{gap:+.1f} pp: {'met' if gap <= 2 else 'NOT met'}",
+                    "",
+                    "",
+                    "",
+                    "",
+                ]
+            )
+        sections.append(
+            f"### {data}: {len(y)} rounds\n\n"
+            + md_table(
+                ["rule", "budget", *POLICIES, "PA-I (random)"],
+                rows,
+            )
+        )
+    return "\n\n".join(sections), curves
+
+
+def plot(curves: dict, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = list(curves)
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.8), squeeze=False)
+    for ax, key in zip(axes[0], keys, strict=True):
+        grid, res, full, n_full = curves[key]
+        for policy in POLICIES:
+            ax.plot(grid, [100 * res[policy, B] for B in grid], "o-", label=policy, ms=3)
+        ax.plot(grid, [100 * res["PA-I", B] for B in grid], "k:", label="PA-I (random)")
+        ax.axhline(100 * full, color="gray", ls="--", label=f"unbudgeted ({n_full} SVs)")
+        ax.set_xscale("log")
+        ax.set_xlabel("budget B (support vectors)")
+        ax.set_ylabel("online mistake rate %")
+        ax.set_title(f"{key[0]}, kernel {key[1]}")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def throughput(args) -> str:
+    rng = np.random.default_rng(0)
+    n = args.tp_n
+    X = rng.normal(size=(n, 50))
+    y = rng.integers(0, 2, size=n)
+    B = args.tp_budget
+    AROWClassifier(kernel="rbf", budget=50).fit(X[:300], y[:300])  # compile
+    AROWClassifier(kernel="rbf").fit(X[:300], y[:300])
+    full = AROWClassifier(kernel="rbf")
+    bud = AROWClassifier(kernel="rbf", budget=B, budget_policy=args.tp_policy)
+    full.partial_fit(X[:B], y[:B], classes=[0, 1])
+    bud.partial_fit(X[:B], y[:B], classes=[0, 1])
+    chunk = X[B : B + args.tp_rounds], y[B : B + args.tp_rounds]
+    # the unbudgeted model goes from n_sv = B to B + rounds; the budgeted stays at B
+    time.sleep(0.3)
+    t0 = time.perf_counter()
+    full.partial_fit(*chunk)
+    t_full = (time.perf_counter() - t0) / args.tp_rounds
+    time.sleep(0.3)
+    t0 = time.perf_counter()
+    bud.partial_fit(*chunk)
+    t_bud = (time.perf_counter() - t0) / args.tp_rounds
+    ratio = t_full / t_bud
+    return md_table(
+        ["model", "ms per round", "speed relative to unbudgeted"],
+        [
+            [f"unbudgeted, n_sv {B} -> {full.n_support_}", f"{t_full * 1e3:.3f}", "1"],
+            [
+                f"budget {B} ({args.tp_policy}), every round removes",
+                f"{t_bud * 1e3:.3f}",
+                f"{ratio:.3f} ({'met' if ratio >= 0.25 else 'NOT met'}: goal >= 0.25)",
+            ],
+        ],
+    )
+
+
+def memory(args) -> str:
+    rng = np.random.default_rng(1)
+    n = args.mem_n
+    X = rng.normal(size=(n, 50))
+    y = rng.integers(0, 2, size=n)
+    est = AROWClassifier(kernel="rbf", budget=args.mem_budget, budget_policy="oldest")
+    rows = []
+    marks = {10_000, n}
+    for lo in range(0, n, 1000):
+        est.partial_fit(X[lo : lo + 1000], y[lo : lo + 1000], classes=[0, 1])
+        if lo + 1000 in marks:
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            rows.append([lo + 1000, est.n_support_, f"{rss:.0f}"])
+    return md_table(["rounds", "n_support_", "peak RSS (MiB)"], rows)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--parts", default="accuracy,throughput,memory")
+    ap.add_argument("--data", default="magic,fashion")
+    ap.add_argument("--stream", type=int, default=12000, help="rounds per data set")
+    ap.add_argument("--budgets", default="25,50,100,200,500,1000")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tp-budget", type=int, default=4000)
+    ap.add_argument("--tp-rounds", type=int, default=256)
+    ap.add_argument("--tp-n", type=int, default=4256)
+    ap.add_argument("--tp-policy", default="oldest", choices=POLICIES)
+    ap.add_argument("--mem-n", type=int, default=50000)
+    ap.add_argument("--mem-budget", type=int, default=1000)
+    args = ap.parse_args(argv)
+    parts = args.parts.split(",")
+    if "accuracy" in parts:
+        text, curves = accuracy(args)
+        RESULTS.mkdir(exist_ok=True)
+        plot(curves, RESULTS / "budget_accuracy.png")
+        body = (
+            "Online mistake rate (%) against the budget. Kernel gamma = 1/d, default "
+            "parameters; budgeted kernel PA-I with the random policy is the "
+            "randomized-budget-perceptron-style baseline.\n\n"
+            + text
+            + "\n\n![mistake rate against budget](./budget_accuracy.png)\n"
+        )
+        path = write_result("budget_accuracy", "Budgets: online mistakes against the budget", body)
+        print(path.read_text())
+    if "throughput" in parts:
+        body = (
+            f"AROW, RBF, d = 50, random labels: {args.tp_rounds} rounds after the first "
+            f"{args.tp_budget}.\n\n" + throughput(args) + "\n"
+        )
+        path = write_result(
+            "budget_throughput", f"Budgets: throughput at B = {args.tp_budget}", body
+        )
+        print(path.read_text())
+    if "memory" in parts:
+        body = (
+            "AROW, RBF, d = 50, random labels (every round updates and removes).\n\n"
+            + memory(args)
+            + "\n"
+        )
+        path = write_result(
+            "budget_memory",
+            f"Budgets: memory on a {args.mem_n}-round stream at B = {args.mem_budget}",
+            body,
+        )
+        print(path.read_text())
+
+
+if __name__ == "__main__":
+    main()
