@@ -245,6 +245,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="learn a linear kernel in the dual form too (mode='dual'; same results)",
     )
+    g.add_argument(
+        "--budget",
+        type=_positive_int,
+        metavar="B",
+        help="keep at most B support vectors (dual form; bounded memory and time per round)",
+    )
+    g.add_argument(
+        "--budget-policy",
+        choices=("project", "oldest", "random", "smallest"),
+        help="which support vector leaves at the budget (default project: the one whose "
+        "projection onto the others moves the model least, projected)",
+    )
 
     g = run.add_argument_group("data")
     src = g.add_mutually_exclusive_group()
@@ -356,7 +368,10 @@ def make_estimator(name: str, args: argparse.Namespace):
         value = getattr(args, p, None)
         if value is not None:
             kwargs[p] = value
-    for p in ("a", "covariance", "diag_method", "kernel", "gamma", "degree", "coef0", "solver"):
+    for p in (
+        "a", "covariance", "diag_method", "kernel", "gamma", "degree", "coef0", "solver",
+        "budget", "budget_policy",
+    ):
         value = getattr(args, p, None)
         if value is not None:
             kwargs[p] = value
@@ -367,7 +382,11 @@ def make_estimator(name: str, args: argparse.Namespace):
 
 def _is_dual(est) -> bool:
     params = est.get_params()
-    return params.get("kernel") != "linear" or params.get("mode") == "dual"
+    return (
+        params.get("kernel") != "linear"
+        or params.get("mode") == "dual"
+        or params.get("budget") is not None
+    )
 
 
 def _check_parameters(estimators: dict) -> None:
@@ -518,6 +537,8 @@ def _covariance_summary(estimators: dict) -> str:
             kind = f"dual, kernel {params.get('kernel')}"
             if not ALGORITHMS[name].first_order:
                 kind += f" ({params.get('solver')})"
+            if params.get("budget") is not None:
+                kind += f", budget {params['budget']} ({params.get('budget_policy')})"
             groups.setdefault(kind, []).append(name)
             continue
         if ALGORITHMS[name].first_order:

@@ -421,3 +421,12 @@ def test_load_svmlight(tmp_path):
     assert load_svmlight(path).y.tolist() == [0.5, -1.0]  # non-integral labels stay floats
     with pytest.raises(DatasetError, match="does not exist"):
         load_svmlight(tmp_path / "missing.svm")
+
+
+def test_budget_bounds_the_support_column(capsys):
+    args = ["run", "--limit", "150", "-a", "scw1,pa1", "--kernel", "rbf", "--budget", "12"]
+    assert main([*args, "--budget-policy", "oldest"]) == 0
+    out = capsys.readouterr().out
+    assert "budget 12 (oldest)" in out
+    rows = table_rows(out)
+    assert int(rows["scw1"][3]) <= 12 and int(rows["pa1"][3]) <= 12
