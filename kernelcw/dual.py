@@ -207,6 +207,11 @@ def _explicit_walk(
             ay = alpha * y[t]
             if track_kl:
                 bud.kl_append(n, G, vsv, kv, kap[t], c, beta, v_raw, a, second, work)
+            if track_kl or track_kinv:
+                for i in range(n):
+                    G[n, i] = kv[i]
+                    G[i, n] = kv[i]
+                G[n, n] = kap[t]
             zsv[n] = zeta
             gsv[n] = zeta * f + ay * (1.0 + zeta * v) if second else ay
             if second:
@@ -241,8 +246,12 @@ def _explicit_walk(
                     gsv[p] = gsv[n - 1]
                 else:
                     bud.remove(n, p, nu, Pi, zsv, gsv, a, second)
+                if track_kl or track_kinv:
+                    bud.swap_last_matrix(n, p, G)
                 if track_kinv:
                     bud.kinv_remove(n, p, kinv)
+                    if counter % bud.KINV_REFRESH == 0:
+                        bud.kinv_refresh(n - 1, G, kinv)
                 kap_sv[p] = kap_sv[n - 1]
                 entry[p] = entry[n - 1]
                 ks[p] = ks[n - 1]
@@ -356,7 +365,7 @@ class BinaryDual:
             self._Pi = grown(self._Pi, True)
         if track_kinv:
             self._kinv = grown(self._kinv, True)
-        if track_kl:
+        if track_kl or track_kinv:
             self._G = grown(self._G, True)
 
     def to_explicit(self, a: float, need: int, track_kinv: bool, track_kl: bool) -> None:
@@ -383,9 +392,10 @@ class BinaryDual:
             u = T.shape[0]
             Lr[off : off + u] = T @ self.r[off : off + u] + (R @ self.r[:off] if off else 0.0)
         self._kl[1, :n] = self.zeta * Lr
-        self._G = np.zeros((cap, cap)) if track_kl else np.zeros((0, 0))
-        if track_kl and n:
+        self._G = np.zeros((cap, cap)) if (track_kl or track_kinv) else np.zeros((0, 0))
+        if (track_kl or track_kinv) and n:
             self._G[:n, :n] = G
+        if track_kl and n:
             self._kl[2, :n] = a * np.diagonal(G) + np.einsum("ij,ij->j", G, Pi @ G)
         self.L, self.gram = [], []
         self.r, self.zeta = np.zeros(0), np.zeros(0)
