@@ -27,3 +27,18 @@ def test_readme_starts_with_the_two_setup_commands():
         "python3 -m pip install . && kernelcw run",
         'python3 -m pip install ".[test]" && python3 -m pytest',
     ]
+
+
+def test_readme_cli_output_is_what_kernelcw_run_prints(capsys):
+    """The quoted `kernelcw run` table, all but its (machine-dependent) seconds column."""
+    from kernelcw.cli import main
+
+    quoted = re.search(r"Output of\n`kernelcw run`:\n\n```\n(.*?)```", README.read_text(), re.S)
+    assert main(["run"]) == 0
+    printed = capsys.readouterr().out
+
+    def without_seconds(text):
+        rows = [line.split() for line in text.strip().splitlines() if line.strip()]
+        return [r[:-1] if r and r[-1].replace(".", "").isdigit() else r for r in rows]
+
+    assert without_seconds(quoted.group(1)) == without_seconds(printed)
