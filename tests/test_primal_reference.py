@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+import helpers
 import numpy as np
 import pytest
 import reference as ref
@@ -115,28 +116,11 @@ def stream_for(seed, n_range=(100, 301), d_range=(5, 41), **kw):
 # ---------------------------------------------------------------------------------------
 
 
+assert_same_predictions = helpers.assert_same_predictions
+
+
 def assert_rel_close(got, want, rtol=RTOL, what=""):
-    """||got - want|| <= rtol ||want|| (Frobenius over the whole array)."""
-    got = np.asarray(got, dtype=float)
-    want = np.asarray(want, dtype=float)
-    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
-    err = float(np.linalg.norm(got - want))
-    scale = float(np.linalg.norm(want))
-    assert err <= rtol * scale, (
-        f"{what}: ||fast - ref|| = {err:.3e}, ||ref|| = {scale:.3e}, "
-        f"relative {err / scale if scale else np.inf:.3e} > {rtol:g}"
-    )
-
-
-def assert_same_predictions(got, want, what=""):
-    got = np.asarray(got)
-    want = np.asarray(want)
-    assert got.shape == want.shape, f"{what}: {got.shape} != {want.shape}"
-    bad = np.flatnonzero(got != want)
-    assert bad.size == 0, (
-        f"{what}: {bad.size} of {want.size} predictions differ, first at round {bad[0]} "
-        f"(fast {got[bad[0]]!r}, ref {want[bad[0]]!r})"
-    )
+    helpers.assert_rel_close(got, want, rtol, what)
 
 
 def assert_state_matches(est, r: ref.RefResult, what=""):
