@@ -154,15 +154,8 @@ def remove(n, p, nu, Pi, zsv, gsv, a, second_order):
     (``zsv`` and ``gsv`` too; callers move their other per-vector arrays alike).
     """
     if second_order:
-        piv = Pi[p, p]
-        for i in range(n):
-            if i == p:
-                continue
-            ci = Pi[i, p] / piv
-            for j in range(n):
-                if j != p:
-                    Pi[i, j] -= ci * Pi[p, j]
-    _swap_last(n, p, nu, Pi, second_order)
+        schur_delete(n, p, Pi)
+    nu[p] = nu[n - 1]
     last = n - 1
     zsv[p] = zsv[last]
     gsv[p] = gsv[last]
@@ -199,18 +192,19 @@ def project(n, p, nu, Pi, kinv, second_order):
 
 
 @njit(cache=True)
-def kinv_remove(n, p, kinv):
-    """Inverse Gram without p: K_{-p}^-1 = kinv_{-p} - kinv_{-p,p} kinv_{p,-p} / kinv_pp,
-    then the last row and column move into slot p."""
-    kpp = kinv[p, p]
+def schur_delete(n, p, A):
+    """A_{-p} - A_{-p,p} A_{p,-p} / A_pp in place, then the last row and column move
+    into slot p. For A = X^-1 this is (X_{-p})^-1: Pi for M without p, and the
+    inverse Gram matrix without p."""
+    app = A[p, p]
     for i in range(n):
         if i == p:
             continue
-        ci = kinv[i, p] / kpp
+        ci = A[i, p] / app
         for j in range(n):
             if j != p:
-                kinv[i, j] -= ci * kinv[p, j]
-    swap_last_matrix(n, p, kinv)
+                A[i, j] -= ci * A[p, j]
+    swap_last_matrix(n, p, A)
 
 
 @njit(cache=True)

@@ -249,7 +249,7 @@ def _explicit_walk(
                 if track_kl or track_kinv:
                     bud.swap_last_matrix(n, p, G)
                 if track_kinv:
-                    bud.kinv_remove(n, p, kinv)
+                    bud.schur_delete(n, p, kinv)
                     if counter % bud.KINV_REFRESH == 0:
                         bud.kinv_refresh(n - 1, G, kinv)
                 kap_sv[p] = kap_sv[n - 1]
@@ -484,11 +484,6 @@ class DualModel:
         self.rule = rule
 
     # ------------------------------------------------------------ kernel access
-
-    def _support_rows(self, n: int):
-        if self.kernel.precomputed:
-            return self.pos[:n]
-        return self.store[:n]
 
     def _kernel_store(self, XB, n_store: int) -> np.ndarray:
         """K(store[:n_store], XB), (n_store, b)."""

@@ -76,6 +76,15 @@ def _first_nonfinite_row(X) -> int:
     return int(bad[0]) if bad.size else -1
 
 
+def _check_finite_rows(X) -> None:
+    row = _first_nonfinite_row(X)
+    if row >= 0:
+        raise ValueError(
+            f"Input X contains NaN or infinity in row {row} (0-based); "
+            "remove or impute it first"
+        )
+
+
 def _first_overflowing_row(X, a: float) -> int:
     """First row whose squared norm times ``a`` overflows float64, or -1.
 
@@ -197,12 +206,7 @@ class _CWBase(ClassifierMixin, BaseEstimator):
             ensure_all_finite=False,
             reset=reset,
         )
-        row = _first_nonfinite_row(X)
-        if row >= 0:
-            raise ValueError(
-                f"Input X contains NaN or infinity in row {row} (0-based); "
-                "remove or impute it before learning"
-            )
+        _check_finite_rows(X)
         return X
 
     def _validate_training(self, X, y, classes, first_call: bool):
@@ -221,12 +225,7 @@ class _CWBase(ClassifierMixin, BaseEstimator):
                 ensure_all_finite=False,
                 reset=first_call,
             )
-            row = _first_nonfinite_row(X)
-            if row >= 0:
-                raise ValueError(
-                    f"Input X contains NaN or infinity in row {row} (0-based); "
-                    "remove or impute it before learning"
-                )
+            _check_finite_rows(X)
             row = _first_overflowing_row(X, float(self.a))
             if row >= 0:
                 raise ValueError(

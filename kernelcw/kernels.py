@@ -19,7 +19,7 @@ from sklearn.metrics.pairwise import manhattan_distances
 
 from ._validation import check_finite, check_positive
 
-__all__ = ["KERNELS", "Kernel", "kernel_matrix", "kernel_diag", "make_kernel"]
+__all__ = ["KERNELS", "Kernel", "kernel_matrix", "kernel_diag"]
 
 KERNELS = ("linear", "rbf", "poly", "laplacian", "precomputed")
 
@@ -163,6 +163,3 @@ class Kernel:
             return np.array([self.block(x, x)[0, 0] for x in rows])
         return kernel_diag(A, self.kernel, self.gamma, self.degree, self.coef0)
 
-
-def make_kernel(kernel, gamma, degree, coef0, n_features: int) -> Kernel:
-    return Kernel(kernel, gamma, degree, coef0, n_features)

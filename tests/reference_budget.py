@@ -374,27 +374,6 @@ def run_ref_budget(
 
     ``params``: budget, budget_policy, seed, remove_mean, gamma, degree, coef0 and the learner's
     parameters. The result's ``support`` / ``nu`` / ``Pi`` are in entry order."""
-    y = np.asarray(y)
-    classes = np.unique(y) if classes is None else np.asarray(classes)
-    model = RefBudgetModel(rule, classes, kernel=kernel, **params)
-    preds = np.concatenate([model.learn(X, y) for _ in range(n_passes)])
-    lrs = model.learners
-
-    def per_model(get, as_array=False):
-        vals = [get(lr) for lr in lrs]
-        if model.binary:
-            return vals[0]
-        return np.array(vals) if as_array else vals
-
-    return rd.RefDualResult(
-        classes=classes,
-        predictions=preds,
-        cumulative_mistakes=np.cumsum(preds != np.tile(y, n_passes)),
-        nu=per_model(lambda lr: lr.nu),
-        Pi=per_model(lambda lr: lr.Pi),
-        support=per_model(lambda lr: np.asarray(lr.support, dtype=int)),
-        n_updates=per_model(lambda lr: lr.n_updates, as_array=True),
-        n_mistakes=per_model(lambda lr: lr.n_mistakes, as_array=True),
-        n_floored=per_model(lambda lr: lr.n_floored, as_array=True),
-        model=model,
+    return rd.run_ref_dual(
+        rule, X, y, kernel, classes, n_passes, model_cls=RefBudgetModel, **params
     )

@@ -430,15 +430,16 @@ class RefDualResult:
 
 
 def run_ref_dual(
-    rule: str, X, y, kernel="rbf", classes=None, n_passes: int = 1, **params
+    rule: str, X, y, kernel="rbf", classes=None, n_passes: int = 1, model_cls=None, **params
 ) -> RefDualResult:
-    """Feed (X, y) ``n_passes`` times, in order, to a fresh :class:`RefDualModel`.
+    """Feed (X, y) ``n_passes`` times, in order, to a fresh ``model_cls`` (default
+    :class:`RefDualModel`).
 
-    ``params``: gamma, degree, coef0 and the :class:`RefDualLearner` parameters.
+    ``params``: gamma, degree, coef0 and the learner's parameters.
     """
     y = np.asarray(y)
     classes = np.unique(y) if classes is None else np.asarray(classes)
-    model = RefDualModel(rule, classes, kernel=kernel, **params)
+    model = (model_cls or RefDualModel)(rule, classes, kernel=kernel, **params)
     preds = np.concatenate([model.learn(X, y) for _ in range(n_passes)])
     lrs = model.learners
 

@@ -52,21 +52,11 @@ COND_MAX = 1e6  # premise of the RTOL comparison of nu and Pi (see the module do
 ALL_RULES = ref.ALL_RULES
 SECOND_ORDER = ref.SECOND_ORDER_RULES
 SOLVERS = ("explicit", "cholesky")
-A = 1.3
+A = helpers.A
 
 # As tests/test_primal_reference.py (non-default values so that a parameter that is not
 # passed through shows up). On the streams below the reference never floors v.
-RULE_PARAMS = {
-    "stdev": dict(eta=0.7),
-    "var": dict(eta=0.7),
-    "scw1": dict(eta=0.8, C=0.3),
-    "scw2": dict(eta=0.8, C=0.5),
-    "arow": dict(r=0.7),
-    "perceptron": dict(),
-    "pa": dict(),
-    "pa1": dict(C=0.02),
-    "pa2": dict(C=0.5),
-}
+RULE_PARAMS = helpers.RULE_PARAMS
 
 
 def cauchy(A, B):

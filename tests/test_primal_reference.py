@@ -36,24 +36,10 @@ ALL_RULES = ref.ALL_RULES
 CONFIGS = [("full", "kl"), ("diag", "kl"), ("diag", "l2"), ("diag", "exact")]
 CONFIG_IDS = ["full", "diag-kl", "diag-l2", "diag-exact"]
 
-# Non-default values so that a parameter that is not passed through shows up. The
-# hard-constraint rules (CW-Stdev, CW-Var) get eta = 0.7: with eta = 0.8 and 12% label
-# noise their variance collapses geometrically (diag-kl: to exactly 0.0 within 200
-# rounds), where the compiled code floors v at VAR_FLOOR * a |x|^2 by design and the
-# comparison with the floor-free reference stops being meaningful. On these streams the
-# reference keeps v / (a |x|^2) above 1e-4 (1e-5 on the long stream).
-RULE_PARAMS = {
-    "stdev": dict(eta=0.7),
-    "var": dict(eta=0.7),
-    "scw1": dict(eta=0.8, C=0.3),
-    "scw2": dict(eta=0.8, C=0.5),
-    "arow": dict(r=0.7),
-    "perceptron": dict(),
-    "pa": dict(),
-    "pa1": dict(C=0.02),
-    "pa2": dict(C=0.5),
-}
-A = 1.3
+# Parameters in tests/helpers.py. On these streams the reference keeps v / (a |x|^2)
+# above 1e-4 (1e-5 on the long stream), so the variance floor never acts.
+RULE_PARAMS = helpers.RULE_PARAMS
+A = helpers.A
 
 
 def make_estimator(rule, covariance="full", diag_method="kl", a=A, **over):
