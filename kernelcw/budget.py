@@ -2,8 +2,10 @@
 
 After every round a budgeted model holds at most ``B`` support vectors: when an
 update makes it ``B + 1``, one support vector p leaves at once, before the next
-round is predicted. The model is kept as nu and Pi (the explicit dual form) while
-the budget binds.
+round is predicted. While the budget binds the model is kept as nu and Pi (the
+explicit dual form), except for "oldest" with a second-order rule and the
+Cholesky solver: removing the oldest is deleting a row of M, which
+``kernelcw.dual._Queue`` does in blocks with BLAS-3 (its docstring says how).
 
 Which one (``budget_policy``):
 

@@ -66,6 +66,7 @@ from numba import njit
 from scipy.linalg import solve_triangular
 from scipy.linalg.blas import dgemm, dgemv, dtrsm
 
+from . import _blas
 from . import budget as bud
 from .kernels import Kernel
 from .primal import RuleParams
@@ -259,6 +260,141 @@ def _explicit_walk(
     return n, counter, clock, u, nfl, -1, _OK
 
 
+@njit(cache=True)
+def _chol_rank1(Ch, D, x):
+    """Ch Ch' + x x' = Ch_new Ch_new' in place on the leading D x D block (lower);
+    x (length >= D) is overwritten."""
+    for k in range(D):
+        ckk = Ch[k, k]
+        rr = math.hypot(ckk, x[k])
+        c = rr / ckk
+        s = x[k] / ckk
+        Ch[k, k] = rr
+        for i in range(k + 1, D):
+            Ch[i, k] = (Ch[i, k] + s * x[i]) / c
+            x[i] = c * x[i] - s * Ch[i, k]
+
+
+@njit(cache=True)
+def _chol_solve_lower(Ch, D, rhs, out):
+    """out = Ch^-1 rhs on the leading D x D block."""
+    for i in range(D):
+        acc = rhs[i]
+        for j in range(i):
+            acc -= Ch[i, j] * out[j]
+        out[i] = acc / Ch[i, i]
+
+
+@njit(cache=True)
+def _queue_walk(
+    G, rW, P0, H0, rho0, Kbb, kap, y, rule, phi, C, r, a, n_alive, budget,
+    E, Ld, rn, qn, zt, src, PN, f_out,
+):
+    """Second-order rules under the "oldest" budget in the queue form: walk one
+    block (see ``_Queue``) in (b + c)-space.
+
+    The rows appended in the block extend the factor of *all* the support at the
+    block's start, leavers included, exactly as without a budget (``G = W0' W0``,
+    ``rW = W0' r``; the new rows' part ``e_t`` of ``w_t = L^-1 k_t``), so that
+    ``M`` stays ``D^-1 + a K`` over everything. The model without the D leavers
+    so far is its restriction, by the identity
+    ``k_S' M_S^-1 q_S = k' M^-1 q - p' H^-1 rho`` with ``Y = L^-1 E_dead``,
+    ``p = Y' w``, ``rho = Y' r``, ``H = Y'Y``. Candidate d (the d-th to leave) has
+    block-start part ``Y0[:, d]``: ``P0 = Y0' W0``, ``H0 = Y0' Y0``,
+    ``rho0 = Y0' r``; the new rows' entries of Y are ``PN``. ``Ch`` is the
+    Cholesky factor of H over the dead.
+
+    Returns (n_new, deaths, n_floored, index, status); _STOP at the round whose
+    update would need a (c+1)-th death.
+    """
+    b = kap.shape[0]
+    c = P0.shape[0]
+    u = 0
+    D = 0
+    nfl = 0
+    e = np.empty(b)
+    p = np.empty(c)
+    y1 = np.empty(c)
+    y2 = np.empty(c)
+    Ch = np.zeros((c, c))
+    rho = np.empty(c)
+    for d in range(c):
+        rho[d] = rho0[d]
+    for t in range(b):
+        for i in range(u):
+            s = src[i]
+            acc = Kbb[s, t] - a * G[s, t]
+            for j in range(i):
+                acc -= a * E[i, j] * e[j]
+            e[i] = acc / Ld[i]
+        fx = rW[t]
+        ee = 0.0
+        for i in range(u):
+            fx += rn[i] * e[i]
+            ee += e[i] * e[i]
+        for d in range(c):
+            acc = P0[d, t]
+            for i in range(u):
+                acc += PN[i, d] * e[i]
+            p[d] = acc
+        _chol_solve_lower(Ch, D, p, y1)
+        _chol_solve_lower(Ch, D, rho, y2)
+        a_ext = G[t, t] + ee
+        qa = a_ext
+        qb = fx
+        for d in range(D):
+            qa -= y1[d] * y1[d]
+            qb -= y1[d] * y2[d]
+        f = a * qb
+        f_out[t] = f
+        v = a * kap[t] - a * a * qa
+        alpha, beta, zeta, v, fl, status = _checked_step(
+            rule, y[t] * f, f, v, a, kap[t], phi, C, r
+        )
+        if status != _OK:
+            return u, D, nfl, t, status
+        if alpha > 0.0 and n_alive + 1 > budget and D == c:
+            return u, D, nfl, t, _STOP
+        nfl += fl
+        if alpha > 0.0:
+            # the extended model (leavers included) is a valid model: v_ext >= 0
+            v_ext = a * kap[t] - a * a * a_ext
+            lnn = math.sqrt(1.0 / zeta + max(v_ext, 0.0))
+            q = f + alpha * y[t] * (1.0 / zeta + v)
+            rnew = (q - a * fx) / lnn
+            for d in range(c):
+                PN[u, d] = -a * p[d] / lnn  # (e_new - a w' Y) / L_nn, e_new = 0
+            for d in range(D):
+                y1[d] = PN[u, d]
+            _chol_rank1(Ch, D, y1)
+            for d in range(c):
+                rho[d] += PN[u, d] * rnew
+            for k in range(u):
+                E[u, k] = e[k]
+            Ld[u] = lnn
+            rn[u] = rnew
+            qn[u] = q
+            zt[u] = zeta
+            src[u] = t
+            u += 1
+            n_alive += 1
+            if n_alive > budget:  # candidate D leaves: H gains its row and column
+                for d2 in range(D + 1):
+                    acc = H0[D, d2]
+                    for i in range(u):
+                        acc += PN[i, D] * PN[i, d2]
+                    p[d2] = acc
+                _chol_solve_lower(Ch, D, p, y1)
+                diag = p[D]
+                for d2 in range(D):
+                    Ch[D, d2] = y1[d2]
+                    diag -= y1[d2] * y1[d2]
+                Ch[D, D] = math.sqrt(max(diag, 1e-300))
+                D += 1
+                n_alive -= 1
+    return u, D, nfl, -1, _OK
+
+
 # --------------------------------------------------------------------------- panels
 
 
@@ -294,6 +430,99 @@ def _backward(panels, Rv: np.ndarray) -> np.ndarray:
         if off:
             X[:off] -= R.T @ X[off : off + u]
     return X
+
+
+# --------------------------------------------------------------------------- queue form
+
+
+#: The queue form rebuilds its factor once N holds this fraction of the budget.
+QUEUE_REBUILD = 0.5
+
+
+class _Queue:
+    """The "oldest" budget's Cholesky form (second-order rules, solver "cholesky").
+
+    Removing the oldest support vector from an append-only factor would rewrite
+    all of it. So the support set is split in two, like a queue made of two
+    stacks: O, factored once in *reverse* entry order (its oldest is its last
+    row, so removing it truncates the factor), and N, the rows appended since,
+    in entry order. ``L = [[L_O, 0], [L_NO, L_N]]`` over [O[:n_O], N]: L_O is
+    the leading block of the rebuilt factor, L_NO the N rows' entries at O's
+    columns. When O's rows ``n_O - D .. n_O - 1`` leave, ``L_O`` is truncated and
+    ``L_N`` takes their columns ``Lam`` of ``L_NO``: ``L_N L_N' + Lam Lam'`` is
+    refactored by one blocked QR (LAPACK dtpqrt, 2 n_N^2 D flops), once per block.
+    Inside a block the leavers are corrected by Woodbury (``_queue_walk``), so
+    each round sees the model with exactly the budget. Once N holds
+    ``QUEUE_REBUILD`` of the budget, all survivors become O again: one Cholesky
+    factorisation (n^3 / 3 flops) from the Gram cache.
+
+    Buffers (C-ordered; the Gram cache shares the square ones): ``LO`` (lower:
+    L_O; strict upper: K(O, O)), ``LNO`` and ``KNO`` (N x O), ``LN`` (lower: L_N;
+    strict upper: K(N, N)), ``rO``, ``rN`` (r = L^-1 (g / zeta)). Slots are the
+    rows, [O[:n_O], N].
+    """
+
+    def __init__(self, K: np.ndarray, zeta, qv, a: float, cap_n: int):
+        n = K.shape[0]
+        LO = np.triu(K, 1)
+        LO += np.tril(a * K)
+        LO[np.diag_indices(n)] += 1.0 / zeta
+        if _blas.potrf_lower(LO):
+            raise np.linalg.LinAlgError("the budgeted model's precision is not positive definite")
+        self.LO = LO
+        self.nO = n
+        self.rO = np.array(qv, dtype=np.float64).reshape(n, 1)
+        _blas.trsm_lower_left(LO, self.rO)
+        self.nN = 0
+        self._alloc(cap_n)
+
+    def _alloc(self, cap_n: int) -> None:
+        nO0 = self.LO.shape[0]
+        old = getattr(self, "LN", None)
+        LNO = np.zeros((cap_n, nO0))
+        KNO = np.zeros((cap_n, nO0))
+        LN = np.zeros((cap_n, cap_n))
+        rN = np.zeros((cap_n, 1))
+        if old is not None:
+            m = self.nN
+            LNO[:m] = self.LNO[:m]
+            KNO[:m] = self.KNO[:m]
+            LN[:m, :m] = self.LN[:m, :m]
+            rN[:m] = self.rN[:m]
+        self.LNO, self.KNO, self.LN, self.rN = LNO, KNO, LN, rN
+
+    @property
+    def n(self) -> int:
+        return self.nO + self.nN
+
+    def gram(self, kap: np.ndarray) -> np.ndarray:
+        """K(S, S) in slot order."""
+        nO, nN = self.nO, self.nN
+        K = np.empty((nO + nN, nO + nN))
+        U = np.triu(self.LO[:nO, :nO], 1)
+        K[:nO, :nO] = U + U.T
+        V = np.triu(self.LN[:nN, :nN], 1)
+        K[nO:, nO:] = V + V.T
+        K[nO:, :nO] = self.KNO[:nN, :nO]
+        K[:nO, nO:] = self.KNO[:nN, :nO].T
+        K[np.diag_indices(nO + nN)] = kap
+        return K
+
+    def factor(self) -> tuple[np.ndarray, np.ndarray]:
+        """The dense lower factor over the slots and r (for prediction)."""
+        nO, nN = self.nO, self.nN
+        L = np.zeros((nO + nN, nO + nN))
+        L[:nO, :nO] = np.tril(self.LO[:nO, :nO])
+        L[nO:, :nO] = self.LNO[:nN, :nO]
+        L[nO:, nO:] = np.tril(self.LN[:nN, :nN])
+        return L, np.concatenate([self.rO[:nO, 0], self.rN[:nN, 0]])
+
+    def refresh_rN(self, qN: np.ndarray) -> None:
+        """r_N = L_N^-1 (q_N - L_NO r_O) after L_N changed."""
+        nO, nN = self.nO, self.nN
+        self.rN[:nN, 0] = qN
+        _blas.gemm_sub(-1.0, self.LNO[:nN, :nO], self.rO[:nO], 1.0, self.rN[:nN])
+        _blas.trsm_lower_left(self.LN[:nN, :nN], self.rN[:nN])
 
 
 # --------------------------------------------------------------------------- models
@@ -335,6 +564,8 @@ class BinaryDual:
         self._kl = np.zeros((3, 0))  # by slot: zeta, g (unlearning), v at x_p ("smallest")
         self._G = np.zeros((0, 0))  # Gram matrix of the support vectors ("smallest")
         self._nu_cache: np.ndarray | None = None
+        self.q: _Queue | None = None  # the "oldest" budget's queue form
+        self.qv = np.zeros(0)  # g / zeta by slot (queue form)
 
     @property
     def n(self) -> int:
@@ -402,6 +633,11 @@ class BinaryDual:
 
     def nu(self, a: float) -> np.ndarray:
         """The dual mean coefficients by slot (cached until the model changes)."""
+        if self.q is not None:
+            if self._nu_cache is None:
+                L, r = self.q.factor()
+                self._nu_cache = a * solve_triangular(L, r, lower=True, trans="T")
+            return self._nu_cache.copy()
         if not self.explicit:
             if self._nu_cache is None:
                 self._nu_cache = a * _backward(self.L, self.r) if self.n else np.zeros(0)
@@ -415,6 +651,9 @@ class BinaryDual:
             return np.zeros((n, n))
         if self.explicit:
             return self._Pi[:n, :n].copy()
+        if self.q is not None:
+            Linv = solve_triangular(self.q.factor()[0], np.eye(n), lower=True)
+            return -(a * a) * (Linv.T @ Linv)
         Linv = _forward(self.L, np.eye(n))
         return -(a * a) * (Linv.T @ Linv)
 
@@ -423,7 +662,10 @@ class BinaryDual:
         floored as in learning at ``VAR_FLOOR * a * kappa``."""
         if self.first_order or self.n == 0:
             return a * kap
-        if not self.explicit:
+        if self.q is not None:
+            W = solve_triangular(self.q.factor()[0], Ks, lower=True)
+            v = a * kap - a * a * np.einsum("ij,ij->j", W, W)
+        elif not self.explicit:
             W = _forward(self.L, Ks)
             v = a * kap - a * a * np.einsum("ij,ij->j", W, W)
         else:
@@ -599,9 +841,22 @@ class DualModel:
         t0 = 0
         nfl = 0
         u = 0
+        if model.q is not None:
+            entered, ks, nfl, bad, status = self._queue_run(model, K0, Kbb, kap, yk, 0, ks, f_blk)
+            self._raise(status, int(cols[bad]) if bad >= 0 else -1)
+            src_all = np.concatenate(entered) if entered else np.zeros(0, dtype=np.int64)
+            return f_blk, src_all, ks, nfl
         if not model.explicit:
             limit = b if B is None else B - n0
             u, nfl, stop, status = self._cholesky_block(model, K0, Kbb, kap, yk, limit, src, f_blk)
+            if status == _STOP and self._queue_mode:
+                # the budget binds at block input `stop`: from there on the queue form
+                ks = self._to_queue(model, np.concatenate([ks, -1 - src[:u]]), u)
+                entered, ks, nfl2, bad, status = self._queue_run(
+                    model, K0, Kbb, kap, yk, stop, ks, f_blk
+                )
+                self._raise(status, int(cols[bad]) if bad >= 0 else -1)
+                return f_blk, np.concatenate([src[:u], *entered]), ks, nfl + nfl2
             if status == _STOP:
                 # the budget binds at block input `stop`: the rows made so far are in
                 # the factor; the model continues in the explicit form from there
@@ -693,6 +948,154 @@ class DualModel:
             model.entry = np.concatenate([model.entry, model.clock + np.arange(u)])
             model.clock += u
         return u, nfl, stop, status
+
+    # ------------------------------------------------------------ queue form
+
+    @property
+    def _queue_mode(self) -> bool:
+        return (
+            self.budget is not None
+            and self.policy == bud.OLDEST
+            and self.solver == "cholesky"
+            and self.rule.rule not in FIRST_ORDER
+        )
+
+    def _to_queue(self, model: BinaryDual, ks: np.ndarray, n_new: int) -> np.ndarray:
+        """Switch the panel form (n_new rows appended in this block) to the queue
+        form, once, when the budget binds. Returns ks in the new slot order."""
+        model.idx = np.concatenate([model.idx, np.full(n_new, -1)])  # learn() sets them
+        n = ks.shape[0]
+        K = _dense_gram(model.gram, n)
+        q = np.zeros(n)  # g / zeta = L r
+        for off, R, T in model.L:
+            u = T.shape[0]
+            q[off : off + u] = T @ model.r[off : off + u] + (R @ model.r[:off] if off else 0.0)
+        model.qv = q
+        model.L, model.gram, model.r = [], [], np.zeros(0)
+        return self._queue_rebuild(model, ks, K)
+
+    def _queue_rebuild(self, model: BinaryDual, ks: np.ndarray, K=None) -> np.ndarray:
+        """All support vectors become O, in reverse entry order (one Cholesky
+        factorisation). Returns ks permuted alike."""
+        if K is None:
+            K = model.q.gram(model.kap)
+        perm = np.argsort(-model.entry, kind="stable")
+        model.entry = model.entry[perm]
+        model.kap = model.kap[perm]
+        model.zeta = model.zeta[perm]
+        model.qv = model.qv[perm]
+        cap = int(QUEUE_REBUILD * self.budget) + self.block_size + 1
+        model.q = _Queue(K[np.ix_(perm, perm)], model.zeta, model.qv, self.a, cap)
+        return ks[perm]
+
+    def _queue_run(self, model: BinaryDual, K0, Kbb, kap, yk, t0, ks, f_blk):
+        """Block inputs t0.. in the queue form (``_Queue``, ``_queue_walk``).
+        Returns (the block inputs that entered, ks, floored rounds, bad index,
+        status)."""
+        rp = self.rule
+        a = self.a
+        B = self.budget
+        b = yk.shape[0]
+        entered = []
+        nfl = 0
+        while t0 < b:
+            Q = model.q
+            bs = b - t0
+            nO, nN = Q.nO, Q.nN
+            n = nO + nN
+            if nN + bs > Q.LN.shape[0]:
+                Q._alloc(nN + bs + max(16, nN // 2))
+            K0c = np.empty((n, bs))
+            old = ks >= 0
+            K0c[old] = K0[ks[old], t0:]
+            K0c[~old] = Kbb[-1 - ks[~old], t0:]
+            Kss = np.ascontiguousarray(Kbb[t0:, t0:])
+            c = min(nO, bs, max(0, n + bs - B))
+            # W0 = L^-1 K0 over [O, N] (leavers included)
+            WO = K0c[:nO].copy()  # K0c is read again below
+            _blas.trsm_lower_left(Q.LO[:nO, :nO], WO)
+            X = K0c[nO:].copy()
+            _blas.gemm_sub(-1.0, Q.LNO[:nN, :nO], WO, 1.0, X)
+            _blas.trsm_lower_left(Q.LN[:nN, :nN], X)
+            G = np.empty((bs, bs))
+            _blas.gemm_sub(1.0, WO, WO, 0.0, G, trans_a=True)
+            _blas.gemm_sub(1.0, X, X, 1.0, G, trans_a=True)
+            rW = np.empty((bs, 1))
+            _blas.gemm_sub(1.0, WO, Q.rO[:nO], 0.0, rW, trans_a=True)
+            _blas.gemm_sub(1.0, X, Q.rN[:nN], 1.0, rW, trans_a=True)
+            # Y0 = L^-1 E_cands: on O it lives on the tail T (the candidates), where
+            # it is L_O[T, T]^-1; on N it is -L_N^-1 L_NO[:, T] L_O[T, T]^-1.
+            # Columns in leaving order (candidate d is O row nO - 1 - d).
+            T = slice(nO - c, nO)
+            YO = np.zeros((c, c))
+            if c:
+                YO = solve_triangular(
+                    np.tril(Q.LO[T, T]), np.eye(c), lower=True, check_finite=False
+                )[:, ::-1].copy()
+            YN = np.zeros((nN, c))
+            _blas.gemm_sub(-1.0, Q.LNO[:nN, T], YO, 0.0, YN)
+            _blas.trsm_lower_left(Q.LN[:nN, :nN], YN)
+            P0 = np.empty((c, bs))
+            _blas.gemm_sub(1.0, YO, WO[T], 0.0, P0, trans_a=True)
+            _blas.gemm_sub(1.0, YN, X, 1.0, P0, trans_a=True)
+            H0 = np.empty((c, c))
+            _blas.gemm_sub(1.0, YO, YO, 0.0, H0, trans_a=True)
+            _blas.gemm_sub(1.0, YN, YN, 1.0, H0, trans_a=True)
+            rho0 = np.empty((c, 1))
+            _blas.gemm_sub(1.0, YO, Q.rO[T], 0.0, rho0, trans_a=True)
+            _blas.gemm_sub(1.0, YN, Q.rN[:nN], 1.0, rho0, trans_a=True)
+            E = np.empty((bs, bs))
+            Ld, rn, qn, zt = (np.empty(bs) for _ in range(4))
+            src = np.empty(bs, dtype=np.int64)
+            PN = np.empty((bs, c))
+            f_sub = np.empty(bs)
+            u, D, fl, stop, status = _queue_walk(
+                G, np.ascontiguousarray(rW[:, 0]), P0, H0, np.ascontiguousarray(rho0[:, 0]),
+                Kss, np.ascontiguousarray(kap[t0:]), np.ascontiguousarray(yk[t0:]),
+                rp.rule, rp.phi, rp.C, rp.r, a, n, B, E, Ld, rn, qn, zt, src, PN, f_sub,
+            )
+            f_blk[t0:] = f_sub
+            nfl += fl
+            if status not in (_OK, _STOP):
+                return entered, ks, nfl, t0 + stop, status
+            if u:
+                # the new rows extend the factor of everything at the block's start
+                S = src[:u]
+                rows = slice(nN, nN + u)
+                Q.LNO[rows, :nO] = a * WO[:, S].T
+                Q.LNO[rows, nO:] = 0.0
+                Q.KNO[rows, :nO] = K0c[:nO, S].T
+                Q.LN[rows, :nN] = a * X[:, S].T
+                blk = np.triu(Kss[np.ix_(S, S)], 1) + a * np.tril(E[:u, :u], -1)
+                blk[np.diag_indices(u)] = Ld[:u]
+                Q.LN[rows, nN : nN + u] = blk
+                Q.LN[:nN, nN : nN + u] = K0c[nO:, S]
+                Q.rN[rows, 0] = rn[:u]
+                Q.nN = nN + u
+                model.entry = np.concatenate([model.entry, model.clock + np.arange(u)])
+                model.clock += u
+                model.kap = np.concatenate([model.kap, kap[t0 + S]])
+                model.zeta = np.concatenate([model.zeta, zt[:u]])
+                model.qv = np.concatenate([model.qv, qn[:u]])
+                ks = np.concatenate([ks, -1 - (t0 + S)])
+                entered.append(t0 + S)
+            if D:
+                nO2 = nO - D
+                _blas.tpqrt_update(Q.LN[: Q.nN, : Q.nN], Q.LNO[: Q.nN, nO2:nO])
+                Q.LNO[: Q.nN, nO2:nO] = 0.0
+                Q.nO = nO2
+                keep = np.r_[0:nO2, nO : ks.shape[0]]
+                model.entry, model.kap = model.entry[keep], model.kap[keep]
+                model.zeta, model.qv, ks = model.zeta[keep], model.qv[keep], ks[keep]
+                Q.refresh_rN(model.qv[nO2:])
+            if status == _STOP:
+                t0 += stop
+                ks = self._queue_rebuild(model, ks)
+            else:
+                break
+        if model.q.nN > QUEUE_REBUILD * B:
+            ks = self._queue_rebuild(model, ks)
+        return entered, ks, nfl, -1, _OK
 
     def _compact_store(self) -> None:
         """Drop store rows no model refers to any more (budgets remove support

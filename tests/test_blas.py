@@ -1,0 +1,60 @@
+"""kernelcw._blas: BLAS/LAPACK on sub-blocks of capacity buffers, against numpy."""
+
+import numpy as np
+import pytest
+
+from kernelcw import _blas
+
+
+def _buffer(rng, n0, n):
+    """A capacity buffer whose leading n x n block holds an SPD matrix's lower
+    triangle, and whose strict upper triangle is random data to be kept."""
+    A = rng.normal(size=(n, n))
+    M = A @ A.T + n * np.eye(n)
+    buf = rng.normal(size=(n0, n0))
+    buf[:n, :n] = np.tril(M) + np.triu(buf[:n, :n], 1)
+    return buf, M
+
+
+@pytest.mark.parametrize(("n0", "n", "k"), [(9, 7, 3), (150, 130, 40), (70, 70, 1)])
+def test_factor_solve_update_on_sub_blocks(n0, n, k):
+    rng = np.random.default_rng(n)
+    buf, M = _buffer(rng, n0, n)
+    upper = np.triu(buf, 1).copy()
+    assert _blas.potrf_lower(buf[:n, :n]) == 0
+    L = np.tril(buf[:n, :n])
+    np.testing.assert_allclose(L @ L.T, M, rtol=1e-12, atol=1e-12 * n)
+    B = rng.normal(size=(n, k + 2))[:, :k]  # strided rows
+    want = np.linalg.solve(L, B)
+    _blas.trsm_lower_left(buf[:n, :n], B)
+    np.testing.assert_allclose(B, want, rtol=1e-10, atol=1e-12)
+    Lam = rng.normal(size=(n, k + 5))[:, 2 : 2 + k]
+    target = L @ L.T + Lam @ Lam.T
+    assert _blas.tpqrt_update(buf[:n, :n], Lam) == 0
+    L2 = np.tril(buf[:n, :n])
+    assert np.all(np.diag(L2) > 0)
+    np.testing.assert_allclose(L2 @ L2.T, target, rtol=1e-11, atol=1e-11 * n)
+    np.testing.assert_array_equal(np.triu(buf, 1), upper)  # the other triangle is kept
+
+
+def test_gemm_sub_both_forms_and_empty_inner_dimension():
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(5, 9))[:, :7]
+    B = rng.normal(size=(7, 4))
+    C = rng.normal(size=(6, 8))[:5, :4]
+    want = 0.5 * C - 2.0 * A @ B
+    _blas.gemm_sub(-2.0, A, B, 0.5, C)
+    np.testing.assert_allclose(C, want, rtol=1e-13)
+    At = rng.normal(size=(7, 5))
+    C2 = np.empty((5, 4))
+    _blas.gemm_sub(1.0, At, B, 0.0, C2, trans_a=True)
+    np.testing.assert_allclose(C2, At.T @ B, rtol=1e-13)
+    C3 = np.full((3, 2), np.nan)  # beta = 0 does not read C, as in BLAS
+    _blas.gemm_sub(1.0, np.zeros((0, 3)), np.zeros((0, 2)), 0.0, C3, trans_a=True)
+    np.testing.assert_array_equal(C3, 0.0)
+
+
+def test_overlapping_rows_are_refused():
+    A = np.lib.stride_tricks.as_strided(np.zeros(10), shape=(3, 4), strides=(8, 8))
+    with pytest.raises(ValueError, match="overlap"):
+        _blas.trsm_lower_left(np.eye(3), A)
