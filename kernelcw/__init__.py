@@ -19,6 +19,7 @@ _PUBLIC = {
     "PAClassifier": "estimators",
     "PerceptronClassifier": "estimators",
     "SCWClassifier": "estimators",
+    "SOPClassifier": "estimators",
     "primal_from_dual": "estimators",
     "OnlineResult": "online",
     "run_online": "online",

@@ -58,6 +58,7 @@ ALGORITHMS: dict[str, Algorithm] = {
     "scw1": Algorithm("SCWClassifier", {"variant": 1}, ("eta", "C"), "SCW-I, soft CW (ICML 2012)"),
     "scw2": Algorithm("SCWClassifier", {"variant": 2}, ("eta", "C"), "SCW-II, soft CW (ICML 2012)"),
     "arow": Algorithm("AROWClassifier", {}, ("r",), "AROW (NIPS 2009)"),
+    "sop": Algorithm("SOPClassifier", {}, (), "the second-order perceptron (SIAM J. Comput. 2005)"),
     "pa": Algorithm(
         "PAClassifier", {"variant": 0}, (), "passive-aggressive PA (JMLR 2006)", first_order=True
     ),
@@ -157,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description=(
-            "Online confidence-weighted learning (CW, SCW, AROW, PA, Perceptron):\n"
+            "Online confidence-weighted learning (CW, SCW, AROW, SOP, PA, Perceptron):\n"
             "run the online protocol on a data set and compare the learners."
         ),
         epilog="Run 'kernelcw run --help' for the options of 'run'.\n\n" + _EXAMPLES,
@@ -369,8 +370,16 @@ def make_estimator(name: str, args: argparse.Namespace):
         if value is not None:
             kwargs[p] = value
     for p in (
-        "a", "covariance", "diag_method", "kernel", "gamma", "degree", "coef0", "solver",
-        "budget", "budget_policy",
+        "a",
+        "covariance",
+        "diag_method",
+        "kernel",
+        "gamma",
+        "degree",
+        "coef0",
+        "solver",
+        "budget",
+        "budget_policy",
     ):
         value = getattr(args, p, None)
         if value is not None:

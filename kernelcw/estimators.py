@@ -1,4 +1,4 @@
-"""scikit-learn estimators: CW-Stdev/CW-Var, SCW-I/II, AROW, PA, Perceptron.
+"""scikit-learn estimators: CW-Stdev/CW-Var, SCW-I/II, AROW, SOP, PA, Perceptron.
 
 The public classes only store their parameters; ``fit`` resets the model and runs
 the same machinery as ``partial_fit``. One binary model per one-vs-rest class is
@@ -33,6 +33,7 @@ __all__ = [
     "CWClassifier",
     "SCWClassifier",
     "AROWClassifier",
+    "SOPClassifier",
     "PAClassifier",
     "PerceptronClassifier",
 ]
@@ -80,8 +81,7 @@ def _check_finite_rows(X) -> None:
     row = _first_nonfinite_row(X)
     if row >= 0:
         raise ValueError(
-            f"Input X contains NaN or infinity in row {row} (0-based); "
-            "remove or impute it first"
+            f"Input X contains NaN or infinity in row {row} (0-based); remove or impute it first"
         )
 
 
@@ -213,8 +213,11 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         """All checks before any state changes; returns (X, y, classes_)."""
         # validate_data(reset=True) writes n_features_in_ (and feature_names_in_):
         # put them back if anything below fails, so a bad call changes nothing.
-        saved = {k: self.__dict__[k] for k in ("n_features_in_", "feature_names_in_")
-                 if k in self.__dict__}
+        saved = {
+            k: self.__dict__[k]
+            for k in ("n_features_in_", "feature_names_in_")
+            if k in self.__dict__
+        }
         try:
             X, y = validate_data(
                 self,
@@ -355,7 +358,8 @@ class _CWBase(ClassifierMixin, BaseEstimator):
                 s = np.full((K, d), a)
             else:
                 s = self.covariance_.reshape(K, d)
-            n_upd, n_mis, n_fl = primal.diag_fit(mu, s, X, Y, rule, out, self.diag_method)
+            method = self.diag_method
+            n_upd, n_mis, n_fl = primal.diag_fit(mu, s, X, Y, rule, out, method)
         first_floor = not np.any(self.n_variance_floored_) and n_fl.any()
         if K == 1:
             self.n_updates_ += int(n_upd[0])
@@ -602,8 +606,10 @@ _COMMON_DOC = """
         At most this many support vectors after every round (dual engine; a
         budget selects it under ``mode="auto"``): when an update makes one too
         many, one leaves at once. Memory and time per round then stay bounded.
-        Once the budget binds the model is kept as nu and Pi (O(budget^2) per
-        round); see :mod:`kernelcw.budget`.
+        Once the budget binds, "oldest" with a second-order rule and the
+        Cholesky solver keeps a blocked Cholesky form (a queue of two factors,
+        BLAS-3); the other policies keep nu and Pi (O(budget^2) per round); see
+        :mod:`kernelcw.budget`.
     budget_policy : {{"oldest", "random", "smallest", "project"}}, default="project"
         Which support vector leaves and how: the oldest (Forgetron), a random one
         other than the newest (randomized budget perceptron; seeded by
@@ -636,7 +642,7 @@ _FIRST_ORDER_DOC = _COMMON_DOC.format(
     cov_default="diag",
     cov_note=(
         "\n        Sigma = a I never changes for a first-order rule, so the diagonal\n"
-        "        form is exact; \"full\" stores the same a I as a d x d array."
+        '        form is exact; "full" stores the same a I as a d x d array.'
     ),
 )
 
@@ -890,6 +896,87 @@ class AROWClassifier(_CWBase):
 
     def _rule_params(self) -> RuleParams:
         return RuleParams(RULES["arow"], r=check_positive("r", self.r))
+
+
+#: The shared parameters without ``a``, which SOP documents in its own terms.
+_SOP_DOC = "    kernel :" + _SECOND_ORDER_DOC.split("    kernel :", 1)[1]
+
+
+class SOPClassifier(_CWBase):
+    __doc__ = f"""Second-order perceptron (Cesa-Bianchi, Conconi & Gentile, SIAM J. Comput. 2005).
+
+    Predicts ``sign(b' (c I + S + x x')^-1 x)``, with ``S`` the sum of ``x x'`` and
+    ``b`` the sum of ``y x`` over the past mistakes, and on a mistake adds ``x`` to
+    both. In this library's terms ``Sigma^-1 = I / a + S`` and ``mu = Sigma b``, so
+    the paper's parameter ``c`` (its ``a``) is ``1 / a`` here. The step is AROW's
+    with ``r = 1``, taken only on mistakes (``y mu . x <= 0``; a tie updates, as
+    the Perceptron here): see :func:`kernelcw.rules.sop` for the derivation.
+
+    Parameters
+    ----------
+    a : float > 0, default=1.0
+        ``Sigma_1 = a I``: one over the paper's ``a``. Small ``a`` (a large paper
+        ``a``) makes SOP behave like the Perceptron, large ``a`` whitens the
+        inputs by the mistakes' correlation matrix alone.
+{_SOP_DOC}
+{_ATTR_DOC}
+
+    References
+    ----------
+    N. Cesa-Bianchi, A. Conconi, C. Gentile. A second-order perceptron algorithm.
+    SIAM J. Comput. 34(3), 640-668, 2005.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from kernelcw import SOPClassifier
+    >>> X, y = load_breast_cancer(return_X_y=True)
+    >>> X = StandardScaler().fit_transform(X)
+    >>> clf = SOPClassifier().fit(X, y)  # one online pass
+    >>> clf.n_mistakes_, clf.n_updates_  # it learns from its mistakes only
+    (32, 32)
+    >>> round(clf.score(X, y), 3)
+    0.963
+    """
+
+    def __init__(
+        self,
+        *,
+        a=1.0,
+        kernel="linear",
+        gamma=None,
+        degree=3,
+        coef0=0.0,
+        mode="auto",
+        solver="cholesky",
+        block_size=None,
+        budget=None,
+        budget_policy="project",
+        covariance="full",
+        diag_method="kl",
+        n_iter=1,
+        shuffle=False,
+        random_state=None,
+    ):
+        self.a = a
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.mode = mode
+        self.solver = solver
+        self.block_size = block_size
+        self.budget = budget
+        self.budget_policy = budget_policy
+        self.covariance = covariance
+        self.diag_method = diag_method
+        self.n_iter = n_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    def _rule_params(self) -> RuleParams:
+        return RuleParams(RULES["sop"])
 
 
 _FIRST_ORDER_NOTE = """

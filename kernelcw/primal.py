@@ -50,7 +50,7 @@ Diagonal covariance (JMLR 2012 section 6)
   increasing function of one variable (see :func:`_exact_zeta`), bracketed by
   the full-covariance ``zeta`` of the same (m, v) and a closed-form bound, and
   found by a safeguarded Newton-bisection iteration to machine precision.
-  AROW's mean and covariance decouple, so its exact diagonal equals ``"kl"``.
+  AROW's (and SOP's) mean and covariance decouple, so its exact diagonal equals ``"kl"``.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from .rules import AROW, FIRST_ORDER, PA2, SCW1, SCW2, VAR, VAR_FLOOR, cw_stdev, scw2, step
+from .rules import AROW, FIRST_ORDER, PA2, SCW1, SCW2, SOP, VAR, VAR_FLOOR, cw_stdev, scw2, step
 
 __all__ = [
     "DIAG_METHODS",
@@ -341,7 +341,7 @@ def _diag_round(mu, s, idx, val, y, rule, method, phi, C, r, a):
         return f, np.nan, floored
     if alpha <= 0.0:
         return f, 0.0, floored
-    if method == _EXACT and not first and rule != AROW and not floored:
+    if method == _EXACT and not first and rule != AROW and rule != SOP and not floored:
         alpha, zeta = _exact_zeta(rule, m, v, phi, C, r, idx, val, s)
         if not (math.isfinite(alpha) and math.isfinite(zeta)):
             return f, np.nan, floored

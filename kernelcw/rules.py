@@ -39,6 +39,8 @@ References
   NIPS 2009 (AROW).
 - K. Crammer, O. Dekel, J. Keshet, S. Shalev-Shwartz, Y. Singer. Online
   passive-aggressive algorithms. JMLR 7, 2006 (PA, PA-I, PA-II).
+- N. Cesa-Bianchi, A. Conconi, C. Gentile. A second-order perceptron algorithm.
+  SIAM J. Comput. 34(3), 2005 (SOP).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ __all__ = [
     "scw1",
     "scw2",
     "arow",
+    "sop",
     "perceptron",
     "pa",
     "pa1",
@@ -66,7 +69,7 @@ __all__ = [
 ]
 
 # Integer codes for the compiled loops (a name -> code registry, as in pynndescent).
-PERCEPTRON, PA, PA1, PA2, STDEV, VAR, SCW1, SCW2, AROW = range(9)
+PERCEPTRON, PA, PA1, PA2, STDEV, VAR, SCW1, SCW2, AROW, SOP = range(10)
 RULES: dict[str, int] = {
     "perceptron": PERCEPTRON,
     "pa": PA,
@@ -77,6 +80,7 @@ RULES: dict[str, int] = {
     "scw1": SCW1,
     "scw2": SCW2,
     "arow": AROW,
+    "sop": SOP,
 }
 #: Rules that keep Sigma = a I and read the squared norm in place of v.
 FIRST_ORDER = frozenset({PERCEPTRON, PA, PA1, PA2})
@@ -221,6 +225,41 @@ def arow(m, v, r):
 
 
 @njit(cache=True, error_model="numpy")
+def sop(m, v):
+    """Second-order perceptron (Cesa-Bianchi, Conconi & Gentile, SIAM J. Comput. 2005).
+
+    Returns ``(alpha, beta, zeta) = ((1 - m) beta, 1 / (1 + v), 1)`` when ``m <= 0``,
+    else zeros: AROW with ``r = 1``, restricted to mistakes.
+
+    The paper keeps, over the past mistakes only, ``S = sum x x'`` and ``b = sum y x``
+    (its ``v``), and predicts ``sign(b' (c I + S + x x')^-1 x)`` with its parameter
+    ``c > 0`` (the paper's ``a``); on a mistake it adds ``x x'`` to ``S`` and ``y x``
+    to ``b``. Put ``Sigma = (c I + S)^-1`` and ``mu = Sigma b``, so ``Sigma_1 = I / c``:
+    the paper's ``a`` is ``1 / a`` of this library (``Sigma_1 = a I``).
+
+    Prediction. By Sherman-Morrison, with ``v = x' Sigma x``,
+    ``(Sigma^-1 + x x')^-1 x = Sigma x / (1 + v)``, so the paper's margin is
+    ``mu . x / (1 + v)``: the same sign as ``mu . x``. Its update condition
+    "prediction wrong" is ``m = y mu . x <= 0`` (ties update, as the Perceptron here).
+
+    Update. ``Sigma^-1 <- Sigma^-1 + x x'`` is the precision step with ``zeta = 1``,
+    i.e. ``Sigma <- Sigma - beta (Sigma x)(Sigma x)'`` with
+    ``beta = zeta / (1 + zeta v) = 1 / (1 + v)``. The new mean is
+    ``Sigma' (b + y x) = mu - beta Sigma x (x . mu) + y Sigma x (1 - beta v)``;
+    with ``x . mu = y m`` and ``1 - beta v = beta`` this is
+    ``mu + y Sigma x (beta - beta m)``: ``alpha = (1 - m) beta``. AROW's step
+    (``beta = 1/(v + r)``, ``alpha = (1 - m) beta``, ``zeta = 1/r``) at ``r = 1`` is the
+    same, but AROW also updates when ``0 < m < 1``.
+
+    No cancellation: ``1 - m >= 1`` and ``1 + v >= 1`` on every update.
+    """
+    if m <= 0.0:
+        beta = 1.0 / (1.0 + v)
+        return (1.0 - m) * beta, beta, 1.0
+    return 0.0, 0.0, 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def perceptron(m, sqnorm):
     """Perceptron: ``alpha = 1`` when ``m <= 0`` (rules.md; the classic ``y (w . x) <= 0``,
     as scikit-learn's Perceptron). A tie ``m = 0`` updates even when the prediction
@@ -271,6 +310,8 @@ def step(rule, m, v, phi, C, r):
         return scw2(m, v, phi, C)
     if rule == AROW:
         return arow(m, v, r)
+    if rule == SOP:
+        return sop(m, v)
     if rule == PERCEPTRON:
         return perceptron(m, v)
     if rule == PA:
@@ -284,11 +325,11 @@ def step(rule, m, v, phi, C, r):
 def update_condition(rule, m, v, phi):
     """Whether ``rule`` updates at (m, v): the side of the constraint, no arithmetic
     on the step. CW-Stdev/SCW: ``m < phi sqrt(v)``; CW-Var: ``m < phi v``;
-    AROW/PA: ``m < 1``; Perceptron: ``m <= 0``."""
+    AROW/PA: ``m < 1``; Perceptron and SOP: ``m <= 0``."""
     if rule == STDEV or rule == SCW1 or rule == SCW2:
         return v > 0.0 and m < phi * math.sqrt(v)
     if rule == VAR:
         return v > 0.0 and m < phi * v
-    if rule == PERCEPTRON:
+    if rule == PERCEPTRON or rule == SOP:
         return m <= 0.0
     return m < 1.0

@@ -16,6 +16,7 @@ RULE_PARAMS = {
     "scw1": dict(eta=0.8, C=0.3),
     "scw2": dict(eta=0.8, C=0.5),
     "arow": dict(r=0.7),
+    "sop": dict(),
     "perceptron": dict(),
     "pa": dict(),
     "pa1": dict(C=0.02),

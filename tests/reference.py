@@ -19,8 +19,14 @@ Conventions (rules.md):
   ``mu <- mu + alpha y Sigma x``, ``Sigma <- Sigma - beta (Sigma x)(Sigma x)'``.
 - ``zeta = beta / (1 - beta v)`` is the precision step (``Sigma^-1 += zeta x x'``); it is
   computed here from its closed forms (Stdev/SCW ``alpha phi / sqrt(u)``, Var
-  ``2 alpha phi``, AROW ``1/r``, first order ``0``), which is what the diagonal "kl"
-  method needs.
+  ``2 alpha phi``, AROW ``1/r``, SOP ``1``, first order ``0``), which is what the
+  diagonal "kl" method needs.
+- SOP (second-order perceptron, Cesa-Bianchi, Conconi & Gentile 2005) in this form:
+  ``Sigma^-1 = I/a + sum x x'`` and ``mu = Sigma sum y x`` over the mistakes, so a mistake
+  (``m <= 0``, ties included as for the Perceptron) adds ``x x'`` to the precision
+  (``zeta = 1``, ``beta = 1/(1 + v)``) and ``y x`` to ``Sigma^-1 mu``, which is
+  ``alpha = (1 - m) / (1 + v)``. ``tests/test_baselines.py`` checks this against the
+  paper's own matrix-inverse formula.
 - ``mu = 0``, ``Sigma = a I`` at the start; prediction ``sign(mu . x)`` with sign(0) = +1;
   a round is a mistake when the prediction differs from ``y``; an update is a round with
   ``alpha > 0`` (Perceptron: every mistake).
@@ -33,8 +39,8 @@ Diagonal covariance ``Sigma = diag(s)`` (JMLR 2012, section 6):
   ``1/s_p += zeta x_p^2``.
 - ``"l2"``: same alpha and mean step; ``s_p -= beta (s_p x_p)^2``.
 - ``"exact"``: the KL projection restricted to diagonal covariances, solved from its KKT
-  conditions with ``scipy.optimize.brentq`` (see :func:`diag_exact_step`). AROW and the
-  first-order rules: identical to ``"kl"``.
+  conditions with ``scipy.optimize.brentq`` (see :func:`diag_exact_step`). AROW, SOP and
+  the first-order rules: identical to ``"kl"``.
 """
 
 from __future__ import annotations
@@ -70,7 +76,7 @@ __all__ = [
     "var_alpha_printed",
 ]
 
-SECOND_ORDER_RULES = ("stdev", "var", "scw1", "scw2", "arow")
+SECOND_ORDER_RULES = ("stdev", "var", "scw1", "scw2", "arow", "sop")
 FIRST_ORDER_RULES = ("perceptron", "pa", "pa1", "pa2")
 ALL_RULES = SECOND_ORDER_RULES + FIRST_ORDER_RULES
 #: Rules whose constraint is y mu.x >= phi sqrt(x' Sigma x) (the "Stdev" constraint).
@@ -138,8 +144,8 @@ def update_condition(rule: str, m: float, v: float, phi: float = 0.0, y: int | N
 
     CW-Stdev/SCW: m < phi sqrt(v); CW-Var: m < phi v; AROW, PA, PA-I, PA-II: m < 1
     (PA and PA-I additionally need |x|^2 > 0, else the step is 0/0 and x = 0 anyway);
-    Perceptron: m <= 0 (rules.md; the classic y (w . x) <= 0, as scikit-learn's Perceptron):
-    a tie m = 0 updates even when sign(0) = +1 was the right label.
+    Perceptron and SOP: m <= 0 (rules.md; the classic y (w . x) <= 0, as scikit-learn's
+    Perceptron): a tie m = 0 updates even when sign(0) = +1 was the right label.
     Decided in double precision (the threshold phi sqrt(v) rounded once or twice).
     """
     if rule in CW_FAMILY:
@@ -152,7 +158,7 @@ def update_condition(rule: str, m: float, v: float, phi: float = 0.0, y: int | N
         return m < 1.0 and v > 0.0
     if rule == "pa2":
         return m < 1.0
-    if rule == "perceptron":
+    if rule in ("perceptron", "sop"):
         return m <= 0.0
     raise ValueError(f"unknown rule {rule!r}")
 
@@ -187,6 +193,9 @@ def _printed_step(rule, m, v, phi, C, r):
     if rule == "arow":
         beta = 1 / (v + r)
         return (1 - m) * beta, beta, 1 / r
+    if rule == "sop":  # Sigma^-1 += x x' (zeta = 1); Sigma^-1 mu += y x
+        beta = 1 / (1 + v)
+        return (1 - m) * beta, beta, 1
     # first order: hinge loss l = max{0, 1 - m}, |x|^2 in place of v
     if rule == "perceptron":
         return 1, 0, 0
@@ -386,7 +395,8 @@ def diag_exact_step(
 class RefLearner:
     """Binary online learner, labels in {-1, +1}, one round at a time.
 
-    Parameters mirror the estimators: ``rule`` in :data:`ALL_RULES`, ``a`` (Sigma_1 = a I),
+    Parameters mirror the estimators: ``rule`` in :data:`ALL_RULES`, ``a`` (Sigma_1 = a I;
+    SOP's parameter is 1 / a),
     ``eta`` (phi = Phi^-1(eta)) or ``phi`` directly, ``C`` (SCW, PA-I, PA-II), ``r``
     (AROW), ``covariance`` in {"full", "diag"}, ``diag_method`` in {"kl", "l2", "exact"},
     ``precise`` (default True: each round's step is the printed formula evaluated in
@@ -468,8 +478,8 @@ class RefLearner:
         s = self.Sigma
         v = float(np.sum(s * x**2))
         method = self.diag_method
-        if method == "exact" and self.rule == "arow":
-            method = "kl"  # AROW: mean and covariance decouple, the "exact" step is "kl"
+        if method == "exact" and self.rule in ("arow", "sop"):
+            method = "kl"  # AROW, SOP: mean and covariance decouple, the "exact" step is "kl"
         if method == "exact":
             alpha, zeta = diag_exact_step(self.rule, m, x, s, self.phi, self.C)
             step = Step(alpha, float("nan"), zeta, alpha > 0.0)

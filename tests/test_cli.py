@@ -24,6 +24,7 @@ from kernelcw import (
     PAClassifier,
     PerceptronClassifier,
     SCWClassifier,
+    SOPClassifier,
     __version__,
     cli,
     run_online,
@@ -106,7 +107,7 @@ def test_reported_mistakes_equal_run_online(capsys):
         "--limit", str(n),
         "-a", "cw-stdev,cw-var",
         "--algorithms", "scw1,scw2,arow",
-        "-a", "pa,pa1,pa2,perceptron",
+        "-a", "pa,pa1,pa2,perceptron,sop",
         "--eta", "0.8", "--C", "0.5", "--r", "2", "--a", "1.5",
     )  # fmt: skip
     X, y = scaled_default(n)
@@ -120,6 +121,7 @@ def test_reported_mistakes_equal_run_online(capsys):
         "pa1": PAClassifier(variant=1, C=0.5, a=1.5),
         "pa2": PAClassifier(variant=2, C=0.5, a=1.5),
         "perceptron": PerceptronClassifier(a=1.5),
+        "sop": SOPClassifier(a=1.5),
     }
     assert [r["algorithm"] for r in result["results"]] == list(expected)
     assert (result["n_samples"], result["n_features"], result["n_total"]) == (n, 30, 569)

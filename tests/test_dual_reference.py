@@ -41,6 +41,7 @@ from kernelcw import (
     PAClassifier,
     PerceptronClassifier,
     SCWClassifier,
+    SOPClassifier,
     primal_from_dual,
     run_online,
 )
@@ -102,6 +103,8 @@ def make_estimator(rule, kernel="rbf", solver="cholesky", a=A, **over):
         return SCWClassifier(variant=int(rule[-1]), C=p["C"], eta=p["eta"], **common)
     if rule == "arow":
         return AROWClassifier(r=p["r"], **common)
+    if rule == "sop":
+        return SOPClassifier(**common)
     if rule == "perceptron":
         return PerceptronClassifier(**common)
     return PAClassifier(variant={"pa": 0, "pa1": 1, "pa2": 2}[rule], C=p.get("C", 1.0), **common)
@@ -391,7 +394,9 @@ def test_labels_mapping(labels):
 
 @pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("kernel_id", ["rbf", "precomputed"])
-@pytest.mark.parametrize("rule", ["stdev", "var", "scw1", "scw2", "arow", "perceptron", "pa1"])
+@pytest.mark.parametrize(
+    "rule", ["stdev", "var", "scw1", "scw2", "arow", "sop", "perceptron", "pa1"]
+)
 def test_block_size_does_not_matter(rule, kernel_id, solver):
     X, y, *_ = stream_for(kernel_id, 11, n_range=(300, 301))
     runs = {

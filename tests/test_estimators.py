@@ -19,6 +19,7 @@ from kernelcw import (
     PAClassifier,
     PerceptronClassifier,
     SCWClassifier,
+    SOPClassifier,
     run_online,
 )
 
@@ -38,6 +39,9 @@ CHECKED = [
     CWClassifier(kernel="poly", degree=2, coef0=1.0, solver="explicit"),
     AROWClassifier(mode="dual", block_size=7),
     PAClassifier(kernel="laplacian"),
+    SOPClassifier(),
+    SOPClassifier(covariance="diag", diag_method="exact"),
+    SOPClassifier(kernel="rbf", solver="explicit"),
 ]
 
 _PROBA_REASON = (
@@ -121,6 +125,7 @@ ALL_CONFIGS = [
     SCWClassifier(C=0.5),
     SCWClassifier(variant=2),
     AROWClassifier(r=0.5),
+    SOPClassifier(a=0.5),
     PAClassifier(variant=0),
     PerceptronClassifier(),
     CWClassifier(eta=0.8, covariance="diag", diag_method="exact"),

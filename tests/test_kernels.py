@@ -28,10 +28,18 @@ from kernelcw import (
     PAClassifier,
     PerceptronClassifier,
     SCWClassifier,
+    SOPClassifier,
 )
 from kernelcw.kernels import kernel_diag, kernel_matrix
 
-ESTIMATORS = [CWClassifier, SCWClassifier, AROWClassifier, PAClassifier, PerceptronClassifier]
+ESTIMATORS = [
+    CWClassifier,
+    SCWClassifier,
+    AROWClassifier,
+    SOPClassifier,
+    PAClassifier,
+    PerceptronClassifier,
+]
 
 # (kernel, gamma, degree, coef0, scikit-learn function taking (A, B))
 SK_CASES = {

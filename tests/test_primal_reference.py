@@ -27,6 +27,7 @@ from kernelcw import (
     PAClassifier,
     PerceptronClassifier,
     SCWClassifier,
+    SOPClassifier,
     run_online,
 )
 
@@ -55,6 +56,8 @@ def make_estimator(rule, covariance="full", diag_method="kl", a=A, **over):
         return SCWClassifier(variant=int(rule[-1]), C=p["C"], eta=p["eta"], **common)
     if rule == "arow":
         return AROWClassifier(r=p["r"], **common)
+    if rule == "sop":
+        return SOPClassifier(**common)
     if rule == "perceptron":
         return PerceptronClassifier(**common)
     variant = {"pa": 0, "pa1": 1, "pa2": 2}[rule]
@@ -316,7 +319,7 @@ def test_n_iter_equals_two_partial_fits(rule, cov, method):
     assert_rel_close(two.covariance_, pf.covariance_, rtol=1e-13, what="... covariance_")
 
 
-@pytest.mark.parametrize("rule", ["stdev", "var", "scw1", "scw2", "arow", "pa1"])
+@pytest.mark.parametrize("rule", ["stdev", "var", "scw1", "scw2", "arow", "sop", "pa1"])
 def test_long_stream_full(rule):
     """n = 2000, d = 30, full covariance: many blocks of the compiled loop."""
     rng = np.random.default_rng(60)
@@ -420,7 +423,7 @@ def test_reference_diag_exact_single_feature_is_the_full_update(rule):
         assert math.isclose(zeta, want.zeta, rel_tol=1e-11), (rule, m, v, zeta, want)
 
 
-@pytest.mark.parametrize("rule", ["stdev", "var", "scw1", "scw2", "arow"])
+@pytest.mark.parametrize("rule", ["stdev", "var", "scw1", "scw2", "arow", "sop"])
 def test_reference_full_update_is_the_precision_update(rule):
     """One full-covariance reference round: inv(Sigma') = inv(Sigma) + zeta x x'."""
     rng = np.random.default_rng(4)

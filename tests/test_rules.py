@@ -54,7 +54,7 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 
-SECOND_ORDER = ("stdev", "var", "scw1", "scw2", "arow")
+SECOND_ORDER = ("stdev", "var", "scw1", "scw2", "arow", "sop")
 FIRST_ORDER = ("perceptron", "pa", "pa1", "pa2")
 
 
@@ -70,6 +70,8 @@ def fast(rule, m, v, phi=0.0, C=1.0, r=1.0):
         out = K.scw2(m, v, phi, C)
     elif rule == "arow":
         out = K.arow(m, v, r)
+    elif rule == "sop":
+        out = K.sop(m, v)
     elif rule == "perceptron":
         out = K.perceptron(m, v)
     elif rule == "pa":
@@ -95,7 +97,8 @@ def dec_rule(rule, m, v, phi=0.0, C=1.0, r=1.0, prec=DEC_PREC):
     Returns Decimals (alpha, beta, zeta) with zeta = beta / (1 - beta v) (the definition)
     for second-order rules and 0 for first-order ones. The update condition is decided in
     the same precision (CW-Stdev/SCW: m < phi sqrt(v); CW-Var: m < phi v; AROW/PA: m < 1;
-    Perceptron: m < 0, m != 0 required).
+    Perceptron and SOP: m <= 0). SOP in its CW form (kernelcw.rules.sop):
+    Sigma^-1 += x x' (zeta = 1 by definition, beta = 1 / (1 + v)), alpha = (1 - m) beta.
     """
     Z = Decimal(0)
     with localcontext() as ctx:
@@ -137,6 +140,11 @@ def dec_rule(rule, m, v, phi=0.0, C=1.0, r=1.0, prec=DEC_PREC):
                 return Z, Z, Z
             beta = one / (v + r)
             return (one - m) * beta, beta, beta / (one - beta * v)
+        if rule == "sop":
+            if not m <= 0:
+                return Z, Z, Z
+            beta = one / (one + v)
+            return (one - m) * beta, beta, beta / (one - beta * v)
         if rule == "perceptron":
             return (one if m <= 0 else Z), Z, Z
         if not m < one:
@@ -156,6 +164,7 @@ _INPUTS = {
     "scw1": ("m", "v", "phi", "C"),
     "scw2": ("m", "v", "phi", "C"),
     "arow": ("m", "v", "r"),
+    "sop": ("m", "v"),
     "perceptron": ("m",),
     "pa": ("m", "v"),
     "pa1": ("m", "v", "C"),
@@ -181,7 +190,7 @@ def _dec_updates(rule, args):
             return v > 0 and m < phi * v.sqrt()
         if rule == "var":
             return v > 0 and m < phi * v
-        if rule == "perceptron":
+        if rule in ("perceptron", "sop"):
             return m <= 0
         return m < 1 and (v > 0 or rule not in ("pa", "pa1"))
 
@@ -429,6 +438,7 @@ LOSSY_POINTS = [
     ("var", dict(m=0.5 * _PHI7 * 1e-9, v=1e-9, phi=_PHI7), 0, "alpha, phi^2 v tiny"),
     ("var", dict(m=0.999 * _PHI7 * 1e6, v=1e6, phi=_PHI7), 0, "alpha, m large near phi v"),
     ("arow", dict(m=0.0, v=1e10, r=1.0), 2, "zeta = beta / (1 - beta v), v >> r"),
+    ("sop", dict(m=-0.5, v=1e10), 2, "zeta = beta / (1 - beta v), v >> 1"),
 ]
 
 
@@ -441,7 +451,7 @@ def test_printed_float_forms_lose_digits(rule, args, idx, what):
     got = fast(rule, **args)[idx]
     p = ref.ref_rule(rule, **args)
     printed = (p.alpha, p.beta, p.beta / (1.0 - p.beta * args["v"]))[idx]
-    if rule != "arow" and idx == 2:
+    if rule not in ("arow", "sop") and idx == 2:
         printed = p.zeta  # alpha phi / sqrt(u) with the printed sqrt(u)
     assert rel_err(printed, exact) > 1e-9, f"{what}: printed form unexpectedly accurate"
     assert rel_err(got, exact) < 1e-13, f"{what}: fast {got!r} vs {float(exact)!r}"
@@ -461,7 +471,7 @@ def _float_condition(rule, m, v, phi):
         return m < 1.0
     if rule in ("pa", "pa1"):
         return m < 1.0 and v > 0
-    return m <= 0.0  # perceptron (see test_perceptron_scalar)
+    return m <= 0.0  # perceptron, sop (see test_perceptron_scalar)
 
 
 @pytest.mark.parametrize("rule", SECOND_ORDER + FIRST_ORDER)
@@ -521,7 +531,7 @@ def test_update_condition_at_the_boundary(rule):
                 assert a < 1e-12 * fast(rule, 0.0, v, phi, 1e300, 1.0)[0]
 
 
-@pytest.mark.parametrize("rule", ["stdev", "var", "scw1", "scw2", "arow"])
+@pytest.mark.parametrize("rule", ["stdev", "var", "scw1", "scw2", "arow", "sop"])
 @SETTINGS
 @given(data=st.data())
 def test_zeta_is_beta_over_one_minus_beta_v(rule, data):
@@ -628,6 +638,32 @@ def test_perceptron_scalar():
         assert fast("perceptron", m, 1.0) == (1.0, 0.0, 0.0)
     for m in (1e-300, 0.5, 7.0):
         assert fast("perceptron", m, 1.0) == (0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("v", [0.0, 1e-12, 1e-3, 1.0, 1e3, 1e12])
+def test_sop_is_arow_with_r_one_on_mistakes(v):
+    """SOP = AROW(r = 1) where m <= 0 (bit for bit: the same operations), nothing where
+    m > 0 (AROW still updates for 0 < m < 1); zeta = 1 exactly; a tie m = 0 updates."""
+    for m in (-1e6, -3.0, -1e-300, 0.0):
+        assert fast("sop", m, v) == fast("arow", m, v, r=1.0)
+        assert fast("sop", m, v)[2] == 1.0
+    assert fast("sop", 0.0, v)[0] == 1.0 / (1.0 + v)
+    for m in (1e-300, 0.5, 1.0 - 1e-12, 2.0):
+        assert fast("sop", m, v) == (0.0, 0.0, 0.0)
+    assert fast("arow", 0.5, v, r=1.0)[0] > 0.0
+
+
+@pytest.mark.parametrize("v", [1e-12, 1e-3, 1.0, 1e3, 1e12])
+def test_sop_matches_50_digit_on_grid(v):
+    for m in (-1e6, -1.0, -1e-300, 0.0, 1e-300, 0.5, 2.0):
+        assert_matches_decimal("sop", {"m": m, "v": v, "phi": 0.0, "C": 1.0, "r": 1.0})
+
+
+def test_sop_update_condition_compiled():
+    """update_condition (the compiled loops' test, without the step) agrees with sop."""
+    for m in (-2.0, -1e-300, 0.0, 1e-300, 0.5, 1.5):
+        assert K.update_condition(K.SOP, m, 1.0, 0.0) == (fast("sop", m, 1.0)[0] > 0.0)
+        assert K.update_condition(K.SOP, m, 1.0, 0.0) == (m <= 0.0)
 
 
 def test_pa_zero_norm_is_no_update():
