@@ -6,16 +6,22 @@ the contenders interleaved (A, B, C, A, B, C, ...), and reported as ratios.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import platform
 import shlex
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+PACKAGE_DIR = Path(__file__).resolve().parent
+RESULTS = PACKAGE_DIR / "results"
+
+#: The command the runner (``python -m benchmarks NAME ...``) is executing, while it runs one.
+_RUNNER_COMMAND: ContextVar[str | None] = ContextVar("benchmarks_runner_command", default=None)
 
 
 def versions() -> str:
@@ -72,9 +78,33 @@ def median(xs: list[float]) -> float:
 
 
 def command_line() -> str:
-    mod = Path(sys.argv[0]).with_suffix("").name
-    args = " ".join(shlex.quote(a) for a in sys.argv[1:])
-    return f"python -m benchmarks.{mod} {args}".rstrip()
+    """The command that started this benchmark, as the user typed it.
+
+    Through the runner this is ``python -m benchmarks NAME ARGS`` (the runner
+    says so with :func:`runner_command`); run directly it is
+    ``python -m benchmarks.bench_NAME ARGS``, read off ``sys.argv``. A script
+    outside this package is recorded as ``python SCRIPT ARGS``.
+    """
+    recorded = _RUNNER_COMMAND.get()
+    if recorded is not None:
+        return recorded
+    script, args = sys.argv[0], sys.argv[1:]
+    path = Path(script)
+    if path.suffix == ".py" and path.resolve().parent == PACKAGE_DIR:
+        module = "benchmarks" if path.stem == "__main__" else f"benchmarks.{path.stem}"
+        return shlex.join(["python", "-m", module, *args])
+    return shlex.join(["python", script, *args])
+
+
+@contextlib.contextmanager
+def runner_command(name: str, args: Sequence[str]) -> Iterator[str]:
+    """Within this block, :func:`command_line` is ``python -m benchmarks NAME ARGS``."""
+    command = shlex.join(["python", "-m", "benchmarks", name, *args])
+    token = _RUNNER_COMMAND.set(command)
+    try:
+        yield command
+    finally:
+        _RUNNER_COMMAND.reset(token)
 
 
 def write_result(name: str, title: str, body: str) -> Path:
