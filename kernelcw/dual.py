@@ -435,6 +435,30 @@ def _backward(panels, Rv: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- queue form
 
 
+@njit(cache=True)
+def _assemble_precision(KO, nO, KNO, KN, nN, kap, perm, a, zeta, out):
+    """``out``: lower triangle ``a K + diag(1 / zeta)``, strict upper triangle ``K``,
+    over the slots [O[:nO], N[:nN]] taken in the order ``perm`` (``zeta`` already in
+    that order). K is read from the queue's Gram cache: the strict upper triangles of
+    ``KO`` and ``KN``, ``KNO``, and ``kap`` on the diagonal. One pass, no temporaries."""
+    n = nO + nN
+    for i in range(n):
+        si = perm[i]
+        for j in range(i):
+            sj = perm[j]
+            lo = min(si, sj)
+            hi = max(si, sj)
+            if hi < nO:
+                k = KO[lo, hi]
+            elif lo >= nO:
+                k = KN[lo - nO, hi - nO]
+            else:
+                k = KNO[hi - nO, lo]
+            out[i, j] = a * k
+            out[j, i] = k
+        out[i, i] = a * kap[si] + 1.0 / zeta[i]
+
+
 #: The queue form rebuilds its factor once N holds this fraction of the budget.
 QUEUE_REBUILD = 0.5
 
@@ -462,11 +486,9 @@ class _Queue:
     rows, [O[:n_O], N].
     """
 
-    def __init__(self, K: np.ndarray, zeta, qv, a: float, cap_n: int):
-        n = K.shape[0]
-        LO = np.triu(K, 1)
-        LO += np.tril(a * K)
-        LO[np.diag_indices(n)] += 1.0 / zeta
+    def __init__(self, LO: np.ndarray, qv, cap_n: int):
+        """From ``LO`` made by ``_assemble_precision`` (factorised here, in place)."""
+        n = LO.shape[0]
         if _blas.potrf_lower(LO):
             raise np.linalg.LinAlgError("the budgeted model's precision is not positive definite")
         self.LO = LO
@@ -495,18 +517,15 @@ class _Queue:
     def n(self) -> int:
         return self.nO + self.nN
 
-    def gram(self, kap: np.ndarray) -> np.ndarray:
-        """K(S, S) in slot order."""
-        nO, nN = self.nO, self.nN
-        K = np.empty((nO + nN, nO + nN))
-        U = np.triu(self.LO[:nO, :nO], 1)
-        K[:nO, :nO] = U + U.T
-        V = np.triu(self.LN[:nN, :nN], 1)
-        K[nO:, nO:] = V + V.T
-        K[nO:, :nO] = self.KNO[:nN, :nO]
-        K[:nO, nO:] = self.KNO[:nN, :nO].T
-        K[np.diag_indices(nO + nN)] = kap
-        return K
+    def assemble(self, kap, perm, a, zeta) -> np.ndarray:
+        """The precision buffer of a rebuild in slot order ``perm`` (see
+        ``_assemble_precision``)."""
+        n = self.n
+        out = np.empty((n, n))
+        _assemble_precision(
+            self.LO, self.nO, self.KNO, self.LN, self.nN, kap, perm, a, zeta, out
+        )
+        return out
 
     def factor(self) -> tuple[np.ndarray, np.ndarray]:
         """The dense lower factor over the slots and r (for prediction)."""
@@ -976,16 +995,22 @@ class DualModel:
 
     def _queue_rebuild(self, model: BinaryDual, ks: np.ndarray, K=None) -> np.ndarray:
         """All support vectors become O, in reverse entry order (one Cholesky
-        factorisation). Returns ks permuted alike."""
-        if K is None:
-            K = model.q.gram(model.kap)
+        factorisation). ``K``: the dense Gram matrix when coming from the panel
+        form. Returns ks permuted alike."""
         perm = np.argsort(-model.entry, kind="stable")
+        kap = model.kap
         model.entry = model.entry[perm]
         model.kap = model.kap[perm]
         model.zeta = model.zeta[perm]
         model.qv = model.qv[perm]
+        if K is None:
+            M = model.q.assemble(kap, perm, self.a, model.zeta)
+        else:  # the dense Gram matrix read as an O-only cache
+            M = np.empty_like(K)
+            none = np.zeros((0, 0))
+            _assemble_precision(K, K.shape[0], none, none, 0, kap, perm, self.a, model.zeta, M)
         cap = int(QUEUE_REBUILD * self.budget) + self.block_size + 1
-        model.q = _Queue(K[np.ix_(perm, perm)], model.zeta, model.qv, self.a, cap)
+        model.q = _Queue(M, model.qv, cap)
         return ks[perm]
 
     def _queue_run(self, model: BinaryDual, K0, Kbb, kap, yk, t0, ks, f_blk):
