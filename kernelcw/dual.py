@@ -106,6 +106,24 @@ def _checked_step(rule, m, f, v, a, kap, phi, C, r):
 
 
 @njit(cache=True)
+def _block_rows_part(Kbb, G, rW, rn, E, Ld, src, u, t, a, e):
+    """For block input t: ``e[:u]``, the part of ``w_t = L^-1 k_t`` on the u rows
+    appended in this block (module docstring), and ``(r . w_t, |e|^2)``."""
+    for i in range(u):
+        s = src[i]
+        acc = Kbb[s, t] - a * G[s, t]
+        for j in range(i):
+            acc -= a * E[i, j] * e[j]
+        e[i] = acc / Ld[i]
+    rw = rW[t]
+    ee = 0.0
+    for i in range(u):
+        rw += rn[i] * e[i]
+        ee += e[i] * e[i]
+    return rw, ee
+
+
+@njit(cache=True)
 def _cholesky_walk(G, rW, Kbb, kap, y, rule, phi, C, r, a, limit, E, Ld, rn, zt, src, f_out, e):
     """Second-order rules, cholesky solver: walk one block (module docstring).
 
@@ -118,17 +136,7 @@ def _cholesky_walk(G, rW, Kbb, kap, y, rule, phi, C, r, a, limit, E, Ld, rn, zt,
     u = 0
     nfl = 0
     for t in range(b):
-        for i in range(u):
-            s = src[i]
-            acc = Kbb[s, t] - a * G[s, t]
-            for j in range(i):
-                acc -= a * E[i, j] * e[j]
-            e[i] = acc / Ld[i]
-        f = rW[t]
-        ee = 0.0
-        for i in range(u):
-            f += rn[i] * e[i]
-            ee += e[i] * e[i]
+        f, ee = _block_rows_part(Kbb, G, rW, rn, E, Ld, src, u, t, a, e)
         f *= a
         f_out[t] = f
         v = a * kap[t] - a * a * (G[t, t] + ee)
@@ -321,17 +329,7 @@ def _queue_walk(
     for d in range(c):
         rho[d] = rho0[d]
     for t in range(b):
-        for i in range(u):
-            s = src[i]
-            acc = Kbb[s, t] - a * G[s, t]
-            for j in range(i):
-                acc -= a * E[i, j] * e[j]
-            e[i] = acc / Ld[i]
-        fx = rW[t]
-        ee = 0.0
-        for i in range(u):
-            fx += rn[i] * e[i]
-            ee += e[i] * e[i]
+        fx, ee = _block_rows_part(Kbb, G, rW, rn, E, Ld, src, u, t, a, e)
         for d in range(c):
             acc = P0[d, t]
             for i in range(u):
