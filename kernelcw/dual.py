@@ -417,6 +417,15 @@ def _forward(panels, K0: np.ndarray) -> np.ndarray:
     return W
 
 
+def _panel_times(panels, r: np.ndarray, n: int) -> np.ndarray:
+    """L r for L stored as panels (the unlearning weights g / zeta = L r)."""
+    out = np.zeros(n)
+    for off, R, T in panels:
+        u = T.shape[0]
+        out[off : off + u] = T @ r[off : off + u] + (R @ r[:off] if off else 0.0)
+    return out
+
+
 def _backward(panels, Rv: np.ndarray) -> np.ndarray:
     """L'^-1 Rv (Rv of n rows, vector or matrix)."""
     X = np.array(Rv, dtype=np.float64, copy=True)
@@ -524,6 +533,16 @@ class _Queue:
             self.LO, self.nO, self.KNO, self.LN, self.nN, kap, perm, a, zeta, out
         )
         return out
+
+    def forward(self, K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(W_O, X): ``L^-1 K`` for K (n x m, rows by slot), split at O | N."""
+        nO, nN = self.nO, self.nN
+        WO = np.array(K[:nO], dtype=np.float64, order="C")
+        _blas.trsm_lower_left(self.LO[:nO, :nO], WO)
+        X = np.array(K[nO:], dtype=np.float64, order="C")
+        _blas.gemm_sub(-1.0, self.LNO[:nN, :nO], WO, 1.0, X)
+        _blas.trsm_lower_left(self.LN[:nN, :nN], X)
+        return WO, X
 
     def factor(self) -> tuple[np.ndarray, np.ndarray]:
         """The dense lower factor over the slots and r (for prediction)."""
@@ -635,11 +654,7 @@ class BinaryDual:
         # unlearning weights: M - a K = diag(1/zeta) and r = L^-1 (g / zeta)
         self._kl = np.zeros((3, cap))
         self._kl[0, :n] = self.zeta
-        Lr = np.zeros(n)
-        for off, R, T in self.L:
-            u = T.shape[0]
-            Lr[off : off + u] = T @ self.r[off : off + u] + (R @ self.r[:off] if off else 0.0)
-        self._kl[1, :n] = self.zeta * Lr
+        self._kl[1, :n] = self.zeta * _panel_times(self.L, self.r, n)
         self._G = np.zeros((cap, cap)) if (track_kl or track_kinv) else np.zeros((0, 0))
         if (track_kl or track_kinv) and n:
             self._G[:n, :n] = G
@@ -669,7 +684,7 @@ class BinaryDual:
         if self.explicit:
             return self._Pi[:n, :n].copy()
         if self.q is not None:
-            Linv = solve_triangular(self.q.factor()[0], np.eye(n), lower=True)
+            Linv = np.vstack(self.q.forward(np.eye(n)))
             return -(a * a) * (Linv.T @ Linv)
         Linv = _forward(self.L, np.eye(n))
         return -(a * a) * (Linv.T @ Linv)
@@ -680,8 +695,8 @@ class BinaryDual:
         if self.first_order or self.n == 0:
             return a * kap
         if self.q is not None:
-            W = solve_triangular(self.q.factor()[0], Ks, lower=True)
-            v = a * kap - a * a * np.einsum("ij,ij->j", W, W)
+            WO, X = self.q.forward(Ks)
+            v = a * kap - a * a * (np.einsum("ij,ij->j", WO, WO) + np.einsum("ij,ij->j", X, X))
         elif not self.explicit:
             W = _forward(self.L, Ks)
             v = a * kap - a * a * np.einsum("ij,ij->j", W, W)
@@ -983,11 +998,7 @@ class DualModel:
         model.idx = np.concatenate([model.idx, np.full(n_new, -1)])  # learn() sets them
         n = ks.shape[0]
         K = _dense_gram(model.gram, n)
-        q = np.zeros(n)  # g / zeta = L r
-        for off, R, T in model.L:
-            u = T.shape[0]
-            q[off : off + u] = T @ model.r[off : off + u] + (R @ model.r[:off] if off else 0.0)
-        model.qv = q
+        model.qv = _panel_times(model.L, model.r, n)  # g / zeta = L r
         model.L, model.gram, model.r = [], [], np.zeros(0)
         return self._queue_rebuild(model, ks, K)
 
@@ -1034,12 +1045,7 @@ class DualModel:
             K0c[~old] = Kbb[-1 - ks[~old], t0:]
             Kss = np.ascontiguousarray(Kbb[t0:, t0:])
             c = min(nO, bs, max(0, n + bs - B))
-            # W0 = L^-1 K0 over [O, N] (leavers included)
-            WO = K0c[:nO].copy()  # K0c is read again below
-            _blas.trsm_lower_left(Q.LO[:nO, :nO], WO)
-            X = K0c[nO:].copy()
-            _blas.gemm_sub(-1.0, Q.LNO[:nN, :nO], WO, 1.0, X)
-            _blas.trsm_lower_left(Q.LN[:nN, :nN], X)
+            WO, X = Q.forward(K0c)  # W0 = L^-1 K0 over [O, N] (leavers included)
             G = np.empty((bs, bs))
             _blas.gemm_sub(1.0, WO, WO, 0.0, G, trans_a=True)
             _blas.gemm_sub(1.0, X, X, 1.0, G, trans_a=True)
