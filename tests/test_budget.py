@@ -43,6 +43,7 @@ from kernelcw import (
     PAClassifier,
     PerceptronClassifier,
     SCWClassifier,
+    SOPClassifier,
     run_online,
 )
 
@@ -66,9 +67,10 @@ RULES = {
     "arow": dict(r=0.7),
     "pa1": dict(C=0.5),
     "perceptron": dict(),
+    "sop": dict(),  # appended: the seeds derived from RULE_IDS.index stay as they were
 }
 RULE_IDS = list(RULES)
-SECOND_ORDER = ("scw1", "stdev", "arow")
+SECOND_ORDER = ("scw1", "stdev", "arow", "sop")
 FIRST_ORDER = ("pa1", "perceptron")
 
 
@@ -94,6 +96,8 @@ def make_est(rule, solver="cholesky", budget=None, policy="project", kernel="rbf
         return SCWClassifier(variant=1, eta=p["eta"], C=p["C"], **common)
     if rule == "arow":
         return AROWClassifier(r=p["r"], **common)
+    if rule == "sop":
+        return SOPClassifier(**common)
     if rule == "pa1":
         return PAClassifier(variant=1, C=p["C"], **common)
     return PerceptronClassifier(**common)
