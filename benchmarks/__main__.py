@@ -9,7 +9,8 @@ not import (or not yet parse) still shows up.
 ``python -m benchmarks NAME ARGS`` imports ``benchmarks.bench_NAME`` and calls
 its ``main(ARGS)``: ``python -m benchmarks NAME --help`` shows its options. The
 result files record ``python -m benchmarks NAME ARGS`` as their command. An
-unknown NAME is an error (exit code 2) that lists the valid ones.
+unknown NAME is an error (exit code 2) that lists the valid ones; a data source
+that cannot be reached is a one-paragraph message (exit code 1).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ._common import PACKAGE_DIR, runner_command
+from .datasets import DataSourceError
 
 PREFIX = "bench_"
 PACKAGE = __package__ or "benchmarks"
@@ -88,6 +90,9 @@ def run(name: str, args: Sequence[str]) -> int:
     try:
         with runner_command(name, args):
             code = main(args)
+    except DataSourceError as exc:  # unreachable or unexpected data: the message, no traceback
+        print(f"python -m benchmarks {name}: {exc}", file=sys.stderr)
+        return 1
     finally:
         sys.argv = saved
     return code if isinstance(code, int) else 0

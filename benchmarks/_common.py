@@ -6,11 +6,13 @@ the contenders interleaved (A, B, C, A, B, C, ...), and reported as ratios.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime as _dt
 import platform
 import shlex
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -22,18 +24,54 @@ RESULTS = PACKAGE_DIR / "results"
 
 #: The command the runner (``python -m benchmarks NAME ...``) is executing, while it runs one.
 _RUNNER_COMMAND: ContextVar[str | None] = ContextVar("benchmarks_runner_command", default=None)
+#: ``python -m benchmarks NAME``: the program name argparse shows, while the runner runs NAME.
+_RUNNER_PROG: ContextVar[str | None] = ContextVar("benchmarks_runner_prog", default=None)
+
+
+def _git_commit() -> str:
+    """``commit abc1234`` of the checkout the benchmark ran from, ``+ local changes`` when its
+    tracked files (the results themselves aside) differ from it; ``no git checkout`` outside
+    one."""
+    root = PACKAGE_DIR.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+            timeout=10, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+             ":(exclude)benchmarks/results"], cwd=root,
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "no git checkout"
+    return f"commit {head}" + (" + local changes" if dirty else "")
+
+
+def _blas_owner(path: str) -> str:
+    """Which package bundles the BLAS at ``path`` (numpy and scipy wheels each ship one)."""
+    for name in ("numpy", "scipy"):
+        if f"{name}.libs" in path or f"/{name}/" in path:
+            return name
+    return Path(path).name or "?"
 
 
 def versions() -> str:
-    """One markdown line with the library versions and the BLAS in use."""
+    """One markdown line: kernelcw's version and commit, the library versions, the BLAS in use
+    (and whose it is) and the CPU."""
+    import matplotlib
     import numba
     import numpy
     import scipy
     import sklearn
+    import tqdm
     from threadpoolctl import threadpool_info
 
+    import kernelcw
+
     blas = [
-        f"{i.get('internal_api')} {i.get('version')} ({i.get('num_threads')} threads)"
+        f"{_blas_owner(i.get('filepath', ''))}: {i.get('internal_api')} {i.get('version')} "
+        f"({i.get('num_threads')} threads)"
         for i in threadpool_info()
         if i.get("user_api") == "blas"
     ]
@@ -45,15 +83,26 @@ def versions() -> str:
     except OSError:
         pass
     return (
+        f"kernelcw {kernelcw.__version__} ({_git_commit()}); "
         f"Python {platform.python_version()}, numpy {numpy.__version__}, "
         f"scipy {scipy.__version__}, numba {numba.__version__}, "
-        f"scikit-learn {sklearn.__version__}; BLAS: "
+        f"scikit-learn {sklearn.__version__}, matplotlib {matplotlib.__version__}, "
+        f"tqdm {tqdm.__version__}; BLAS: "
         f"{', '.join(blas) or 'unknown'}; CPU: {cpu}"
     )
 
 
+def progress(iterable=None, *, total: int | None = None, desc: str, unit: str = "it"):
+    """A tqdm progress bar on stderr (every benchmark shows one while it runs); it is updated
+    between timed sections only, never inside one."""
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit=unit)
+
+
 def interleaved(
-    contenders: dict[str, Callable[[], object]], repeats: int, pause: float = 0.3
+    contenders: dict[str, Callable[[], object]], repeats: int, pause: float = 0.3,
+    desc: str = "timing",
 ) -> dict[str, list[float]]:
     """Run each contender once per repeat, in turn; return the wall-clock seconds.
 
@@ -64,12 +113,14 @@ def interleaved(
     scipy's dsymv, 0.045 ms/round after a 0.3 s pause).
     """
     times: dict[str, list[float]] = {k: [] for k in contenders}
-    for _ in range(repeats):
-        for name, fn in contenders.items():
-            time.sleep(pause)
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
+    with progress(total=repeats * len(contenders), desc=desc, unit="run") as bar:
+        for _ in range(repeats):
+            for name, fn in contenders.items():
+                time.sleep(pause)
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+                bar.update(1)
     return times
 
 
@@ -101,10 +152,20 @@ def runner_command(name: str, args: Sequence[str]) -> Iterator[str]:
     """Within this block, :func:`command_line` is ``python -m benchmarks NAME ARGS``."""
     command = shlex.join(["python", "-m", "benchmarks", name, *args])
     token = _RUNNER_COMMAND.set(command)
+    prog = _RUNNER_PROG.set(f"python -m benchmarks {name}")
     try:
         yield command
     finally:
+        _RUNNER_PROG.reset(prog)
         _RUNNER_COMMAND.reset(token)
+
+
+def argument_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The benchmark's argument parser: its description is the docstring's first paragraph
+    (the summary the runner lists) and, through the runner, its usage line reads
+    ``python -m benchmarks NAME``."""
+    paragraph = (doc or "").strip().split("\n\n", 1)[0]
+    return argparse.ArgumentParser(prog=_RUNNER_PROG.get(), description=" ".join(paragraph.split()))
 
 
 def write_result(name: str, title: str, body: str) -> Path:

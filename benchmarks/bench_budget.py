@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -29,7 +28,7 @@ from sklearn.preprocessing import StandardScaler
 
 from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier, run_online
 
-from ._common import RESULTS, md_table, write_result
+from ._common import RESULTS, argument_parser, md_table, progress, write_result
 from .datasets import fashion_mnist, magic
 
 POLICIES = ("oldest", "random", "smallest", "project")
@@ -163,7 +162,7 @@ def throughput(args) -> str:
             "1",
         ]
     ]
-    for p, est in buds.items():
+    for p, est in progress(buds.items(), desc="budget throughput", unit="policy"):
         # "oldest" amortises a refactorisation over cycles of B/2 removals: time cycles
         rounds = max(args.tp_rounds, args.tp_cycle) if p == "oldest" else args.tp_rounds
         time.sleep(0.3)
@@ -189,7 +188,7 @@ def memory(args) -> str:
     est = AROWClassifier(kernel="rbf", budget=args.mem_budget, budget_policy="oldest")
     rows = []
     marks = {2_000, 10_000, n}
-    for lo in range(0, n, 1000):
+    for lo in progress(range(0, n, 1000), desc="budget memory", unit="chunk"):
         est.partial_fit(X[lo : lo + 1000], y[lo : lo + 1000], classes=[0, 1])
         if lo + 1000 in marks:
             rss, hwm = _rss_mib()
@@ -211,7 +210,7 @@ def _rss_mib() -> tuple[float, float]:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argument_parser(__doc__)
     ap.add_argument("--parts", default="accuracy,throughput,memory")
     ap.add_argument("--data", default="magic,fashion")
     ap.add_argument("--stream", type=int, default=12000, help="rounds per data set")

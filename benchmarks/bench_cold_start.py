@@ -7,14 +7,13 @@ cache the first run wrote (``cache=True`` on the compiled functions).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
-from ._common import md_table, median, write_result
+from ._common import argument_parser, md_table, median, progress, write_result
 
 SNIPPET = r"""
 import time, json
@@ -55,16 +54,18 @@ def measure(est: str, X: str, cache_dir: str) -> dict:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argument_parser(__doc__)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
     rows = []
+    bar = progress(total=len(CASES) * args.repeats, desc="cold_start", unit="process pair")
     for name, (est, X) in CASES.items():
         first, cached = [], []
         for _ in range(args.repeats):
             with tempfile.TemporaryDirectory() as cache:
                 first.append(measure(est, X, cache))
                 cached.append(measure(est, X, cache))
+            bar.update(1)
         rows.append(
             [
                 name,
@@ -74,6 +75,7 @@ def main(argv=None):
                 f"{median([r['second_fit'] for r in first]) * 1e3:.1f}",
             ]
         )
+    bar.close()
     body = (
         "Seconds, medians of fresh processes (200 x 20 data).\n\n"
         + md_table(

@@ -17,7 +17,6 @@ one chunk, both per n_sv^2 doubles.
 
 from __future__ import annotations
 
-import argparse
 import time
 import tracemalloc
 
@@ -26,7 +25,7 @@ from scipy.linalg.blas import dtrsv
 
 from kernelcw import AROWClassifier
 
-from ._common import md_table, write_result
+from ._common import argument_parser, md_table, progress, write_result
 
 
 def model_bytes(est) -> int:
@@ -54,7 +53,7 @@ def floor_per_input(n: int, reps: int, rng) -> float:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argument_parser(__doc__)
     ap.add_argument("--n", type=int, default=4096, help="rounds (about the final n_sv)")
     ap.add_argument("--chunk", type=int, default=256, help="rows per partial_fit call")
     ap.add_argument("--every", type=int, default=4, help="report every this many chunks")
@@ -74,7 +73,8 @@ def main(argv=None):
     est = {k: mk() for k, mk in make.items()}
     rows, curve = [], {"cholesky": [], "explicit": [], "floor": [], "n": []}
     peak_ratio = None
-    for c, lo in enumerate(range(0, args.n, args.chunk)):
+    starts = range(0, args.n, args.chunk)
+    for c, lo in enumerate(progress(starts, desc="dual_throughput", unit="chunk")):
         hi = min(args.n, lo + args.chunk)
         times = {}
         for name, e in est.items():

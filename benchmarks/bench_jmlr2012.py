@@ -46,7 +46,6 @@ intercept) and with ``learning_rate="pa1"`` (grid: eta0 = C, no penalty).
 
 from __future__ import annotations
 
-import argparse
 import warnings
 from collections import Counter
 from collections.abc import Callable
@@ -65,7 +64,7 @@ from kernelcw import (
     SOPClassifier,
 )
 
-from ._common import RESULTS, md_table, write_result
+from ._common import RESULTS, argument_parser, md_table, write_result
 from .datasets import NEWSGROUPS_PAIRS, newsgroups
 
 CLASSES = np.array([0, 1])
@@ -388,7 +387,7 @@ def report(args, algos, problems, results, shapes, floored) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argument_parser(__doc__)
     ap.add_argument("--problems", default="comp,sci,talk", help="comma-separated problems")
     ap.add_argument(
         "--algorithms",

@@ -35,7 +35,6 @@ is shown. On a loaded machine pass ``--blas-threads 1`` (see ``bench_libol``).
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 from collections.abc import Callable
@@ -48,7 +47,7 @@ from threadpoolctl import threadpool_limits
 
 from kernelcw import CWClassifier, SCWClassifier, run_online
 
-from ._common import RESULTS, md_table, median, write_result
+from ._common import RESULTS, argument_parser, md_table, median, write_result
 from .datasets import fashion_mnist, magic
 
 RULES: dict[str, type] = {"SCW-I": SCWClassifier, "CW-Stdev": CWClassifier}
@@ -254,7 +253,7 @@ def plot(curves: dict[str, list[tuple]], path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argument_parser(__doc__)
     ap.add_argument("--data", default="magic,fashion", help="comma-separated: magic,fashion")
     ap.add_argument("--magic-train", type=int, default=12000, help="magic training rows")
     ap.add_argument("--fashion-train", type=int, default=4000, help="Fashion-MNIST pair rows")

@@ -52,7 +52,7 @@ from kernelcw import (
     run_online,
 )
 
-from ._common import RESULTS, md_table, median, write_result
+from ._common import RESULTS, argument_parser, md_table, median, write_result
 from .datasets import magic, spambase
 
 DATA: dict[str, Callable[[], tuple[np.ndarray, np.ndarray]]] = {
@@ -161,7 +161,7 @@ def plot(bars: dict[str, list[tuple[str, dict[str, list[float]]]]], names, path)
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argument_parser(__doc__)
     ap.add_argument("--data", default="magic,spambase", help="comma-separated: magic,spambase")
     ap.add_argument("--forms", default="linear,rbf", help="comma-separated: linear,rbf")
     ap.add_argument("--orders", type=int, default=20, help="random orders of each data set")

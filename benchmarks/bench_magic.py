@@ -16,7 +16,6 @@ training rows' statistics.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -25,7 +24,7 @@ from sklearn.svm import SVC
 
 from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier, run_online
 
-from ._common import md_table, write_result
+from ._common import argument_parser, md_table, progress, write_result
 from .datasets import magic
 
 
@@ -43,7 +42,7 @@ def learners():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argument_parser(__doc__)
     ap.add_argument("--train", type=int, default=12000, help="training rows (rest: test)")
     ap.add_argument("--seed", type=int, default=0, help="random order of the rows")
     args = ap.parse_args(argv)
@@ -60,7 +59,7 @@ def main(argv=None):
         est.__class__(**est.get_params()).fit(X_tr[:300], y_tr[:300])
 
     rows = []
-    for name, est in learners().items():
+    for name, est in progress(learners().items(), desc="magic", unit="learner"):
         res = run_online(est, X_tr, y_tr)
         fitted = res.estimator
         t0 = time.perf_counter()

@@ -70,7 +70,6 @@ readings: long-axis std 2, 5 and 10; noise coordinates with std 2; and reading
 
 from __future__ import annotations
 
-import argparse
 import math
 import warnings
 from collections.abc import Callable
@@ -88,7 +87,7 @@ from kernelcw import (
     run_online,
 )
 
-from ._common import RESULTS, md_table, write_result
+from ._common import RESULTS, argument_parser, md_table, write_result
 
 D = 20
 ETAS = [0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99]
@@ -475,7 +474,7 @@ def sensitivity_table(results: dict, labels: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argument_parser(__doc__)
     ap.add_argument("--runs", type=int, default=20, help="reported data sets")
     ap.add_argument("--tune-runs", type=int, default=5, help="tuning data sets (other seeds)")
     ap.add_argument("--n-train", type=int, default=1000, help="rounds per data set")

