@@ -289,13 +289,19 @@ def paired_table(algos, problems, results, baseline: str) -> list[str]:
 def report(args, algos, problems, results, shapes, floored) -> str:
     header = ["algorithm", *problems]
     rows = []
-    best = {prob: min(np.mean(results[prob][a.name]["test"]) for a in algos) for prob in problems}
+    def shown_mean(t):  # the mean as printed: rows that print the lowest are all bold
+        return pm(t).split(" ±")[0]
+
+    best = {
+        prob: shown_mean(min((results[prob][a.name]["test"] for a in algos), key=np.mean))
+        for prob in problems
+    }
     for a in algos:
         row = [a.name + ("" if a.in_paper else " *")]
         for prob in problems:
             t = results[prob][a.name]["test"]
             cell = pm(t)
-            row.append(f"**{cell}**" if np.mean(t) == best[prob] else cell)
+            row.append(f"**{cell}**" if shown_mean(t) == best[prob] else cell)
         rows.append(row)
     chosen_rows = []
     for a in algos:
@@ -338,9 +344,9 @@ def report(args, algos, problems, results, shapes, floored) -> str:
         "",
         md_table(header, rows),
         "",
-        "Bold: the lowest mean per problem. `*`: not in the paper's table (added for "
-        "reference). The paper's published error rates are not shown: its text was not "
-        "available to us, and we print no number we could not check.",
+        "Bold: the lowest mean per problem as printed (ties all bold). `*`: not in the "
+        "paper's table (added for reference). The paper's published error rates are not "
+        "shown: its text was not available to us, and we print no number we could not check.",
         "",
         *paired,
         "## Chosen settings (the two most frequent parameters over the folds, with counts; "

@@ -24,8 +24,8 @@ Decisions
   readings: (A) std 1 along the long axis, the short one much smaller; (B) std 1
   along the short axis, the long one larger. The short axis sets the margin
   against the noise coordinates and so the first-order learners' mistakes:
-  under (A) with short std 0.1 the Perceptron and PA make about 460 mistakes
-  (sensitivity table), 3.5 times the paper's 129; under (B) they make about
+  under (A) with short std 0.1 the Perceptron and PA make about 460-470 mistakes
+  (sensitivity table), some 3.6 times the paper's 129; under (B) they make about
   120-175 for any long-axis std from 2 to 5, near the paper's. We therefore take
   (B): ``--short-std 1``, and ``--long-std 3`` for the unspecified long axis (an
   elongated 3:1 ellipse). This choice of reading uses one reported number (the
@@ -329,6 +329,9 @@ def claims_table(res: dict, spread: np.ndarray | None) -> str:
     if over:
         second_cell += "; at or over 80: " + ", ".join(over)
     first_cell = ", ".join(f"{n} {v:.1f}" for n, v in first.items())
+    under = [f"{n} {v:.1f}" for n, v in first.items() if v < 129.0]
+    if under:
+        first_cell += "; under 129: " + ", ".join(under)
     rows = [
         ["every second-order method (SOP, CW-Var, CW-Stdev) makes fewer than", "80", second_cell],
         ["first-order methods (Perceptron, PA) make at least", "129", first_cell],
@@ -473,6 +476,36 @@ def sensitivity_table(results: dict, labels: list[str]) -> str:
     return md_table(["mean mistakes after the last round"] + labels, rows)
 
 
+def reading(s: Setting, args) -> list[str]:
+    """How the paper's loose description was read (the module docstring says why)."""
+    return [
+        "## How we read the paper's description",
+        "",
+        f"- **The ellipse.** The paper gives one std (1) for a 45-degree rotated Gaussian that "
+        f"has a long axis. We read it as the short axis's std and take {s.long_std:g} for the "
+        f"long axis, which the paper does not give (here: short {s.short_std:g}, long "
+        f"{s.long_std:g}). The other reading, std 1 along the long axis and a short one much "
+        "smaller, makes the first-order learners err some 3.6 times the paper's 129 (the last "
+        "column of the last table, when run with `--sensitivity`).",
+        "- **The label** is the side of the separator along the long axis, through the origin "
+        "(the learners have no bias; the paper calls the set linearly separable): "
+        "y = sign(w . x) with w = (1, -1)/sqrt(2). No label noise.",
+        f"- **N(0, 2)** is read as variance 2: noise std {s.noise_std:.3g}.",
+        f"- **Tuning.** The paper tuned on a single similar data set; we tune every parameter on "
+        f"{args.tune_runs} other data sets (mean mistakes; grids in the module docstring of "
+        f"`benchmarks/bench_nips2008.py`), then report {args.runs} fresh ones."
+        + (
+            f" `--single-tune {args.single_tune}` also tunes the CW learners on single data "
+            "sets, as the paper did, to show how far that alone moves their ratios."
+            if args.single_tune
+            else ""
+        ),
+        "- **PA** is PA-I with C tuned, plain PA (C = infinity) in the grid; **diagonal CW** "
+        "uses the KL diagonalisation (JMLR 2012 section 6).",
+        "",
+    ]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argument_parser(__doc__)
     ap.add_argument("--runs", type=int, default=20, help="reported data sets")
@@ -514,8 +547,11 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.runs} reported data sets (seeds {args.seed}..{args.seed + args.runs - 1}), "
         f"test error on {args.n_test:,} fresh points each; parameters tuned on "
         f"{args.tune_runs} other data sets (seeds {args.seed + 1000}..). How the paper's "
-        "description was read, and why, is in the module docstring of "
-        "`benchmarks/bench_nips2008.py`.",
+        "description was read is the next section; why, with the evidence, is in the module "
+        "docstring of `benchmarks/bench_nips2008.py`.",
+        "",
+        *reading(main_setting, args),
+        "## Results",
         "",
         main_table(res),
         "",
