@@ -48,6 +48,10 @@ def _git_commit() -> str:
     return f"commit {head}" + (" + local changes" if dirty else "")
 
 
+#: Read once, when the benchmark starts: the code that ran, not what the tree holds at its end.
+_COMMIT_AT_START = _git_commit()
+
+
 def _blas_owner(path: str) -> str:
     """Which package bundles the BLAS at ``path`` (numpy and scipy wheels each ship one)."""
     for name in ("numpy", "scipy"):
@@ -83,7 +87,7 @@ def versions() -> str:
     except OSError:
         pass
     return (
-        f"kernelcw {kernelcw.__version__} ({_git_commit()}); "
+        f"kernelcw {kernelcw.__version__} ({_COMMIT_AT_START}); "
         f"Python {platform.python_version()}, numpy {numpy.__version__}, "
         f"scipy {scipy.__version__}, numba {numba.__version__}, "
         f"scikit-learn {sklearn.__version__}, matplotlib {matplotlib.__version__}, "
