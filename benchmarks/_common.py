@@ -30,8 +30,8 @@ _RUNNER_PROG: ContextVar[str | None] = ContextVar("benchmarks_runner_prog", defa
 
 def _git_commit() -> str:
     """``commit abc1234`` of the checkout the benchmark ran from, ``+ local changes`` when its
-    tracked files (the results themselves aside) differ from it; ``no git checkout`` outside
-    one."""
+    code (kernelcw/, benchmarks/ but their results, pyproject.toml) differs from it; ``no git
+    checkout`` outside one."""
     root = PACKAGE_DIR.parent
     try:
         head = subprocess.run(
@@ -39,8 +39,8 @@ def _git_commit() -> str:
             timeout=10, check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-             ":(exclude)benchmarks/results"], cwd=root,
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "kernelcw",
+             "benchmarks", "pyproject.toml", ":(exclude)benchmarks/results"], cwd=root,
             capture_output=True, text=True, timeout=10, check=True,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
