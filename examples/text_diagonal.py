@@ -19,7 +19,7 @@ Zipf's law. (For the real 20 Newsgroups problem see
 The script turns the posts into a binary bag of words with scikit-learn's
 ``CountVectorizer``, learns CW-Stdev with diagonal covariance in one online pass,
 compares it with scikit-learn's ``SGDClassifier`` (linear SVM, several epochs),
-and prints the test accuracies, the words with the largest weights for each group
+and prints the test accuracies, the words whose weights vote most strongly for each group
 with their variances, and how the variance falls with a word's frequency.
 
 Run it (a few seconds)::
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> dict:
     for sign, cls in ((-1, cw.classes_[0]), (1, cw.classes_[1])):
         order = np.argsort(-sign * mu)[: args.top]
         top[cls] = [(str(words[j]), float(mu[j]), float(var[j]), int(df[j])) for j in order]
-        print(f"\nwords with the largest weights for '{cls}'")
+        print(f"\nwords voting most strongly for '{cls}' (weight {'<' if sign < 0 else '>'} 0)")
         print(f"{'word':<12} {'weight':>8} {'variance':>9} {'posts':>6}")
         for word, m, v, n in top[cls]:
             print(f"{word:<12} {m:>8.3f} {v:>9.4f} {n:>6}")

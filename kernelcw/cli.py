@@ -256,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget-policy",
         choices=("project", "oldest", "random", "smallest"),
         help="which support vector leaves at the budget (default project: the one whose "
-        "projection onto the others moves the model least, projected)",
+        "projection onto the others moves the model least, and its weight is projected "
+        "onto them)",
     )
 
     g = run.add_argument_group("data")
@@ -398,6 +399,34 @@ def _is_dual(est) -> bool:
     )
 
 
+def _unused_options(args: argparse.Namespace) -> list[str]:
+    """Options the user gave that this run does not use (kernel, solver and budget ones)."""
+    kernel = args.kernel or "linear"
+    dual = kernel != "linear" or args.dual or args.budget is not None
+    uses = {
+        "gamma": kernel in ("rbf", "poly", "laplacian"),
+        "degree": kernel == "poly",
+        "coef0": kernel == "poly",
+        "solver": dual,
+        "budget_policy": args.budget is not None,
+        "diag_method": args.covariance == "diag" and not dual,
+    }
+    why = {
+        "gamma": f"the {kernel} kernel has no width",
+        "degree": f"only the poly kernel has a degree (this run: {kernel})",
+        "coef0": f"only the poly kernel has a constant (this run: {kernel})",
+        "solver": "the solver is the dual form's, and this run is primal (linear kernel, "
+        "no --budget, no --dual)",
+        "budget_policy": "there is no --budget",
+        "diag_method": "it needs --covariance diag in the primal form",
+    }
+    return [
+        f"--{p.replace('_', '-')} does not apply: {why[p]}"
+        for p, used in uses.items()
+        if getattr(args, p, None) is not None and not used
+    ]
+
+
 def _check_parameters(estimators: dict) -> None:
     """Fit each estimator on a 2 x 1 problem, so bad parameters fail before any data work."""
     from sklearn.base import clone
@@ -425,10 +454,14 @@ def _warm_up(est, X, y, classes) -> None:
     d = X.shape[1]
     k = d if _full_covariance_bytes(d, len(classes)) <= 2**28 else min(d, 64)
     rows = X[:64, :k] if sp.issparse(X) else np.ascontiguousarray(X[:64, :k])
+    warm = clone(est)
+    budget = warm.get_params().get("budget")
+    if budget is not None:  # a small budget binds within the warm-up: its code loads too
+        warm.set_params(budget=min(budget, 8))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            clone(est).partial_fit(rows, y[:64], classes=classes)
+            warm.partial_fit(rows, y[:64], classes=classes)
     except (ValueError, FloatingPointError):
         pass  # the real run reports it
 
@@ -604,6 +637,8 @@ def _run(args: argparse.Namespace) -> int:
                 f"{PROG} run: note: {option} does not apply to {', '.join(names)}; ignored",
                 file=sys.stderr,
             )
+    for note in _unused_options(args):
+        print(f"{PROG} run: note: {note}; ignored", file=sys.stderr)
     estimators = {name: make_estimator(name, args) for name in names}
     _check_parameters(estimators)
     if args.plot:

@@ -12,6 +12,7 @@ raises :class:`DatasetError` (a ``ValueError``) with a one-line message.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -109,6 +110,58 @@ def load_builtin(name: str) -> Dataset:
     )
 
 
+def _data_lines(path: str):
+    """(line number, text) of each example line of an svmlight file: comments cut, blank
+    lines skipped, ``.gz`` / ``.bz2`` decompressed, as scikit-learn reads it."""
+    import bz2
+    import gzip
+
+    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(os.path.splitext(path)[1], open)
+    with opener(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            text = raw.decode("utf-8", "replace").split("#", 1)[0].strip()
+            if text:
+                yield lineno, text
+
+
+def _line_problem(text: str) -> str | None:
+    """What is wrong with one example line (``label index:value ...``), or None."""
+    label, *pairs = text.split()
+    try:
+        value = float(label)
+    except ValueError:
+        return f"the label {label!r} is not a number"
+    if not math.isfinite(value) or value != round(value):
+        return f"the label {label!r} is not a class label (an integer)"
+    for pair in pairs:
+        index, sep, val = pair.partition(":")
+        if not sep:
+            return f"{pair!r} is not index:value"
+        if index == "qid":
+            continue
+        try:
+            int(index)
+        except ValueError:
+            return f"the index in {pair!r} is not an integer"
+        try:
+            number = float(val)
+        except ValueError:
+            return f"the value in {pair!r} is not a number"
+        if not math.isfinite(number):
+            return f"the value in {pair!r} is not finite"
+    return None
+
+
+def _first_bad_line(path: str) -> str | None:
+    """``line N: what is wrong: the line`` for the first bad example line, or None."""
+    for lineno, text in _data_lines(path):
+        problem = _line_problem(text)
+        if problem:
+            shown = text if len(text) <= 60 else text[:57] + "..."
+            return f"line {lineno}: {problem}: {shown!r}"
+    return None
+
+
 def load_svmlight(path: str | os.PathLike) -> Dataset:
     """Read a LIBSVM / svmlight file (``label index:value ...`` per line).
 
@@ -133,13 +186,20 @@ def load_svmlight(path: str | os.PathLike) -> Dataset:
     except OSError as e:
         raise DatasetError(f"cannot read data file {path!r}: {e.strerror or e}") from None
     except (ValueError, TypeError, IndexError) as e:  # UnicodeDecodeError is a ValueError
-        detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+        detail = _first_bad_line(path) or (
+            str(e).splitlines()[0] if str(e) else type(e).__name__
+        )
         raise DatasetError(
             f"{path!r} is not a LIBSVM/svmlight file ('label index:value ...' per line): {detail}"
         ) from None
     if X.shape[0] == 0:
         raise DatasetError(f"data file {path!r} holds no examples")
     labels = np.asarray(y)
+    if not (np.all(np.isfinite(X.data)) and np.all(np.isfinite(labels))) or np.any(
+        labels != np.round(labels)
+    ):
+        detail = _first_bad_line(path) or "non-finite values or non-integer labels"
+        raise DatasetError(f"{path!r}: {detail}")
     # Integral float labels (1.0, -1.0) read back as ints, so they print as in the file.
     if labels.size and np.all(np.isfinite(labels)) and np.all(labels == np.round(labels)):
         labels = labels.astype(np.int64)

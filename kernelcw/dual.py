@@ -58,6 +58,7 @@ semi-definite, and the learner raises a ``ValueError`` naming it.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -748,6 +749,7 @@ class DualModel:
         self.store = None
         self.pos = np.zeros(0, dtype=np.int64)
         self.n_seen = 0  # training rows seen by partial_fit (default positions)
+        self.broken: str | None = None  # why the model is unusable (learn's docstring)
 
     def set_rule(self, rule: RuleParams) -> None:
         if rule.a != self.a:
@@ -816,7 +818,67 @@ class DualModel:
         """One pass over X (dense or CSR) in order; Y (n, K) in {-1, +1}; out (n, K)
         gets the decision values seen before each update; ``positions`` are the
         rows' positions in the training data (default: continuing the stream).
-        Returns (n_updates, n_mistakes, n_floored) per model."""
+        Returns (n_updates, n_mistakes, n_floored) per model.
+
+        All or nothing: an error part-way (a kernel found not positive
+        semi-definite, a step out of float64's range, an interrupt) leaves the model
+        as it was before the call. The append-only forms (Cholesky panels, the
+        first-order coefficients) are cut back to their length at the call's start;
+        the forms updated in place (the explicit nu/Pi, a budget's nu/Pi) are
+        restored from a copy taken at the start (O(n_sv^2), about one round's
+        work). The "oldest" budget's queue form is too large to copy per call: an
+        error there marks the model unusable (``broken``) instead."""
+        self.check_usable()
+        if any(m.q is not None for m in self.models):
+            saved, cut = None, None
+        elif self.budget is None and all(
+            not m.explicit or m.first_order for m in self.models
+        ):
+            saved, cut = None, self._mark()
+        else:
+            saved, cut = copy.deepcopy(self.__dict__), None
+        try:
+            return self._learn(X, Y, out, positions)
+        except BaseException as exc:
+            if cut is not None:
+                self._cut_back(cut)
+            elif saved is not None:
+                self.__dict__.clear()
+                self.__dict__.update(saved)
+            else:
+                self.broken = f"{type(exc).__name__}: {exc}"
+            raise
+
+    def check_usable(self) -> None:
+        if getattr(self, "broken", None) is not None:
+            raise RuntimeError(
+                "this model was left part-way through a partial_fit call by an error "
+                f"({self.broken}); the \"oldest\" budget's queue form cannot be restored, so "
+                "the model is unusable: call fit to start over"
+            )
+
+    def _mark(self) -> tuple:
+        """What an append-only form needs to be cut back to this moment."""
+        per_model = [
+            (m.n, len(m.L), len(m.gram), m.r.shape[0], m.zeta.shape[0], m.kap.shape[0],
+             m.entry.shape[0], m.clock, m.counter)
+            for m in self.models
+        ]
+        return self.n_store, self.pos.shape[0], self.n_seen, per_model
+
+    def _cut_back(self, mark: tuple) -> None:
+        n_store, n_pos, n_seen, per_model = mark
+        self.n_store, self.pos, self.n_seen = n_store, self.pos[:n_pos], n_seen
+        for m, (n, nL, ng, nr, nz, nk, ne, clock, counter) in zip(
+            self.models, per_model, strict=True
+        ):
+            m.idx = m.idx[:n]
+            del m.L[nL:], m.gram[ng:]
+            m.r, m.zeta, m.kap, m.entry = m.r[:nr], m.zeta[:nz], m.kap[:nk], m.entry[:ne]
+            m.clock, m.counter = clock, counter
+            m._nu_cache = None
+
+    def _learn(self, X, Y: np.ndarray, out: np.ndarray, positions=None):
         K = len(self.models)
         n = X.shape[0]
         if positions is None:
@@ -1184,6 +1246,7 @@ class DualModel:
 
     def decision(self, X, with_variance: bool = False, chunk: int = 1024):
         """(f, v) for new data, each (n, K); v is None unless asked for."""
+        self.check_usable()
         n = X.shape[0]
         K = len(self.models)
         F = np.empty((n, K))

@@ -165,6 +165,8 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         ):
             raise ValueError(f"budget={self.budget!r} must be None or an integer >= 1")
         check_option("budget_policy", self.budget_policy, POLICIES)
+        # gamma, degree and coef0 are checked whatever the kernel, as scikit-learn's SVC does
+        Kernel(self.kernel, self.gamma, self.degree, self.coef0, 1)
         linear = isinstance(self.kernel, str) and self.kernel == "linear"
         if self.mode == "primal" and not linear:
             raise ValueError(
@@ -209,8 +211,9 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         _check_finite_rows(X)
         return X
 
-    def _validate_training(self, X, y, classes, first_call: bool):
-        """All checks before any state changes; returns (X, y, classes_)."""
+    def _validate_training(self, X, y, classes, first_call: bool, square: bool = False):
+        """All checks before any state changes; returns (X, y, classes_). ``square``:
+        a precomputed kernel's X must be the whole Gram matrix (``fit``)."""
         # validate_data(reset=True) writes n_features_in_ (and feature_names_in_):
         # put them back if anything below fails, so a bad call changes nothing.
         saved = {
@@ -229,6 +232,13 @@ class _CWBase(ClassifierMixin, BaseEstimator):
                 reset=first_call,
             )
             _check_finite_rows(X)
+            if square and isinstance(self.kernel, str) and self.kernel == "precomputed" and (
+                X.shape[0] != X.shape[1]
+            ):
+                raise ValueError(
+                    "kernel='precomputed': fit needs the square Gram matrix "
+                    f"K(X_train, X_train), got X of shape {X.shape}"
+                )
             row = _first_overflowing_row(X, float(self.a))
             if row >= 0:
                 raise ValueError(
@@ -284,6 +294,7 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         K = 1 if len(classes_) == 2 else len(classes_)
         for key in ("mean_", "covariance_", "_dual"):
             self.__dict__.pop(key, None)
+        self._began_with = self._structure()
         if dual:
             kernel = Kernel(self.kernel, self.gamma, self.degree, self.coef0, d)
             block = DUAL_BLOCK if self.block_size is None else self.block_size
@@ -315,6 +326,35 @@ class _CWBase(ClassifierMixin, BaseEstimator):
             cov = np.full((K, d), a)
         self.covariance_ = cov[0] if K == 1 else cov
         self._set_counters(classes_, K)
+
+    #: Parameters that shape the stored state: ``partial_fit`` refuses to continue a model
+    #: after ``set_params`` changed one of them (the rule's own parameters, such as eta, C
+    #: or r, may change between calls and apply from the next round on).
+    _STRUCTURAL = (
+        "kernel", "gamma", "degree", "coef0", "mode", "solver", "covariance", "budget",
+        "budget_policy",
+    )
+
+    def _structure(self) -> dict:
+        return {k: getattr(self, k) for k in self._STRUCTURAL}
+
+    def _check_structure(self) -> None:
+        """ValueError if set_params changed a structural parameter since the model began."""
+        began = self.__dict__.get("_began_with")
+        if began is None:
+            return
+        now = self._structure()
+        changed = [
+            k for k in self._STRUCTURAL
+            if not (now[k] is began[k] or (not callable(now[k]) and now[k] == began[k]))
+        ]
+        if changed:
+            what = ", ".join(f"{k} from {began[k]!r} to {now[k]!r}" for k in changed)
+            raise ValueError(
+                f"set_params changed {what} since this model began; these shape the stored "
+                "state, so partial_fit cannot continue it: call fit to start over (or set "
+                "them back)"
+            )
 
     def _set_counters(self, classes_: np.ndarray, K: int) -> None:
         self.classes_ = classes_
@@ -391,7 +431,7 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         papers; ``n_mistakes_`` counts the mistakes over all passes.
         """
         rule, a, dual = self._params()
-        X, y, classes_ = self._validate_training(X, y, None, first_call=True)
+        X, y, classes_ = self._validate_training(X, y, None, first_call=True, square=True)
         self._init_state(classes_, X.shape[1], a, rule, dual)
         Y = self._label_matrix(y)
         rng = check_random_state(self.random_state)
@@ -425,6 +465,8 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         """partial_fit that returns the (n, K) decision values seen before each update."""
         rule, a, dual = self._params()
         first_call = not hasattr(self, "classes_")
+        if not first_call:
+            self._check_structure()
         if not first_call and dual != self._is_dual:
             raise ValueError(
                 f"kernel={self.kernel!r}, mode={self.mode!r} selects the "
@@ -508,6 +550,13 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         if self._is_dual:
+            if self._dual.kernel.name != "linear":
+                # AttributeError, so hasattr(), getattr(..., None) and dir() work
+                raise AttributeError(
+                    f"coef_ exists for the linear kernel only; this model's kernel is "
+                    f"{self._dual.kernel.name!r}, whose feature space has no finite weight "
+                    "vector here: see dual_coef_ and support_vectors_"
+                )
             return primal_from_dual(self)[0].reshape(self._n_models, -1)
         return self.mean_.reshape(self._n_models, -1)
 
@@ -520,6 +569,7 @@ class _CWBase(ClassifierMixin, BaseEstimator):
                 f"{name} exists for dual (kernel) models only; this one is primal "
                 "(kernel='linear', mode='auto'): see mean_ and covariance_"
             )
+        self._dual.check_usable()
         return self._dual
 
     def _per_model(self, values: list):
@@ -571,6 +621,8 @@ class _CWBase(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
+        # rows of a Gram matrix: scikit-learn's splitters then cut K[train][:, train]
+        tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
         return tags
 
 

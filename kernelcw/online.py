@@ -96,6 +96,12 @@ def run_online(
     -------
     OnlineResult
     """
+    if not hasattr(estimator, "partial_fit"):
+        raise TypeError(
+            f"run_online needs an estimator that learns online (has partial_fit); "
+            f"{type(estimator).__name__} has none (a Pipeline, for one, learns only in batch: "
+            "scale the stream beforehand and pass the classifier itself)"
+        )
     est = clone(estimator) if fresh else estimator
     y = np.asarray(y)
     n = y.shape[0]

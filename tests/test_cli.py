@@ -216,6 +216,32 @@ def test_option_that_applies_to_no_algorithm_is_noted(capsys):
     assert "arow" in table_rows(captured.out)
 
 
+@pytest.mark.parametrize(
+    ("argv", "note"),
+    [
+        (["--gamma", "0.5"], "--gamma does not apply: the linear kernel has no width"),
+        (["--kernel", "rbf", "--degree", "2"], "--degree does not apply: only the poly kernel"),
+        (["--coef0", "1"], "--coef0 does not apply"),
+        (["--solver", "explicit"], "--solver does not apply"),
+        (["--budget-policy", "oldest"], "--budget-policy does not apply: there is no --budget"),
+        (["--diag-method", "l2"], "--diag-method does not apply: it needs --covariance diag"),
+    ],
+)
+def test_kernel_solver_and_budget_options_that_do_not_apply_are_noted(capsys, argv, note):
+    assert main(["run", "--limit", "30", "-a", "arow", *argv]) == 0
+    assert f"note: {note}" in capsys.readouterr().err
+
+
+def test_options_that_apply_raise_no_note(capsys):
+    argv = ["--kernel", "poly", "--gamma", "0.5", "--degree", "2", "--coef0", "1", "--solver",
+            "explicit", "--budget", "20", "--budget-policy", "oldest"]
+    assert main(["run", "--limit", "60", "-a", "arow", *argv]) == 0
+    assert "note" not in capsys.readouterr().err
+    assert main(["run", "--limit", "30", "-a", "arow", "--covariance", "diag",
+                 "--diag-method", "l2"]) == 0
+    assert "note" not in capsys.readouterr().err
+
+
 def test_algorithm_names_are_forgiving(capsys):
     argv = ["-a", " SCW-1 ,arow,", "-a", "scw1", "-a", "PA_1", "-a", "cw_stdev"]
     assert main(["run", "--limit", "30", *argv]) == 0
@@ -282,6 +308,27 @@ def test_bad_data_file(tmp_path, capsys, content, fragment):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert_one_line_error(captured.err, fragment)
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (b"1 1:0.5\n1 1 0.4\n", "line 2: '1' is not index:value: '1 1 0.4'"),
+        (b"1 1:0.5\n-1 2:x\n", "line 2: the value in '2:x' is not a number"),
+        (b"1 1:0.5\n-1 a:1\n", "line 2: the index in 'a:1' is not an integer"),
+        (b"# head\n1 1:0.5\n\n-1 1:0.2 2:nan\n", "line 4: the value in '2:nan' is not finite"),
+        (b"1 1:0.5\n-1 1:0.1\n0.5 1:2\n", "line 3: the label '0.5' is not a class label"),
+        (b"1 1:0.5\nabc 1:2\n", "line 2: the label 'abc' is not a number"),
+    ],
+)
+def test_bad_data_line_is_named_by_its_line_number(tmp_path, capsys, content, fragment):
+    """Checked when the file is read, before any learner runs: --shuffle cannot move it."""
+    path = tmp_path / "data.svm"
+    path.write_bytes(content)
+    assert main(["run", "--data", str(path), "--shuffle", "--seed", "1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert_one_line_error(captured.err, str(path), fragment)
 
 
 def test_data_file_that_is_a_directory(tmp_path, capsys):
@@ -419,8 +466,9 @@ def test_load_svmlight(tmp_path):
     assert data.name == "tiny.svm" and data.sparse and sp.isspmatrix_csr(data.X)
     assert data.X.shape == (3, 3)
     assert data.y.tolist() == [1, -1, 2] and data.y.dtype.kind == "i"
-    path.write_text("0.5 1:1\n-1 2:1\n")
-    assert load_svmlight(path).y.tolist() == [0.5, -1.0]  # non-integral labels stay floats
+    path.write_text("-1 2:1\n0.5 1:1\n")  # a class label is an integer, as scikit-learn asks
+    with pytest.raises(DatasetError, match=r"line 2: the label '0.5' is not a class label"):
+        load_svmlight(path)
     with pytest.raises(DatasetError, match="does not exist"):
         load_svmlight(tmp_path / "missing.svm")
 

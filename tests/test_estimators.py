@@ -430,3 +430,142 @@ def test_primal_block_size_changes_nothing_but_speed(block_size):
     np.testing.assert_allclose(est.mean_, ref.mean_, rtol=1e-11, atol=1e-14)
     np.testing.assert_allclose(est.covariance_, ref.covariance_, rtol=1e-11, atol=1e-14)
     assert est.n_mistakes_ == ref.n_mistakes_ and est.n_updates_ == ref.n_updates_
+
+
+# ---------------------------------------------------------------------------------------
+# An error part-way through partial_fit; set_params between calls; scikit-learn's protocols
+# ---------------------------------------------------------------------------------------
+
+
+def _minkowski(A, B):
+    """An indefinite 'kernel': the last coordinate enters with a minus sign."""
+    A, B = np.asarray(A), np.asarray(B)
+    return A[:, :-1] @ B[:, :-1].T - np.outer(A[:, -1], B[:, -1])
+
+
+def _indefinite_stream(n=300, bad=230):
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(n, 4))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    X = np.hstack([X, np.zeros((n, 1))])
+    X[bad, -1] = 10.0  # x' Sigma x < 0 at this row only
+    return X, y
+
+
+def _dual_state(m, X):
+    return (
+        m.decision_function(X).copy(), np.copy(m.n_updates_), np.copy(m.n_mistakes_),
+        np.copy(m.n_support_), np.copy(m.support_), np.copy(m.dual_coef_),
+        np.copy(m.covariance_coef_),
+    )
+
+
+@pytest.mark.parametrize("est", ["arow", "pa1"])
+@pytest.mark.parametrize(
+    "form",
+    [
+        dict(), dict(block_size=16), dict(solver="explicit"),
+        dict(budget=25), dict(budget=25, budget_policy="random"),
+        dict(budget=25, budget_policy="smallest"), dict(budget=25, budget_policy="oldest"),
+    ],
+    ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()) or "cholesky",
+)
+def test_an_error_part_way_leaves_the_dual_model_as_it_was(est, form):
+    """A kernel found indefinite at row 230 of a 100-row call (several blocks in): the model
+    is exactly as before the call, and continues as if the call had not happened."""
+    X, y = _indefinite_stream()
+    make = {
+        "arow": lambda: AROWClassifier(kernel=_minkowski, random_state=0, **form),
+        "pa1": lambda: PAClassifier(variant=1, kernel=_minkowski, random_state=0, **form),
+    }[est]
+    m = make().partial_fit(X[:200], y[:200])
+    before = _dual_state(m, X[:60])
+    queue = est == "arow" and form.get("budget_policy") == "oldest"
+    with pytest.raises(ValueError, match=r"not positive semi-definite: at training row 230"):
+        m.partial_fit(X[200:], y[200:])
+    if queue:  # the queue form is not copied per call: the model says it is unusable
+        for use in (lambda: m.decision_function(X[:5]), lambda: m.dual_coef_,
+                    lambda: m.partial_fit(X[:5], y[:5])):
+            with pytest.raises(RuntimeError, match="call fit to start over"):
+                use()
+        m.fit(X[:200], y[:200])  # fit starts over
+        assert m.decision_function(X[:5]).shape == (5,)
+        return
+    for a, b in zip(before, _dual_state(m, X[:60]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    m.partial_fit(X[200:229], y[200:229])
+    ref = make().partial_fit(X[:200], y[:200]).partial_fit(X[200:229], y[200:229])
+    for a, b in zip(_dual_state(ref, X[:60]), _dual_state(m, X[:60]), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_coef_of_a_kernel_model_is_an_attribute_error():
+    X, y = make_blobs(60, 3, centers=2, random_state=0)
+    m = SCWClassifier(kernel="rbf").fit(X, y)
+    assert not hasattr(m, "coef_")
+    assert "coef_" not in dir(m)
+    with pytest.raises(AttributeError, match="linear kernel only.*'rbf'"):
+        m.coef_  # noqa: B018
+    lin = SCWClassifier(kernel="linear", mode="dual").fit(X, y)
+    assert lin.coef_.shape == (1, 3)
+
+
+def test_precomputed_kernel_is_pairwise_for_scikit_learn_splitters():
+    from sklearn.metrics.pairwise import rbf_kernel
+    from sklearn.model_selection import GridSearchCV, cross_val_score
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    K = rbf_kernel(X, gamma=0.5)
+    pre = cross_val_score(SCWClassifier(kernel="precomputed"), K, y, cv=3, error_score="raise")
+    rbf = cross_val_score(SCWClassifier(kernel="rbf", gamma=0.5), X, y, cv=3)
+    np.testing.assert_allclose(pre, rbf)
+    grid = GridSearchCV(SCWClassifier(kernel="precomputed"), {"C": [0.1, 1.0]}, cv=3)
+    grid.fit(K, y)
+    assert grid.best_score_ == pytest.approx(
+        GridSearchCV(SCWClassifier(kernel="rbf", gamma=0.5), {"C": [0.1, 1.0]}, cv=3)
+        .fit(X, y).best_score_
+    )
+    m = SCWClassifier(kernel="precomputed")
+    with pytest.raises(ValueError, match=r"square Gram matrix .* shape \(100, 120\)"):
+        m.fit(K[:100], y[:100])
+    assert not hasattr(m, "n_features_in_")  # the failed fit changed nothing
+
+
+@pytest.mark.parametrize(
+    "change",
+    [dict(budget=10), dict(budget_policy="oldest"), dict(gamma=0.3), dict(kernel="laplacian"),
+     dict(degree=2), dict(solver="explicit")],
+)
+def test_partial_fit_refuses_a_structural_change_made_by_set_params(change):
+    X, y = make_blobs(80, 3, centers=2, random_state=1)
+    m = AROWClassifier(kernel="rbf", budget=50).partial_fit(X[:40], y[:40])
+    before = m.decision_function(X).copy()
+    m.set_params(**change)
+    key = next(iter(change))
+    with pytest.raises(ValueError, match=rf"set_params changed {key} from .* call fit"):
+        m.partial_fit(X[40:], y[40:])
+    np.testing.assert_array_equal(m.decision_function(X), before)
+    m.fit(X, y)  # fit starts over with the new value
+
+
+def test_primal_partial_fit_refuses_a_covariance_change_and_takes_a_new_eta():
+    X, y = make_blobs(80, 3, centers=2, random_state=1)
+    m = CWClassifier().partial_fit(X[:40], y[:40])
+    m.set_params(covariance="diag")
+    with pytest.raises(ValueError, match="set_params changed covariance from 'full' to 'diag'"):
+        m.partial_fit(X[40:], y[40:])
+    m.set_params(covariance="full", eta=0.9)  # the rule's parameters may change mid-stream
+    m.partial_fit(X[40:], y[40:])
+    ref = CWClassifier().partial_fit(X[:40], y[:40])
+    ref.set_params(eta=0.9).partial_fit(X[40:], y[40:])
+    np.testing.assert_array_equal(m.mean_, ref.mean_)
+
+
+@pytest.mark.parametrize("bad", [dict(gamma=-1.0), dict(gamma=0.0), dict(degree=0),
+                                 dict(coef0=np.nan)])
+def test_kernel_parameters_are_checked_for_every_kernel(bad):
+    X, y = make_blobs(20, 2, centers=2, random_state=0)
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        SCWClassifier(**bad).fit(X, y)  # linear kernel: checked all the same

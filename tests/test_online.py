@@ -92,3 +92,13 @@ def test_length_mismatch_is_an_error():
     X, y = _data(5)
     with pytest.raises(ValueError, match="rows"):
         run_online(CWClassifier(), X, y[:-1])
+
+
+def test_run_online_needs_an_online_learner():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X = np.zeros((4, 2))
+    y = np.array([0, 1, 0, 1])
+    with pytest.raises(TypeError, match=r"Pipeline has none \(a Pipeline, for one"):
+        run_online(make_pipeline(StandardScaler(), AROWClassifier()), X, y)
