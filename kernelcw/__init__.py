@@ -7,9 +7,7 @@ The public names load on first use (PEP 562), so ``kernelcw --help`` does not
 pay for importing numba, scipy and scikit-learn.
 """
 
-from __future__ import annotations
-
-import importlib
+import importlib as _importlib
 
 __version__ = "0.1.0"
 
@@ -32,10 +30,10 @@ def __getattr__(name: str):
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'kernelcw' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(_importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_PUBLIC))
+    return sorted({k for k in globals() if not k.startswith("_")} | set(_PUBLIC) | {"__version__"})

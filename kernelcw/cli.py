@@ -694,9 +694,10 @@ def _run(args: argparse.Namespace) -> int:
         )
 
     kind = "sparse" if data.sparse else "dense"
-    shape = f"{n} examples x {d} features"
+    feats = f"{d} feature{'' if d == 1 else 's'}"
+    shape = f"{n} examples x {feats}"
     if n < info["n_total"]:
-        shape = f"{n} of {info['n_total']} examples x {d} features"
+        shape = f"{n} of {info['n_total']} examples x {feats}"
     order = "as stored" if info["seed"] is None else f"shuffled (seed {info['seed']})"
     scale = {
         "none": "none",
@@ -708,7 +709,7 @@ def _run(args: argparse.Namespace) -> int:
     cov = _covariance_summary(estimators)
     if cov:
         settings += f" | covariance: {cov}"
-    plot_title = f"Online mistakes on {data.name} ({n} examples x {d} features)"
+    plot_title = f"Online mistakes on {data.name} ({n} examples x {feats})"
 
     if args.plot:
         try:
