@@ -773,9 +773,10 @@ class DualModel:
         """(K(XB, XB), kappa) for a training block whose rows have positions cols."""
         if self.kernel.precomputed:
             if cols.max() >= XB.shape[1]:
+                first = int(cols[cols >= XB.shape[1]].min())
                 raise ValueError(
-                    f"kernel='precomputed': training row {int(cols.max())} needs column "
-                    f"{int(cols.max())} (its kernel with itself) but X has {XB.shape[1]} "
+                    f"kernel='precomputed': training row {first} needs column "
+                    f"{first} (its kernel with itself) but X has {XB.shape[1]} "
                     "columns; rows must hold kernel values against all training inputs, "
                     "in stream order"
                 )
@@ -797,6 +798,11 @@ class DualModel:
         self.pos = np.concatenate([self.pos, cols[rows]])
         if not self.kernel.precomputed:
             new = XB[rows]
+            if self.store is not None:  # the store keeps the format it began with
+                if sp.issparse(self.store) and not sp.issparse(new):
+                    new = sp.csr_matrix(new)
+                elif not sp.issparse(self.store) and sp.issparse(new):
+                    new = new.toarray()
             if sp.issparse(new):
                 self.store = new.tocsr() if self.store is None else sp.vstack(
                     [self.store[: self.n_store], new], format="csr"

@@ -77,6 +77,15 @@ def _first_nonfinite_row(X) -> int:
     return int(bad[0]) if bad.size else -1
 
 
+def _canonical(X):
+    """X itself, or for a CSR matrix with duplicate or unsorted entries a canonical copy
+    (duplicates summed): the sparse walks read each stored entry as one x_j."""
+    if sp.issparse(X) and not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    return X
+
+
 def _check_finite_rows(X) -> None:
     row = _first_nonfinite_row(X)
     if row >= 0:
@@ -208,6 +217,7 @@ class _CWBase(ClassifierMixin, BaseEstimator):
             ensure_all_finite=False,
             reset=reset,
         )
+        X = _canonical(X)
         _check_finite_rows(X)
         return X
 
@@ -231,6 +241,7 @@ class _CWBase(ClassifierMixin, BaseEstimator):
                 ensure_all_finite=False,
                 reset=first_call,
             )
+            X = _canonical(X)
             _check_finite_rows(X)
             if square and isinstance(self.kernel, str) and self.kernel == "precomputed" and (
                 X.shape[0] != X.shape[1]
@@ -247,6 +258,8 @@ class _CWBase(ClassifierMixin, BaseEstimator):
                 )
             _check_targets(y)
             classes_ = self._resolve_classes(y, classes, first_call)
+            if first_call:
+                self._check_memory(X.shape[1], len(classes_))
         except Exception:
             for k in ("n_features_in_", "feature_names_in_"):
                 self.__dict__.pop(k, None)
@@ -305,18 +318,6 @@ class _CWBase(ClassifierMixin, BaseEstimator):
             self._set_counters(classes_, K)
             return
         full = self.covariance == "full"
-        if full:
-            need = K * d * d * 8
-            try:
-                avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-            except (ValueError, OSError, AttributeError):  # pragma: no cover
-                avail = None
-            if avail is not None and need > avail // 2:
-                raise ValueError(
-                    f"covariance='full' needs {need / 2**30:.1f} GiB for {K} model(s) with "
-                    f"{d} features, more than half of this machine's memory; use "
-                    "covariance='diag' for high-dimensional (e.g. text) data"
-                )
         shape_mu = (d,) if K == 1 else (K, d)
         self.mean_ = np.zeros(shape_mu)
         if full:
@@ -331,7 +332,7 @@ class _CWBase(ClassifierMixin, BaseEstimator):
     #: after ``set_params`` changed one of them (the rule's own parameters, such as eta, C
     #: or r, may change between calls and apply from the next round on).
     _STRUCTURAL = (
-        "kernel", "gamma", "degree", "coef0", "mode", "solver", "covariance", "budget",
+        "a", "kernel", "gamma", "degree", "coef0", "mode", "solver", "covariance", "budget",
         "budget_policy",
     )
 
@@ -354,6 +355,25 @@ class _CWBase(ClassifierMixin, BaseEstimator):
                 f"set_params changed {what} since this model began; these shape the stored "
                 "state, so partial_fit cannot continue it: call fit to start over (or set "
                 "them back)"
+            )
+
+    def _check_memory(self, d: int, n_classes: int) -> None:
+        """A primal full covariance must fit in half of this machine's memory (checked
+        with the input, before any state changes)."""
+        _, _, dual = self._params()
+        if dual or self.covariance != "full":
+            return
+        K = 1 if n_classes == 2 else n_classes
+        need = K * d * d * 8
+        try:
+            avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):  # pragma: no cover
+            avail = None
+        if avail is not None and need > avail // 2:
+            raise ValueError(
+                f"covariance='full' needs {need / 2**30:.1f} GiB for {K} model(s) with "
+                f"{d} features, more than half of this machine's memory; use "
+                "covariance='diag' for high-dimensional (e.g. text) data"
             )
 
     def _set_counters(self, classes_: np.ndarray, K: int) -> None:
@@ -389,17 +409,33 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         elif self.covariance == "full" and rule.rule not in FIRST_ORDER:
             mu = self.mean_.reshape(K, d)
             sigma = self.covariance_.reshape(K, d, d)
-            n_upd, n_mis, n_fl = primal.full_fit(
-                mu, sigma, X, Y, rule, out, block_size=self.block_size
-            )
+            # all or nothing: full_fit changes nothing in a block that fails, so only a call
+            # of more than one block needs a copy of the state (O(d^2) per >= b rows)
+            b = self.block_size or primal.default_block_size(d)
+            saved = (mu.copy(), sigma.copy()) if X.shape[0] > b else None
+            try:
+                n_upd, n_mis, n_fl = primal.full_fit(
+                    mu, sigma, X, Y, rule, out, block_size=self.block_size
+                )
+            except BaseException:
+                if saved is not None:
+                    mu[...], sigma[...] = saved
+                raise
         else:
             mu = self.mean_.reshape(K, d)
             if self.covariance == "full":  # first-order: Sigma = a I never changes
                 s = np.full((K, d), a)
             else:
                 s = self.covariance_.reshape(K, d)
-            method = self.diag_method
-            n_upd, n_mis, n_fl = primal.diag_fit(mu, s, X, Y, rule, out, method)
+            # all or nothing: a copy of the coordinates this call can touch (the columns
+            # of its non-zeros for CSR input), put back if a round fails part-way
+            cols = np.unique(X.indices) if sp.issparse(X) else slice(None)
+            saved = (mu[:, cols].copy(), s[:, cols].copy())
+            try:
+                n_upd, n_mis, n_fl = primal.diag_fit(mu, s, X, Y, rule, out, self.diag_method)
+            except BaseException:
+                mu[:, cols], s[:, cols] = saved
+                raise
         first_floor = not np.any(self.n_variance_floored_) and n_fl.any()
         if K == 1:
             self.n_updates_ += int(n_upd[0])

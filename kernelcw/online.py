@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import clone
 
 __all__ = ["OnlineResult", "run_online"]
@@ -103,6 +104,10 @@ def run_online(
             "scale the stream beforehand and pass the classifier itself)"
         )
     est = clone(estimator) if fresh else estimator
+    if sp.issparse(X):
+        X = X.tocsr()  # COO and others cannot be sliced by rows
+    elif not hasattr(X, "shape"):
+        X = np.asarray(X)  # lists and other array-likes
     y = np.asarray(y)
     n = y.shape[0]
     if X.shape[0] != n:

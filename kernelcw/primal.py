@@ -195,7 +195,8 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
         XB = np.ascontiguousarray(_dense_block(X, start, stop))
         sq = np.einsum("ij,ij->i", XB, XB)
         m = stop - start
-        for k in range(K):
+        pending = []  # every model walks the block before any is changed: a block is all or
+        for k in range(K):  # nothing, also across the one-vs-rest models
             P = sigma[k] @ XB.T  # d x m
             C0 = XB @ P  # m x m
             F = XB @ mu[k]
@@ -206,15 +207,19 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
             )
             if bad >= 0:
                 _raise_nonfinite(start + bad)
-            out[start:stop, k] = f_blk[:m]
-            n_mis[k] += np.count_nonzero(np.where(f_blk[:m] >= 0.0, 1.0, -1.0) != yk)
-            n_upd[k] += nu
+            idx = upd[:nu].copy()
+            pending.append(
+                (k, P, R[idx, :m].copy(), ay[idx].copy(), beta[idx].copy(), f_blk[:m].copy(), nfl)
+            )
+        for k, P, Ru, ayu, betau, f, nfl in pending:
+            yk = Y[start:stop, k]
+            out[start:stop, k] = f
+            n_mis[k] += np.count_nonzero(np.where(f >= 0.0, 1.0, -1.0) != yk)
+            n_upd[k] += Ru.shape[0]
             n_fl[k] += nfl
-            if nu:
-                idx = upd[:nu]
-                Ru = R[idx, :m]  # (nu, m)
-                mu[k] += P @ (ay[idx] @ Ru)
-                W = P @ (Ru.T * np.sqrt(beta[idx]))
+            if Ru.shape[0]:  # Ru: (updates, m)
+                mu[k] += P @ (ayu @ Ru)
+                W = P @ (Ru.T * np.sqrt(betau))
                 sigma[k] -= W @ W.T
     return n_upd, n_mis, n_fl
 

@@ -569,3 +569,79 @@ def test_kernel_parameters_are_checked_for_every_kernel(bad):
     X, y = make_blobs(20, 2, centers=2, random_state=0)
     with pytest.raises(ValueError, match=next(iter(bad))):
         SCWClassifier(**bad).fit(X, y)  # linear kernel: checked all the same
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: PAClassifier(variant=0), lambda: CWClassifier(covariance="diag"),
+     lambda: AROWClassifier(covariance="diag"), lambda: AROWClassifier(),
+     lambda: AROWClassifier(kernel="rbf")],
+)
+def test_csr_with_duplicate_entries_is_read_as_its_dense_value(make):
+    rng = np.random.default_rng(0)
+    D = rng.normal(size=(40, 6))
+    y = (D[:, 0] > 0).astype(int)
+    # each value stored as two halves: a CSR matrix with duplicates whose .toarray() is D
+    rows, cols = np.nonzero(D)
+    data = np.concatenate([D[rows, cols] / 2, D[rows, cols] / 2])
+    A = sp.coo_matrix((data, (np.concatenate([rows, rows]), np.concatenate([cols, cols]))),
+                      shape=D.shape)
+    order = np.lexsort((np.r_[cols, cols], np.r_[rows, rows]))
+    indptr = np.searchsorted(np.r_[rows, rows][order], np.arange(D.shape[0] + 1))
+    S = sp.csr_matrix((A.data[order], A.col[order], indptr), shape=D.shape)
+    assert not S.has_canonical_format
+    np.testing.assert_allclose(S.toarray(), D)
+    fs = make().fit(S, y).decision_function(S)
+    fd = make().fit(D, y).decision_function(D)
+    np.testing.assert_allclose(fs, fd, rtol=1e-12, atol=1e-12)
+    assert S.nnz == 2 * D.size  # the caller's matrix is left as it was
+
+
+def test_a_dual_model_continues_across_sparse_and_dense_input():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(120, 5))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    ref = AROWClassifier(kernel="rbf").partial_fit(X[:60], y[:60]).partial_fit(X[60:], y[60:])
+    for first, second in ((sp.csr_matrix, np.asarray), (np.asarray, sp.csr_matrix)):
+        m = AROWClassifier(kernel="rbf").partial_fit(first(X[:60]), y[:60])
+        m.partial_fit(second(X[60:]), y[60:])
+        np.testing.assert_allclose(m.decision_function(X), ref.decision_function(X), rtol=1e-12)
+
+
+@pytest.mark.parametrize("covariance", ["full", "diag"])
+def test_an_error_part_way_leaves_the_primal_model_as_it_was(covariance, monkeypatch):
+    """Full: SOP on features of 1e10 leaves float64's range at row 85 of the second call,
+    blocks after the first. Diagonal: the walk changes every row in place, then reports
+    row 150 as the failing one."""
+    from kernelcw import primal
+
+    rng = np.random.default_rng(15)
+    X = rng.normal(size=(300, 4)) * 1e10
+    y = (X[:, 0] > 0).astype(int)
+    m = SOPClassifier(covariance=covariance, block_size=16).fit(X[:100], y[:100])
+    if covariance == "diag":
+        walk = primal._diag_dense
+
+        def failing(*args):
+            walk(*args)
+            return 150
+
+        monkeypatch.setattr(primal, "_diag_dense", failing)
+    before = (m.mean_.copy(), m.covariance_.copy(), m.n_updates_, m.n_mistakes_)
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        m.partial_fit(X[100:], y[100:])
+    np.testing.assert_array_equal(m.mean_, before[0])
+    np.testing.assert_array_equal(m.covariance_, before[1])
+    assert (m.n_updates_, m.n_mistakes_) == before[2:]
+
+
+def test_a_fit_refused_for_memory_keeps_the_previous_fit():
+    X, y = make_blobs(40, 3, centers=2, random_state=0)
+    m = CWClassifier().fit(X, y)
+    mu = m.mean_.copy()
+    huge = sp.random(40, 10**6, density=1e-5, format="csr", random_state=0)
+    with pytest.raises(ValueError, match="covariance='diag'"):
+        m.fit(huge, y)
+    assert m.n_features_in_ == 3
+    np.testing.assert_array_equal(m.mean_, mu)
+    m.predict(X)

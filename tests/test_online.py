@@ -102,3 +102,14 @@ def test_run_online_needs_an_online_learner():
     y = np.array([0, 1, 0, 1])
     with pytest.raises(TypeError, match=r"Pipeline has none \(a Pipeline, for one"):
         run_online(make_pipeline(StandardScaler(), AROWClassifier()), X, y)
+
+
+def test_run_online_takes_what_the_estimators_take():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 3))
+    y = (X[:, 0] > 0).astype(int)
+    ref = run_online(AROWClassifier(), X, y)
+    for given in (X.tolist(), sp.coo_matrix(X), sp.csc_matrix(X)):
+        res = run_online(AROWClassifier(), given, y)
+        assert res.n_mistakes == ref.n_mistakes
+        np.testing.assert_allclose(res.estimator.mean_, ref.estimator.mean_, rtol=1e-12)
