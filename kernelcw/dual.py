@@ -86,12 +86,13 @@ _OK, _NONFINITE, _NOT_PSD, _STOP = 0, 1, 2, 3
 
 
 @njit(cache=True)
-def _checked_step(rule, m, f, v, a, kap, phi, C, r):
-    """The rule's step after the variance floor and the PSD and finiteness checks.
+def _checked_step(rule, m, f, v, a, kap, phi, C, r, psd_tol):
+    """The rule's step after the variance floor and the PSD and finiteness checks
+    (a v below ``-psd_tol * a * kap`` is an error; above it, v is floored).
 
     Returns (alpha, beta, zeta, v after the floor, floored?, status).
     """
-    if not (kap >= 0.0) or v < -PSD_TOL * a * kap:
+    if not (kap >= 0.0) or v < -psd_tol * a * kap:
         return 0.0, 0.0, 0.0, v, False, _NOT_PSD
     floored = False
     vmin = VAR_FLOOR * a * kap
@@ -142,7 +143,7 @@ def _cholesky_walk(G, rW, Kbb, kap, y, rule, phi, C, r, a, limit, E, Ld, rn, zt,
         f_out[t] = f
         v = a * kap[t] - a * a * (G[t, t] + ee)
         alpha, beta, zeta, v, fl, status = _checked_step(
-            rule, y[t] * f, f, v, a, kap[t], phi, C, r
+            rule, y[t] * f, f, v, a, kap[t], phi, C, r, PSD_TOL
         )
         if status != _OK:
             return u, nfl, t, status
@@ -165,7 +166,7 @@ def _cholesky_walk(G, rW, Kbb, kap, y, rule, phi, C, r, a, limit, E, Ld, rn, zt,
 def _explicit_walk(
     K0, Kbb, kap, y, t0, nu, Pi, kinv, G, zsv, gsv, vsv, kap_sv, entry, ks, n, budget,
     policy, second, track_kinv, track_kl, rule, phi, C, r, a, seed, counter, clock,
-    f_out, src, kv, c, work,
+    f_out, src, kv, c, work, psd_tol,
 ):
     """nu and Pi updated in place, one round at a time, from block input t0 on
     (the explicit solver, first-order rules, and budgeted models).
@@ -201,7 +202,7 @@ def _explicit_walk(
                 q += kv[i] * acc
             v_raw = a * kap[t] + q
             alpha, beta, zeta, v, fl, status = _checked_step(
-                rule, y[t] * f, f, v_raw, a, kap[t], phi, C, r
+                rule, y[t] * f, f, v_raw, a, kap[t], phi, C, r, psd_tol
             )
             if status != _OK:
                 return n, counter, clock, u, nfl, t, status
@@ -348,7 +349,7 @@ def _queue_walk(
         f_out[t] = f
         v = a * kap[t] - a * a * qa
         alpha, beta, zeta, v, fl, status = _checked_step(
-            rule, y[t] * f, f, v, a, kap[t], phi, C, r
+            rule, y[t] * f, f, v, a, kap[t], phi, C, r, PSD_TOL
         )
         if status != _OK:
             return u, D, nfl, t, status
@@ -988,8 +989,11 @@ class DualModel:
             np.inf if B is None else float(B), self.policy, not model.first_order,
             self._track_kinv, self._track_kl, rp.rule, rp.phi, rp.C, rp.r, a,
             self.seed, model.counter, model.clock, f_blk, src2, kv, c, work,
+            # Pi's recursion drifts in floating point: a v below zero from a kernel known to
+            # be positive semi-definite is that drift, floored (and counted), not an error
+            np.inf if self.kernel.known_psd else PSD_TOL,
         )
-        self._raise(status, int(cols[bad]) if bad >= 0 else -1)
+        self._raise(status, int(cols[bad]) if bad >= 0 else -1, explicit=True)
         model.counter = int(counter)
         model.clock = int(clock)
         model.kap = kap_sv[:n_end].copy()
@@ -1210,16 +1214,17 @@ class DualModel:
         for m in self.models:
             m.idx = new_pos[m.idx]
 
-    def _raise(self, status: int, row: int) -> None:
+    def _raise(self, status: int, row: int, explicit: bool = False) -> None:
         if status == _OK:
             return
         if status == _NOT_PSD:
             hint = (
-                " With solver='explicit' this also happens when the Pi recursion loses "
-                "positive definiteness in floating point as the variance collapses "
-                "(a hard-constraint rule on a non-separable stream): solver='cholesky' "
+                " In the explicit nu/Pi form (solver='explicit', or a budget other than "
+                "'oldest' once it binds) this also happens when Pi's recursion loses "
+                "positive definiteness in floating point; with the built-in kernels that "
+                "is floored and counted instead, and solver='cholesky' without a budget "
                 "keeps it positive definite by construction."
-                if self.solver == "explicit"
+                if explicit
                 else ""
             )
             raise ValueError(
@@ -1227,9 +1232,21 @@ class DualModel:
                 f"row {row} the margin variance a k(x,x) + k' Pi k came out below "
                 f"-{PSD_TOL:g} a k(x,x) (or k(x,x) < 0). CW needs a Mercer kernel.{hint}"
             )
+        if explicit and not self.models[0].first_order:
+            advice = (
+                "in the explicit nu/Pi form (solver='explicit', or a budget other than "
+                "'oldest' once it binds), Pi's recursion loses precision when the variance "
+                "collapses or the features have very different scales: standardise X, or "
+                "keep a Cholesky factor (solver='cholesky' without a budget, or "
+                "budget_policy='oldest')"
+            )
+        else:
+            advice = "rescale X"
+        if self.rule.rule in ("stdev", "var"):
+            advice += ", or use a soft rule such as SCW or AROW"
         raise FloatingPointError(
             f"non-finite margin or step at training row {row}: the model left float64's "
-            "range (rescale X, or use a soft rule such as SCW or AROW)"
+            f"range ({advice})"
         )
 
     # ------------------------------------------------------------ prediction

@@ -451,7 +451,10 @@ class _CWBase(ClassifierMixin, BaseEstimator):
                 f"{VAR_FLOOR:g} * a * |x|^2 on {int(n_fl.sum())} round(s) and was raised to "
                 "that floor (n_variance_floored_ counts them). The model is certain to "
                 "12 digits where it still errs: a hard-constraint rule on a non-separable "
-                "stream; a soft rule (SCW, AROW) or a smaller eta avoids it.",
+                "stream (a soft rule, SCW or AROW, or a smaller eta avoids it), features of "
+                "very different scales (standardise X), or, in the dual's explicit nu/Pi "
+                "form (solver='explicit', or a budget other than 'oldest'), Pi's "
+                "recursion drifting in floating point.",
                 RuntimeWarning,
                 stacklevel=3,
             )

@@ -139,6 +139,15 @@ class Kernel:
     def precomputed(self) -> bool:
         return self.kernel == "precomputed"
 
+    @property
+    def known_psd(self) -> bool:
+        """Positive semi-definite by construction: linear, rbf, laplacian, and poly with
+        coef0 >= 0 (an integer degree). Callables and precomputed matrices are taken on
+        trust and checked as they are used."""
+        if self._f is not None or self.kernel == "precomputed":
+            return False
+        return self.kernel != "poly" or self.coef0 >= 0.0
+
     def block(self, A, B) -> np.ndarray:
         if self._f is not None:
             K = np.asarray(self._f(A, B), dtype=np.float64)
