@@ -200,6 +200,20 @@ def scw2(m, v, phi, C):
     if m >= sv:
         return 0.0, 0.0, 0.0
     phi2 = phi * phi
+    if v > 1e100:
+        # the same formulas divided through by v: gamma and w grow like v^1.5 and m v,
+        # which overflow float64 from v ~ 1e205 (the plain form then returned alpha = 0)
+        t = 0.5 / (C * v)
+        p1 = 1.0 + t
+        q1 = p1 + phi2
+        h = phi * math.hypot(phi * m, 2.0 * math.sqrt(v) * math.sqrt(p1) * math.sqrt(q1))
+        w1 = m * (2.0 * p1 + phi2)
+        if m < 0.0:
+            alpha = ((h - w1) / (2.0 * p1)) / (v * q1)
+        else:
+            alpha = 2.0 * ((sv - m) / v) * (sv + m) / (h + w1)
+        beta, zeta = _stdev_beta_zeta(alpha, v, phi)
+        return alpha, beta, zeta
     n = v + 0.5 / C
     nv = n + v * phi2
     gamma = phi * math.hypot(phi * m * v, 2.0 * math.sqrt(n) * math.sqrt(v) * math.sqrt(nv))

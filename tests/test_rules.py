@@ -382,6 +382,14 @@ def test_extreme_magnitudes(rule, v, eta):
     _check_grid(rule, v, eta)
 
 
+@pytest.mark.parametrize("v", [1e150, 1e205, 1e250, 1e300])
+@pytest.mark.parametrize("eta", [0.7, 0.999])
+def test_scw2_at_the_largest_magnitudes(v, eta):
+    """SCW-II's gamma grows like v^1.5: from v ~ 1e205 the plain form overflowed and
+    returned alpha = 0 (no update); its rescaled form matches the decimal reference."""
+    _check_grid("scw2", v, eta)
+
+
 def _check_grid(rule, v, eta):
     phi = ref.phi_from_eta(eta)
     thr = _threshold(rule, v, phi)
