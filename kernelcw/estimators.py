@@ -115,6 +115,23 @@ def _first_overflowing_row(X, a: float) -> int:
     return int(bad[0]) if bad.size else -1
 
 
+def _unique_labels(labels: np.ndarray, what: str) -> np.ndarray:
+    """np.unique, with a clear error for labels that cannot be ordered (mixed types)."""
+    try:
+        return np.unique(labels)
+    except TypeError as exc:
+        kinds = sorted({type(v).__name__ for v in labels.ravel()[:1000]})
+        raise ValueError(
+            f"{what} mixes label types ({', '.join(kinds)}) that cannot be sorted into classes: "
+            "use one type"
+        ) from exc
+
+
+#: The prior scales a the dual engine accepts: it forms a^2 k(x, z), which must stay well
+#: inside float64's range (the primal engine takes any a > 0).
+DUAL_A_RANGE = (1e-100, 1e100)
+
+
 def _check_targets(y: np.ndarray) -> None:
     """scikit-learn's check_classification_targets, without its cost for the common
     dtypes (it re-validates y each call: a third of a small fit's time). Integer, bool
@@ -188,6 +205,13 @@ class _CWBase(ClassifierMixin, BaseEstimator):
                 "'dual' (the primal engine keeps no support vectors)"
             )
         dual = self.mode == "dual" or not linear or self.budget is not None
+        if dual and not DUAL_A_RANGE[0] <= a <= DUAL_A_RANGE[1]:
+            raise ValueError(
+                f"a={self.a!r} is outside [{DUAL_A_RANGE[0]:g}, {DUAL_A_RANGE[1]:g}], the range "
+                "the dual engine supports (it works with a^2 k(x, z)); rescale the kernel or "
+                "X instead (CW-Stdev's predictions do not depend on a; for the other rules a "
+                "change of a is a change of eta, C or r)"
+            )
         if dual and self.covariance == "diag" and rule.rule not in FIRST_ORDER:
             raise ValueError(
                 "covariance='diag' exists only in the primal mode: the dual engine keeps "
@@ -270,14 +294,19 @@ class _CWBase(ClassifierMixin, BaseEstimator):
     def _resolve_classes(self, y, classes, first_call: bool) -> np.ndarray:
         if first_call:
             if classes is None:
-                classes_ = np.unique(y)
+                classes_ = _unique_labels(y, "y")
                 if classes_.size < 2:
                     raise ValueError(
                         f"y contains only one class ({classes_.tolist()[0]!r}); a classifier needs "
                         "two. Pass classes=[...] to partial_fit to declare the others."
                     )
             else:
-                classes_ = np.unique(np.asarray(classes))
+                given = np.asarray(classes)
+                if given.ndim != 1:
+                    raise ValueError(f"classes={classes!r} must be a 1-d list of labels")
+                if given.dtype.kind == "f" and not np.all(np.isfinite(given)):
+                    raise ValueError(f"classes={classes!r} holds NaN or infinity")
+                classes_ = _unique_labels(given, "classes")
                 if classes_.size < 2:
                     raise ValueError(f"classes={classes!r} must hold at least two labels")
         else:
@@ -287,7 +316,12 @@ class _CWBase(ClassifierMixin, BaseEstimator):
                     f"classes={classes!r} is not the same as on the first call "
                     f"to partial_fit ({classes_!r})"
                 )
-        unknown = np.setdiff1d(np.unique(y), classes_)
+        try:
+            unknown = np.setdiff1d(_unique_labels(y, "y"), classes_)
+        except TypeError as exc:  # labels of another type than the classes
+            raise ValueError(
+                f"y holds labels of another type than the classes {classes_.tolist()!r}"
+            ) from exc
         if unknown.size:
             raise ValueError(
                 f"y contains labels {unknown.tolist()!r} that are not in classes "

@@ -645,3 +645,31 @@ def test_a_fit_refused_for_memory_keeps_the_previous_fit():
     assert m.n_features_in_ == 3
     np.testing.assert_array_equal(m.mean_, mu)
     m.predict(X)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda X, y: AROWClassifier().partial_fit(X, y, classes=[0, 1, np.nan]),
+         "holds NaN or infinity"),
+        (lambda X, y: AROWClassifier().partial_fit(X, y, classes=[[0, 1]]),
+         "must be a 1-d list of labels"),
+        (lambda X, y: AROWClassifier().fit(X, y).partial_fit(X, np.array(["a"] * 6, object)),
+         r"y contains labels \['a'\] that are not in classes \[0, 1\]"),
+        (lambda X, y: CWClassifier(a=1e160, mode="dual").fit(X, y),
+         r"a=1e\+160 is outside \[1e-100, 1e\+100\], the range the dual engine supports"),
+        (lambda X, y: AROWClassifier(a=1e-200, kernel="rbf").fit(X, y), "is outside"),
+    ],
+)
+def test_labels_and_prior_scale_are_checked(call, message):
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    y = np.array([0, 1, 0, 1, 0, 1])
+    with pytest.raises(ValueError, match=message):
+        call(X, y)
+
+
+def test_the_primal_engine_takes_any_prior_scale():
+    X, y = make_blobs(60, 3, centers=2, random_state=0)
+    ref = CWClassifier().fit(X, y).predict(X)
+    for a in (1e-200, 1e160):  # CW-Stdev's predictions do not depend on a
+        np.testing.assert_array_equal(CWClassifier(a=a).fit(X, y).predict(X), ref)
