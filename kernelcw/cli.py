@@ -433,13 +433,19 @@ def _check_parameters(estimators: dict) -> None:
 
     X = np.array([[1.0], [-1.0]])
     y = np.array([0, 1])
+    errors = {}
     for name, est in estimators.items():
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 clone(est).fit(X, y)
         except ValueError as e:
-            raise CLIError(f"{name}: {e}") from None
+            errors[name] = str(e)
+    if errors:
+        name, message = next(iter(errors.items()))
+        if len(errors) == len(estimators) > 1 and len(set(errors.values())) == 1:
+            raise CLIError(message)  # an option every algorithm shares: no one to name
+        raise CLIError(f"{name}: {message}")
 
 
 def _warm_up(est, X, y, classes) -> None:
@@ -675,7 +681,9 @@ def _run(args: argparse.Namespace) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                res = run_online(est, data.X, data.y, classes=classes, progress=progress)
+                res = run_online(
+                    est, data.X, data.y, classes=classes, progress=name if progress else False
+                )
             except (ValueError, FloatingPointError) as e:
                 raise CLIError(f"{name}: {e}") from None
         for message in dict.fromkeys(str(w.message) for w in caught):  # once each, in order

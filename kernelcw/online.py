@@ -65,7 +65,7 @@ def run_online(
     y,
     *,
     classes=None,
-    progress: bool = False,
+    progress: bool | str = False,
     chunk_size: int = 1024,
     fresh: bool = True,
 ) -> OnlineResult:
@@ -85,8 +85,9 @@ def run_online(
         class 0, so its first prediction is ``classes[1]`` for two classes
         (sign(0) = +1) and ``classes[0]`` for more (argmax takes the first tie),
         as ``predict`` would say.
-    progress : bool, default=False
-        Show a tqdm progress bar.
+    progress : bool or str, default=False
+        Show a tqdm progress bar, labelled with the estimator's class name or with
+        the string given.
     chunk_size : int, default=1024
         Rows handed to the learner at a time (results do not depend on it).
     fresh : bool, default=True
@@ -126,7 +127,8 @@ def run_online(
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=n, unit="ex", desc=type(est).__name__, leave=False)
+        label = progress if isinstance(progress, str) else type(est).__name__
+        bar = tqdm(total=n, unit="ex", desc=label, leave=False)
     t0 = time.perf_counter()
     try:
         for start in range(0, n, chunk):

@@ -190,8 +190,8 @@ def test_support_column_shows_n_support(capsys):
     ("argv", "expected"),
     [
         (["--limit", "100"], False),
-        (["--limit", "100", "--progress"], True),
-        (["--limit", "300"], True),  # over the (patched) threshold
+        (["--limit", "100", "--progress"], "pa1"),  # a bar labelled with the algorithm
+        (["--limit", "300"], "pa1"),  # over the (patched) threshold
         (["--limit", "300", "--no-progress"], False),
     ],
 )
@@ -480,3 +480,10 @@ def test_budget_bounds_the_support_column(capsys):
     assert "budget 12 (oldest)" in out
     rows = table_rows(out)
     assert int(rows["scw1"][3]) <= 12 and int(rows["pa1"][3]) <= 12
+
+
+def test_an_option_every_algorithm_rejects_names_no_algorithm(capsys):
+    assert main(["run", "-a", "scw1,arow", "--a", "-1"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "error: a=-1.0 must be a finite number > 0")
+    assert main(["run", "-a", "scw1,arow", "--C", "-1"]) == 2  # only scw1 takes C
+    assert_one_line_error(capsys.readouterr().err, "error: scw1: C=-1.0")
