@@ -139,7 +139,8 @@ output columns:
   rate (%)   mistakes / examples
   updates    rounds that changed the model (summed over the one-vs-rest models
              when there are more than two classes)
-  support    support vectors kept by the dual (kernel) engine; "-" for primal
+  support    support vectors kept by the dual (kernel) engine (summed over the
+             one-vs-rest models, each of which keeps its own); "-" for primal
              models, which keep weights instead
   seconds    wall-clock time of the pass; an untimed warm-up on the first 64
              examples loads the compiled code first, so the first algorithm
@@ -233,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--gamma", type=_number, help="kernel width > 0 (default 1 / number of features)"
     )
-    g.add_argument("--degree", type=_number, help="poly degree (default 3)")
+    g.add_argument("--degree", type=_positive_int, help="poly degree, an integer >= 1 (default 3)")
     g.add_argument("--coef0", type=_number, help="poly constant (default 0)")
     g.add_argument(
         "--solver",
@@ -759,7 +760,10 @@ def _run(args: argparse.Namespace) -> int:
     print()
     print(_fmt_table(results))
     if classes.size > 2:
-        print(f"\nupdates are summed over the {classes.size} one-vs-rest models")
+        summed = "updates and support" if any(r.support is not None for r in results) else (
+            "updates"
+        )
+        print(f"\n{summed} are summed over the {classes.size} one-vs-rest models")
     if args.plot:
         print(f"\ncumulative mistakes plotted to {args.plot}")
     return 0
