@@ -608,6 +608,7 @@ def test_a_dual_model_continues_across_sparse_and_dense_input():
         np.testing.assert_allclose(m.decision_function(X), ref.decision_function(X), rtol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore:SOPClassifier. the margin variance fell:RuntimeWarning")
 @pytest.mark.parametrize("covariance", ["full", "diag"])
 def test_an_error_part_way_leaves_the_primal_model_as_it_was(covariance, monkeypatch):
     """Full: SOP on features of 1e10 leaves float64's range at row 85 of the second call,
