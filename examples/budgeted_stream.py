@@ -16,7 +16,8 @@ far (each example is predicted before the model learns from it), ``n_support_``,
 and the resident memory of this process (VmRSS from /proc/self/status; "n/a"
 where there is no /proc). Then it learns the same stream without a budget.
 
-Run it (about 5 seconds on an idle 2-core machine, most of it the unbudgeted model)::
+Run it (about 6 seconds on an idle 2-core machine, most of it the unbudgeted model; a
+loaded machine can make it several times slower, as BLAS threads contend)::
 
     python examples/budgeted_stream.py
     python examples/budgeted_stream.py --n-rounds 50000 --budget 500 --no-unbudgeted
