@@ -461,9 +461,11 @@ class _CWBase(ClassifierMixin, BaseEstimator):
                 s = np.full((K, d), a)
             else:
                 s = self.covariance_.reshape(K, d)
-            # all or nothing: a copy of the coordinates this call can touch (the columns
-            # of its non-zeros for CSR input), put back if a round fails part-way
-            cols = np.unique(X.indices) if sp.issparse(X) else slice(None)
+            # all or nothing: a copy of the coordinates this call can touch, put back if a
+            # round fails part-way: for a few sparse rows of a wide model the columns of
+            # their non-zeros (np.unique costs O(nnz log nnz)), else the whole (K, d) state
+            few = sp.issparse(X) and 16 * X.nnz < K * d
+            cols = np.unique(X.indices) if few else slice(None)
             saved = (mu[:, cols].copy(), s[:, cols].copy())
             try:
                 n_upd, n_mis, n_fl = primal.diag_fit(mu, s, X, Y, rule, out, self.diag_method)
