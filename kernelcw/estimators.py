@@ -245,9 +245,12 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         _check_finite_rows(X)
         return X
 
-    def _validate_training(self, X, y, classes, first_call: bool, square: bool = False):
-        """All checks before any state changes; returns (X, y, classes_). ``square``:
-        a precomputed kernel's X must be the whole Gram matrix (``fit``)."""
+    def _validate_training(
+        self, X, y, classes, first_call: bool, dual: bool, square: bool = False
+    ):
+        """All checks before any state changes; returns (X, y, classes_). ``dual``: the
+        engine that will learn (from ``_params``); ``square``: a precomputed kernel's X
+        must be the whole Gram matrix (``fit``)."""
         # validate_data(reset=True) writes n_features_in_ (and feature_names_in_):
         # put them back if anything below fails, so a bad call changes nothing.
         saved = {
@@ -283,7 +286,7 @@ class _CWBase(ClassifierMixin, BaseEstimator):
             _check_targets(y)
             classes_ = self._resolve_classes(y, classes, first_call)
             if first_call:
-                self._check_memory(X.shape[1], len(classes_))
+                self._check_memory(X.shape[1], len(classes_), dual)
         except Exception:
             for k in ("n_features_in_", "feature_names_in_"):
                 self.__dict__.pop(k, None)
@@ -391,10 +394,9 @@ class _CWBase(ClassifierMixin, BaseEstimator):
                 "them back)"
             )
 
-    def _check_memory(self, d: int, n_classes: int) -> None:
+    def _check_memory(self, d: int, n_classes: int, dual: bool) -> None:
         """A primal full covariance must fit in half of this machine's memory (checked
         with the input, before any state changes)."""
-        _, _, dual = self._params()
         if dual or self.covariance != "full":
             return
         K = 1 if n_classes == 2 else n_classes
@@ -506,7 +508,7 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         papers; ``n_mistakes_`` counts the mistakes over all passes.
         """
         rule, a, dual = self._params()
-        X, y, classes_ = self._validate_training(X, y, None, first_call=True, square=True)
+        X, y, classes_ = self._validate_training(X, y, None, True, dual, square=True)
         self._init_state(classes_, X.shape[1], a, rule, dual)
         Y = self._label_matrix(y)
         rng = check_random_state(self.random_state)
@@ -548,7 +550,7 @@ class _CWBase(ClassifierMixin, BaseEstimator):
                 f"{'dual' if dual else 'primal'} engine but this model was started in the "
                 f"{'dual' if self._is_dual else 'primal'} one; call fit to start over"
             )
-        X, y, classes_ = self._validate_training(X, y, classes, first_call)
+        X, y, classes_ = self._validate_training(X, y, classes, first_call, dual)
         if first_call:
             self._init_state(classes_, X.shape[1], a, rule, dual)
         return self._learn(X, self._label_matrix(y), rule, a)
