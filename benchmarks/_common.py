@@ -35,13 +35,30 @@ def _git_commit() -> str:
     root = PACKAGE_DIR.parent
     try:
         head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-            timeout=10, check=True,
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", "kernelcw",
-             "benchmarks", "pyproject.toml", ":(exclude)benchmarks/results"], cwd=root,
-            capture_output=True, text=True, timeout=10, check=True,
+            [
+                "git",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                "kernelcw",
+                "benchmarks",
+                "pyproject.toml",
+                ":(exclude)benchmarks/results",
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "no git checkout"
@@ -105,7 +122,9 @@ def progress(iterable=None, *, total: int | None = None, desc: str, unit: str = 
 
 
 def interleaved(
-    contenders: dict[str, Callable[[], object]], repeats: int, pause: float = 0.3,
+    contenders: dict[str, Callable[[], object]],
+    repeats: int,
+    pause: float = 0.3,
     desc: str = "timing",
 ) -> dict[str, list[float]]:
     """Run each contender once per repeat, in turn; return the wall-clock seconds.

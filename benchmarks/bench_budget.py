@@ -193,9 +193,7 @@ def memory(args) -> str:
         if lo + 1000 in marks:
             rss, hwm = _rss_mib()
             rows.append([lo + 1000, est.n_support_, f"{rss:.0f}", f"{hwm:.0f}"])
-    return md_table(
-        ["rounds", "n_support_", "resident now (MiB)", "peak so far (MiB)"], rows
-    )
+    return md_table(["rounds", "n_support_", "resident now (MiB)", "peak so far (MiB)"], rows)
 
 
 def _rss_mib() -> tuple[float, float]:

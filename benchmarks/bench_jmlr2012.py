@@ -289,6 +289,7 @@ def paired_table(algos, problems, results, baseline: str) -> list[str]:
 def report(args, algos, problems, results, shapes, floored) -> str:
     header = ["algorithm", *problems]
     rows = []
+
     def shown_mean(t):  # the mean as printed: rows that print the lowest are all bold
         return pm(t).split(" ±")[0]
 

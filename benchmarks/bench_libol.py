@@ -168,8 +168,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--orders", type=int, default=20, help="random orders of each data set")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random orders")
     ap.add_argument(
-        "--rbf-rows", type=int, default=None,
-        help="rows of each order the RBF runs learn (default: all)"
+        "--rbf-rows",
+        type=int,
+        default=None,
+        help="rows of each order the RBF runs learn (default: all)",
     )
     ap.add_argument("--gamma", type=float, default=None, help="RBF gamma (default 1/d)")
     ap.add_argument("--pause", type=float, default=0.05, help="idle seconds before each run")

@@ -111,7 +111,7 @@ def main(argv=None):
             ],
             rows,
         )
-        + "\n\n\"learn s\" is one online pass with prediction of every example before it "
+        + '\n\n"learn s" is one online pass with prediction of every example before it '
         "is learned (run_online) for the online learners, and the batch fit for SVC.\n"
     )
     title = "Kernels on KEEL magic: online kernel CW vs linear CW vs SVC"

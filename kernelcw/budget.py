@@ -84,6 +84,7 @@ PROJECT_JITTER = 1e-6
 #: "project" recomputes its inverse Gram matrix every this many removals.
 KINV_REFRESH = 256
 
+
 @njit(cache=True)
 def splitmix64_uniform(seed, counter):
     """A uniform in [0, 1) from (seed, counter): splitmix64 of seed + counter * golden,

@@ -760,8 +760,8 @@ def _run(args: argparse.Namespace) -> int:
     print()
     print(_fmt_table(results))
     if classes.size > 2:
-        summed = "updates and support" if any(r.support is not None for r in results) else (
-            "updates"
+        summed = (
+            "updates and support" if any(r.support is not None for r in results) else ("updates")
         )
         print(f"\n{summed} are summed over the {classes.size} one-vs-rest models")
     if args.plot:

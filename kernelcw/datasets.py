@@ -186,9 +186,7 @@ def load_svmlight(path: str | os.PathLike) -> Dataset:
     except OSError as e:
         raise DatasetError(f"cannot read data file {path!r}: {e.strerror or e}") from None
     except (ValueError, TypeError, IndexError) as e:  # UnicodeDecodeError is a ValueError
-        detail = _first_bad_line(path) or (
-            str(e).splitlines()[0] if str(e) else type(e).__name__
-        )
+        detail = _first_bad_line(path) or (str(e).splitlines()[0] if str(e) else type(e).__name__)
         raise DatasetError(
             f"{path!r} is not a LIBSVM/svmlight file ('label index:value ...' per line): {detail}"
         ) from None

@@ -164,9 +164,41 @@ def _cholesky_walk(G, rW, Kbb, kap, y, rule, phi, C, r, a, limit, E, Ld, rn, zt,
 
 @njit(cache=True)
 def _explicit_walk(
-    K0, Kbb, kap, y, t0, nu, Pi, kinv, G, zsv, gsv, vsv, kap_sv, entry, ks, n, budget,
-    policy, second, track_kinv, track_kl, rule, phi, C, r, a, seed, counter, clock,
-    f_out, src, kv, c, work, psd_tol,
+    K0,
+    Kbb,
+    kap,
+    y,
+    t0,
+    nu,
+    Pi,
+    kinv,
+    G,
+    zsv,
+    gsv,
+    vsv,
+    kap_sv,
+    entry,
+    ks,
+    n,
+    budget,
+    policy,
+    second,
+    track_kinv,
+    track_kl,
+    rule,
+    phi,
+    C,
+    r,
+    a,
+    seed,
+    counter,
+    clock,
+    f_out,
+    src,
+    kv,
+    c,
+    work,
+    psd_tol,
 ):
     """nu and Pi updated in place, one round at a time, from block input t0 on
     (the explicit solver, first-order rules, and budgeted models).
@@ -297,8 +329,29 @@ def _chol_solve_lower(Ch, D, rhs, out):
 
 @njit(cache=True)
 def _queue_walk(
-    G, rW, P0, H0, rho0, Kbb, kap, y, rule, phi, C, r, a, n_alive, budget,
-    E, Ld, rn, qn, zt, src, PN, f_out,
+    G,
+    rW,
+    P0,
+    H0,
+    rho0,
+    Kbb,
+    kap,
+    y,
+    rule,
+    phi,
+    C,
+    r,
+    a,
+    n_alive,
+    budget,
+    E,
+    Ld,
+    rn,
+    qn,
+    zt,
+    src,
+    PN,
+    f_out,
 ):
     """Second-order rules under the "oldest" budget in the queue form: walk one
     block (see ``_Queue``) in (b + c)-space.
@@ -531,9 +584,7 @@ class _Queue:
         ``_assemble_precision``)."""
         n = self.n
         out = np.empty((n, n))
-        _assemble_precision(
-            self.LO, self.nO, self.KNO, self.LN, self.nN, kap, perm, a, zeta, out
-        )
+        _assemble_precision(self.LO, self.nO, self.KNO, self.LN, self.nN, kap, perm, a, zeta, out)
         return out
 
     def forward(self, K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -805,8 +856,10 @@ class DualModel:
                 elif not sp.issparse(self.store) and sp.issparse(new):
                     new = new.toarray()
             if sp.issparse(new):
-                self.store = new.tocsr() if self.store is None else sp.vstack(
-                    [self.store[: self.n_store], new], format="csr"
+                self.store = (
+                    new.tocsr()
+                    if self.store is None
+                    else sp.vstack([self.store[: self.n_store], new], format="csr")
                 )
             else:
                 cap = 0 if self.store is None else self.store.shape[0]
@@ -838,9 +891,7 @@ class DualModel:
         self.check_usable()
         if any(m.q is not None for m in self.models):
             saved, cut = None, None
-        elif self.budget is None and all(
-            not m.explicit or m.first_order for m in self.models
-        ):
+        elif self.budget is None and all(not m.explicit or m.first_order for m in self.models):
             saved, cut = None, self._mark()
         else:
             saved, cut = copy.deepcopy(self.__dict__), None
@@ -860,15 +911,24 @@ class DualModel:
         if getattr(self, "broken", None) is not None:
             raise RuntimeError(
                 "this model was left part-way through a partial_fit call by an error "
-                f"({self.broken}); the \"oldest\" budget's queue form cannot be restored, so "
+                f'({self.broken}); the "oldest" budget\'s queue form cannot be restored, so '
                 "the model is unusable: call fit to start over"
             )
 
     def _mark(self) -> tuple:
         """What an append-only form needs to be cut back to this moment."""
         per_model = [
-            (m.n, len(m.L), len(m.gram), m.r.shape[0], m.zeta.shape[0], m.kap.shape[0],
-             m.entry.shape[0], m.clock, m.counter)
+            (
+                m.n,
+                len(m.L),
+                len(m.gram),
+                m.r.shape[0],
+                m.zeta.shape[0],
+                m.kap.shape[0],
+                m.entry.shape[0],
+                m.clock,
+                m.counter,
+            )
             for m in self.models
         ]
         return self.n_store, self.pos.shape[0], self.n_seen, per_model
@@ -921,8 +981,11 @@ class DualModel:
                 where[union] = self._append_store(XB, union, cols)
             for model, ks in zip(self.models, slots, strict=True):
                 old = model.idx
-                model.idx = np.where(ks >= 0, old[np.maximum(ks, 0)] if old.size else 0,
-                                     where[np.maximum(-1 - ks, 0)])
+                model.idx = np.where(
+                    ks >= 0,
+                    old[np.maximum(ks, 0)] if old.size else 0,
+                    where[np.maximum(-1 - ks, 0)],
+                )
             if self.budget is not None:
                 self._compact_store()
         return n_upd, n_mis, n_fl
@@ -984,11 +1047,40 @@ class DualModel:
         c = np.empty(cap)
         src2 = np.empty(b, dtype=np.int64)
         n_end, counter, clock, u2, nfl2, bad, status = _explicit_walk(
-            np.ascontiguousarray(K0), Kbb, kap, yk, t0, model._nu, model._Pi, model._kinv,
-            model._G, model._kl[0], model._kl[1], model._kl[2], kap_sv, entry, kss, n_now,
-            np.inf if B is None else float(B), self.policy, not model.first_order,
-            self._track_kinv, self._track_kl, rp.rule, rp.phi, rp.C, rp.r, a,
-            self.seed, model.counter, model.clock, f_blk, src2, kv, c, work,
+            np.ascontiguousarray(K0),
+            Kbb,
+            kap,
+            yk,
+            t0,
+            model._nu,
+            model._Pi,
+            model._kinv,
+            model._G,
+            model._kl[0],
+            model._kl[1],
+            model._kl[2],
+            kap_sv,
+            entry,
+            kss,
+            n_now,
+            np.inf if B is None else float(B),
+            self.policy,
+            not model.first_order,
+            self._track_kinv,
+            self._track_kl,
+            rp.rule,
+            rp.phi,
+            rp.C,
+            rp.r,
+            a,
+            self.seed,
+            model.counter,
+            model.clock,
+            f_blk,
+            src2,
+            kv,
+            c,
+            work,
             # Pi's recursion drifts in floating point: a v below zero from a kernel known to
             # be positive semi-definite is that drift, floored (and counted), not an error
             np.inf if self.kernel.known_psd else PSD_TOL,
@@ -1030,8 +1122,24 @@ class DualModel:
         zt = np.empty(b)
         e = np.empty(b)
         u, nfl, stop, status = _cholesky_walk(
-            np.ascontiguousarray(G), np.ascontiguousarray(rW), Kbb, kap, yk,
-            rp.rule, rp.phi, rp.C, rp.r, a, limit, E, Ld, rn, zt, src, f_blk, e,
+            np.ascontiguousarray(G),
+            np.ascontiguousarray(rW),
+            Kbb,
+            kap,
+            yk,
+            rp.rule,
+            rp.phi,
+            rp.C,
+            rp.r,
+            a,
+            limit,
+            E,
+            Ld,
+            rn,
+            zt,
+            src,
+            f_blk,
+            e,
         )
         if status not in (_OK, _STOP):
             return u, nfl, stop, status
@@ -1151,9 +1259,29 @@ class DualModel:
             PN = np.empty((bs, c))
             f_sub = np.empty(bs)
             u, D, fl, stop, status = _queue_walk(
-                G, np.ascontiguousarray(rW[:, 0]), P0, H0, np.ascontiguousarray(rho0[:, 0]),
-                Kss, np.ascontiguousarray(kap[t0:]), np.ascontiguousarray(yk[t0:]),
-                rp.rule, rp.phi, rp.C, rp.r, a, n, B, E, Ld, rn, qn, zt, src, PN, f_sub,
+                G,
+                np.ascontiguousarray(rW[:, 0]),
+                P0,
+                H0,
+                np.ascontiguousarray(rho0[:, 0]),
+                Kss,
+                np.ascontiguousarray(kap[t0:]),
+                np.ascontiguousarray(yk[t0:]),
+                rp.rule,
+                rp.phi,
+                rp.C,
+                rp.r,
+                a,
+                n,
+                B,
+                E,
+                Ld,
+                rn,
+                qn,
+                zt,
+                src,
+                PN,
+                f_sub,
             )
             f_blk[t0:] = f_sub
             nfl += fl

@@ -245,9 +245,7 @@ class _CWBase(ClassifierMixin, BaseEstimator):
         _check_finite_rows(X)
         return X
 
-    def _validate_training(
-        self, X, y, classes, first_call: bool, dual: bool, square: bool = False
-    ):
+    def _validate_training(self, X, y, classes, first_call: bool, dual: bool, square: bool = False):
         """All checks before any state changes; returns (X, y, classes_). ``dual``: the
         engine that will learn (from ``_params``); ``square``: a precomputed kernel's X
         must be the whole Gram matrix (``fit``)."""
@@ -270,8 +268,11 @@ class _CWBase(ClassifierMixin, BaseEstimator):
             )
             X = _canonical(X)
             _check_finite_rows(X)
-            if square and isinstance(self.kernel, str) and self.kernel == "precomputed" and (
-                X.shape[0] != X.shape[1]
+            if (
+                square
+                and isinstance(self.kernel, str)
+                and self.kernel == "precomputed"
+                and (X.shape[0] != X.shape[1])
             ):
                 raise ValueError(
                     "kernel='precomputed': fit needs the square Gram matrix "
@@ -369,7 +370,15 @@ class _CWBase(ClassifierMixin, BaseEstimator):
     #: after ``set_params`` changed one of them (the rule's own parameters, such as eta, C
     #: or r, may change between calls and apply from the next round on).
     _STRUCTURAL = (
-        "a", "kernel", "gamma", "degree", "coef0", "mode", "solver", "covariance", "budget",
+        "a",
+        "kernel",
+        "gamma",
+        "degree",
+        "coef0",
+        "mode",
+        "solver",
+        "covariance",
+        "budget",
         "budget_policy",
     )
 
@@ -383,7 +392,8 @@ class _CWBase(ClassifierMixin, BaseEstimator):
             return
         now = self._structure()
         changed = [
-            k for k in self._STRUCTURAL
+            k
+            for k in self._STRUCTURAL
             if not (now[k] is began[k] or (not callable(now[k]) and now[k] == began[k]))
         ]
         if changed:

@@ -171,4 +171,3 @@ class Kernel:
             rows = (A[i : i + 1] for i in range(A.shape[0]))
             return np.array([self.block(x, x)[0, 0] for x in rows])
         return kernel_diag(A, self.kernel, self.gamma, self.degree, self.coef0)
-

@@ -81,9 +81,7 @@ class RuleParams:
 
     __slots__ = ("rule", "phi", "C", "r", "a")
 
-    def __init__(
-        self, rule: int, phi: float = 0.0, C: float = 1.0, r: float = 1.0, a: float = 1.0
-    ):
+    def __init__(self, rule: int, phi: float = 0.0, C: float = 1.0, r: float = 1.0, a: float = 1.0):
         self.rule = int(rule)
         self.phi = float(phi)
         self.C = float(C)
@@ -202,8 +200,21 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
             F = XB @ mu[k]
             yk = np.ascontiguousarray(Y[start:stop, k])
             nu, nfl, bad = _full_walk(
-                C0, F, sq, yk, params.rule, params.phi, params.C, params.r, params.a,
-                Q, R, ay[:m], beta[:m], upd[:m], f_blk[:m],
+                C0,
+                F,
+                sq,
+                yk,
+                params.rule,
+                params.phi,
+                params.C,
+                params.r,
+                params.a,
+                Q,
+                R,
+                ay[:m],
+                beta[:m],
+                upd[:m],
+                f_blk[:m],
             )
             if bad >= 0:
                 _raise_nonfinite(start + bad)
@@ -391,8 +402,21 @@ def _diag_csr(mu, s, indptr, indices, data, Y, rule, method, phi, C, r, a, out, 
         lo = indptr[i]
         hi = indptr[i + 1]
         if not _diag_row(
-            mu, s, indices[lo:hi], data[lo:hi], Y[i], rule, method, phi, C, r, a,
-            out[i], n_upd, n_mis, n_fl,
+            mu,
+            s,
+            indices[lo:hi],
+            data[lo:hi],
+            Y[i],
+            rule,
+            method,
+            phi,
+            C,
+            r,
+            a,
+            out[i],
+            n_upd,
+            n_mis,
+            n_fl,
         ):
             return i
     return -1

