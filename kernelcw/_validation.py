@@ -31,3 +31,13 @@ def check_finite(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise ValueError(f"{name}={value!r} must be a finite number")
     return float(value)
+
+
+def check_eta(eta) -> float:
+    """eta must lie in the open interval (0.5, 1)."""
+    if isinstance(eta, bool) or not isinstance(eta, numbers.Real) or not 0.5 < eta < 1.0:
+        raise ValueError(
+            f"eta={eta!r} must lie in the open interval (0.5, 1): it is the probability "
+            "of a correct classification the update enforces"
+        )
+    return float(eta)

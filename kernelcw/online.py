@@ -117,7 +117,7 @@ def run_online(
         classes = np.unique(y) if not hasattr(est, "classes_") else est.classes_
     classes = np.asarray(classes)
     chunk = max(1, int(chunk_size))
-    own = hasattr(est, "_learn_online")  # kernelcw: returns the margins it saw
+    own = hasattr(est, "partial_fit_margins")  # kernelcw: returns the margins it saw
     if not own:
         chunk = 1
     preds = np.empty(n, dtype=classes.dtype if classes.dtype != object else object)
@@ -136,7 +136,7 @@ def run_online(
             Xc = X[start:stop]
             yc = y[start:stop]
             if own:
-                F = est._learn_online(Xc, yc, classes=classes)
+                F = est.partial_fit_margins(Xc, yc, classes=classes)
                 preds[start:stop] = _predictions_from_decisions(F, est.classes_)
             else:
                 if hasattr(est, "classes_"):

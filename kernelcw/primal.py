@@ -61,7 +61,20 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from .rules import AROW, FIRST_ORDER, PA2, SCW1, SCW2, SOP, VAR, VAR_FLOOR, cw_stdev, scw2, step
+from .rules import (
+    AROW,
+    DIAG_METHODS,
+    PA2,
+    SCW1,
+    SCW2,
+    SOP,
+    VAR,
+    VAR_FLOOR,
+    RuleParams,
+    cw_stdev,
+    scw2,
+    step,
+)
 
 __all__ = [
     "DIAG_METHODS",
@@ -71,26 +84,7 @@ __all__ = [
     "diag_fit",
 ]
 
-DIAG_METHODS = {"kl": 0, "l2": 1, "exact": 2}
 _KL, _L2, _EXACT = 0, 1, 2
-
-
-class RuleParams:
-    """The scalars a rule needs: integer code, phi = Phi^-1(eta), C, r, and the
-    prior scale a (Sigma_1 = a I), which sets the variance floor."""
-
-    __slots__ = ("rule", "phi", "C", "r", "a")
-
-    def __init__(self, rule: int, phi: float = 0.0, C: float = 1.0, r: float = 1.0, a: float = 1.0):
-        self.rule = int(rule)
-        self.phi = float(phi)
-        self.C = float(C)
-        self.r = float(r)
-        self.a = float(a)
-
-    @property
-    def first_order(self) -> bool:
-        return self.rule in FIRST_ORDER
 
 
 def _raise_nonfinite(row: int) -> None:

@@ -46,10 +46,15 @@ References
 from __future__ import annotations
 
 import math
+from enum import IntEnum
+from typing import NamedTuple
 
 from numba import njit
 
 __all__ = [
+    "DIAG_METHODS",
+    "Rule",
+    "RuleParams",
     "RULES",
     "FIRST_ORDER",
     "cw_stdev",
@@ -68,20 +73,26 @@ __all__ = [
     "VAR_FLOOR",
 ]
 
-# Integer codes for the compiled loops (a name -> code registry, as in pynndescent).
-PERCEPTRON, PA, PA1, PA2, STDEV, VAR, SCW1, SCW2, AROW, SOP = range(10)
-RULES: dict[str, int] = {
-    "perceptron": PERCEPTRON,
-    "pa": PA,
-    "pa1": PA1,
-    "pa2": PA2,
-    "stdev": STDEV,
-    "var": VAR,
-    "scw1": SCW1,
-    "scw2": SCW2,
-    "arow": AROW,
-    "sop": SOP,
-}
+
+class Rule(IntEnum):
+    """The rules' integer codes (the compiled loops take the plain int)."""
+
+    PERCEPTRON = 0
+    PA = 1
+    PA1 = 2
+    PA2 = 3
+    STDEV = 4
+    VAR = 5
+    SCW1 = 6
+    SCW2 = 7
+    AROW = 8
+    SOP = 9
+
+
+# Plain-int aliases for compiled code (numba types an IntEnum member apart from an int).
+PERCEPTRON, PA, PA1, PA2, STDEV, VAR, SCW1, SCW2, AROW, SOP = (int(r) for r in Rule)
+#: User-facing rule name -> code (a name -> code registry, as in pynndescent).
+RULES: dict[str, int] = {r.name.lower(): int(r) for r in Rule}
 #: Rules that keep Sigma = a I and read the squared norm in place of v.
 FIRST_ORDER = frozenset({PERCEPTRON, PA, PA1, PA2})
 
@@ -92,6 +103,25 @@ FIRST_ORDER = frozenset({PERCEPTRON, PA, PA1, PA2})
 #: a ``v`` computed as a difference is rounding noise and the step ``alpha ~ |m| / v``
 #: leaves float64's range. Floored rounds are counted and reported by the learners.
 VAR_FLOOR = 1e-12
+
+#: The diagonal-covariance methods of JMLR 2012 section 6 -> code.
+DIAG_METHODS = {"kl": 0, "l2": 1, "exact": 2}
+
+
+class RuleParams(NamedTuple):
+    """The scalars a rule needs, as one record the compiled loops take whole:
+    the integer code, ``phi = Phi^-1(eta)``, ``C``, ``r``, and the prior scale ``a``
+    (``Sigma_1 = a I``), which sets the variance floor."""
+
+    rule: int
+    phi: float = 0.0
+    C: float = 1.0
+    r: float = 1.0
+    a: float = 1.0
+
+    @property
+    def first_order(self) -> bool:
+        return self.rule in FIRST_ORDER
 
 
 @njit(cache=True, error_model="numpy")

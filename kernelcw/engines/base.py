@@ -1,0 +1,79 @@
+"""The interface every engine (model form) implements.
+
+An engine owns the fitted state of ``K`` binary one-vs-rest models of one form
+(primal full covariance, primal diagonal, dual) and nothing else: no parameter
+validation (that is :mod:`kernelcw.spec`), no labels (the estimator maps classes to
+``Y`` in {-1, +1}), no warnings. Estimators talk to engines only through this
+interface; save/load and model combination read :meth:`Engine.state_dict`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["Engine", "LearnResult"]
+
+
+class LearnResult(NamedTuple):
+    """What one pass of :meth:`Engine.learn` reports, per binary model."""
+
+    #: (n, K) decision values ``mu . x`` each round saw *before* its update (what the
+    #: online protocol predicts from).
+    margins: np.ndarray
+    #: (K,) rounds that changed the model.
+    n_updates: np.ndarray
+    #: (K,) rounds whose ``sign(margin)`` (``sign(0) = +1``) differed from the label.
+    n_mistakes: np.ndarray
+    #: (K,) rounds whose margin variance was raised to the floor
+    #: ``VAR_FLOOR * a * k(x, x)`` (:data:`kernelcw.rules.VAR_FLOOR`).
+    n_floored: np.ndarray
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """One model form behind one interface.
+
+    ``spec`` is the :class:`kernelcw.spec.EngineSpec` the engine was built from.
+    Rows ``X`` are float64, dense C-ordered or canonical CSR, already validated.
+    """
+
+    spec: Any
+
+    @property
+    def n_models(self) -> int:
+        """K, the number of binary models (1 for two classes)."""
+
+    def set_rule(self, rule) -> None:
+        """Use ``rule`` (a :class:`kernelcw.rules.RuleParams`) from the next round on:
+        eta, C and r may change between calls; the prior scale ``a`` may not."""
+
+    def learn(self, X, Y: np.ndarray, positions: np.ndarray | None = None) -> LearnResult:
+        """One pass over the rows of X in order, ``Y`` (n, K) in {-1, +1}.
+
+        ``positions``: the rows' positions in the training data (the dual engine's
+        ``support_`` and the ``"precomputed"`` kernel's columns); by default the
+        stream continues from the previous call. An exception may leave the state
+        part-way: callers restore a :meth:`checkpoint`."""
+
+    def decision(self, X) -> np.ndarray:
+        """(n, K) mean margins ``mu . x``."""
+
+    def margin_variance(self, X) -> np.ndarray:
+        """(n, K) margin variances ``x' Sigma x``, floored as in learning."""
+
+    def checkpoint(self, X) -> Any:
+        """What :meth:`restore` needs to undo a :meth:`learn` call on X (the engine
+        chooses: a length to cut back to, a copy of what the call can touch, ...)."""
+
+    def restore(self, checkpoint) -> None:
+        """Put the state back as it was when ``checkpoint`` was taken."""
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The fitted state as plain numpy arrays (scalars as 0-d arrays), enough for
+        :meth:`from_state` to rebuild an engine that continues bit for bit."""
+
+    @classmethod
+    def from_state(cls, spec, state: dict[str, np.ndarray]) -> Engine:
+        """An engine built from ``spec`` holding the state of :meth:`state_dict`."""

@@ -1,0 +1,215 @@
+"""The estimators' thin base class: validate, ask the engine to learn, restore its
+checkpoint on error, count.
+
+Parameters become an engine specification in :mod:`kernelcw.spec`; the state lives
+in the engine (:mod:`kernelcw.engines`), held as ``_engine``; prediction and the
+fitted attributes are the mixins of :mod:`._mixins`.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import check_random_state
+
+from ..engines import build_engine
+from ..rules import VAR_FLOOR
+from ..spec import check_memory, check_params, engine_spec
+from ._input import validate_training
+from ._mixins import DualAttributesMixin, PredictionMixin
+
+__all__ = ["CWEstimator"]
+
+#: Parameters that shape the stored state: ``partial_fit`` refuses to continue a model
+#: after ``set_params`` changed one of them (the rule's own parameters, such as eta, C
+#: or r, may change between calls and apply from the next round on).
+STRUCTURAL = (
+    "a",
+    "kernel",
+    "gamma",
+    "degree",
+    "coef0",
+    "mode",
+    "solver",
+    "covariance",
+    "budget",
+    "budget_policy",
+)
+
+_FLOOR_WARNING = (
+    "{name}: the margin variance fell below {floor:g} * a * |x|^2 on {n} round(s) and "
+    "was raised to that floor (n_variance_floored_ counts them). The model is certain to "
+    "12 digits where it still errs: a hard-constraint rule on a non-separable "
+    "stream (a soft rule, SCW or AROW, or a smaller eta avoids it), features of "
+    "very different scales (standardise X), or, in the dual's explicit nu/Pi "
+    "form (solver='explicit', or a budget other than 'oldest'), Pi's "
+    "recursion drifting in floating point."
+)
+
+
+class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEstimator):
+    """Shared machinery of every estimator (not public).
+
+    Subclasses store their own parameters in ``__init__`` and implement
+    ``_rule_params()``, which validates the rule's own parameters and returns a
+    :class:`kernelcw.rules.RuleParams`.
+    """
+
+    # ------------------------------------------------------------ training
+
+    def fit(self, X, y):
+        """Fit the model from scratch: ``n_iter`` passes over (X, y).
+
+        Each pass walks the rows in order (``shuffle=False``) or in a fresh random
+        order drawn from ``random_state``. One pass is the online learning of the
+        papers; ``n_mistakes_`` counts the mistakes over all passes.
+        """
+        checked = check_params(self)
+        X, y, classes_, spec = self._validate(X, y, None, True, checked, square=True)
+        self._start(classes_, spec)
+        Y = self._label_matrix(y)
+        rng = check_random_state(self.random_state)
+        for _ in range(self.n_iter):
+            if self.shuffle:
+                order = rng.permutation(X.shape[0])
+                self._learn(X[order], Y[order], checked[0], positions=order)
+            else:
+                self._learn(X, Y, checked[0], positions=np.arange(X.shape[0]))
+        return self
+
+    def partial_fit(self, X, y, classes=None):
+        """Learn from (X, y) in the given order, continuing from the current model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        classes : array-like, optional
+            All labels the stream will hold. Needed on the first call only when
+            the first batch does not show at least two of them.
+
+        Returns
+        -------
+        self
+        """
+        self.partial_fit_margins(X, y, classes)
+        return self
+
+    def partial_fit_margins(self, X, y, classes=None) -> np.ndarray:
+        """:meth:`partial_fit` that returns the (n, K) decision values ``mu . x`` each
+        row saw before its update: the online protocol's predictions, at no extra
+        cost (:func:`kernelcw.run_online` uses it)."""
+        checked = check_params(self)
+        first_call = not hasattr(self, "classes_")
+        if not first_call:
+            self._check_structure()
+            if checked[1] != self._engine.spec.form:
+                raise ValueError(
+                    f"kernel={self.kernel!r}, mode={self.mode!r} selects the "
+                    f"{_engine_word(checked[1])} engine but this model was started in the "
+                    f"{_engine_word(self._engine.spec.form)} one; call fit to start over"
+                )
+        X, y, classes_, spec = self._validate(X, y, classes, first_call, checked)
+        if first_call:
+            self._start(classes_, spec)
+        return self._learn(X, self._label_matrix(y), checked[0])
+
+    def _validate(self, X, y, classes, first_call: bool, checked, square: bool = False):
+        """Input checks, and on a first call the engine's specification and memory
+        check, all before any state changes. Returns (X, y, classes_, spec or None)."""
+        specs = []
+
+        def make_spec(X, classes_):
+            if first_call:
+                spec = engine_spec(self, X.shape[1], len(classes_), checked)
+                check_memory(spec)
+                specs.append(spec)
+
+        X, y, classes_ = validate_training(self, X, y, classes, first_call, square, make_spec)
+        return X, y, classes_, specs[0] if specs else None
+
+    def _start(self, classes_: np.ndarray, spec) -> None:
+        """A fresh engine and counters (the prior N(0, a I))."""
+        self._engine = build_engine(spec)
+        self._began_with = self._structure()
+        self.classes_ = classes_
+        K = spec.n_models
+        if K == 1:
+            self.n_updates_ = 0
+            self.n_mistakes_ = 0
+            self.n_variance_floored_ = 0
+        else:
+            self.n_updates_ = np.zeros(K, dtype=np.int64)
+            self.n_mistakes_ = np.zeros(K, dtype=np.int64)
+            self.n_variance_floored_ = np.zeros(K, dtype=np.int64)
+
+    def _structure(self) -> dict:
+        return {k: getattr(self, k) for k in STRUCTURAL}
+
+    def _check_structure(self) -> None:
+        """ValueError if set_params changed a structural parameter since the model began."""
+        began = self.__dict__.get("_began_with")
+        if began is None:
+            return
+        now = self._structure()
+        changed = [
+            k
+            for k in STRUCTURAL
+            if not (now[k] is began[k] or (not callable(now[k]) and now[k] == began[k]))
+        ]
+        if changed:
+            what = ", ".join(f"{k} from {began[k]!r} to {now[k]!r}" for k in changed)
+            raise ValueError(
+                f"set_params changed {what} since this model began; these shape the stored "
+                "state, so partial_fit cannot continue it: call fit to start over (or set "
+                "them back)"
+            )
+
+    def _label_matrix(self, y) -> np.ndarray:
+        """(n, K) targets in {-1, +1} for the K binary models."""
+        if len(self.classes_) == 2:
+            return np.where(y == self.classes_[1], 1.0, -1.0)[:, None]
+        return np.where(y[:, None] == self.classes_[None, :], 1.0, -1.0)
+
+    def _learn(self, X, Y, rule, positions=None) -> np.ndarray:
+        """One pass in the given order, all or nothing; returns the (n, K) decision
+        values before each update."""
+        engine = self._engine
+        engine.set_rule(rule)  # eta, C, r may be set_params'd between calls
+        checkpoint = engine.checkpoint(X)
+        try:
+            res = engine.learn(X, Y, positions)
+        except BaseException:
+            engine.restore(checkpoint)
+            raise
+        first_floor = not np.any(self.n_variance_floored_) and res.n_floored.any()
+        if engine.n_models == 1:
+            self.n_updates_ += int(res.n_updates[0])
+            self.n_mistakes_ += int(res.n_mistakes[0])
+            self.n_variance_floored_ += int(res.n_floored[0])
+        else:
+            self.n_updates_ += res.n_updates
+            self.n_mistakes_ += res.n_mistakes
+            self.n_variance_floored_ += res.n_floored
+        if first_floor:
+            warnings.warn(
+                _FLOOR_WARNING.format(
+                    name=type(self).__name__, floor=VAR_FLOOR, n=int(res.n_floored.sum())
+                ),
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return res.margins
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        # rows of a Gram matrix: scikit-learn's splitters then cut K[train][:, train]
+        tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
+        return tags
+
+
+def _engine_word(form: str) -> str:
+    return "dual" if form == "dual" else "primal"

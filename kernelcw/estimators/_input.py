@@ -1,0 +1,206 @@
+"""Input checks of the estimators: rows, labels and classes, all before any state
+changes (a bad call leaves the model as it was)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import validate_data
+
+
+def _values(X) -> np.ndarray:
+    return X.data if sp.issparse(X) else X
+
+
+def _all_finite(X) -> bool:
+    """No NaN or inf in X (max/min propagate NaN; no temporaries)."""
+    v = _values(X)
+    return v.size == 0 or (math.isfinite(v.max()) and math.isfinite(v.min()))
+
+
+def _first_nonfinite_row(X) -> int:
+    """Index of the first row holding NaN or +-inf, or -1."""
+    if _all_finite(X):
+        return -1
+    if sp.issparse(X):
+        bad = np.flatnonzero(~np.isfinite(X.data))
+        if bad.size == 0:
+            return -1
+        return int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
+    bad = np.flatnonzero(~np.isfinite(X).all(axis=1))
+    return int(bad[0]) if bad.size else -1
+
+
+def _canonical(X):
+    """X itself, or for a CSR matrix with duplicate or unsorted entries a canonical copy
+    (duplicates summed): the sparse walks read each stored entry as one x_j."""
+    if sp.issparse(X) and not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    return X
+
+
+def _check_finite_rows(X) -> None:
+    row = _first_nonfinite_row(X)
+    if row >= 0:
+        raise ValueError(
+            f"Input X contains NaN or infinity in row {row} (0-based); remove or impute it first"
+        )
+
+
+def _first_overflowing_row(X, a: float) -> int:
+    """First row whose squared norm times ``a`` overflows float64, or -1.
+
+    The bound max|x_ij|^2 * (entries per row) * a settles the common case
+    without a pass over the rows.
+    """
+    v = _values(X)
+    if v.size == 0:
+        return -1
+    big = max(abs(float(v.max())), abs(float(v.min())))
+    per_row = int(np.diff(X.indptr).max()) if sp.issparse(X) else X.shape[1]
+    if math.isfinite(big * big * per_row * a):
+        return -1
+    if sp.issparse(X):
+        sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    else:
+        sq = np.einsum("ij,ij->i", X, X)
+    bad = np.flatnonzero(~np.isfinite(sq * a))
+    return int(bad[0]) if bad.size else -1
+
+
+def _unique_labels(labels: np.ndarray, what: str) -> np.ndarray:
+    """np.unique, with a clear error for labels that cannot be ordered (mixed types)."""
+    try:
+        return np.unique(labels)
+    except TypeError as exc:
+        kinds = sorted({type(v).__name__ for v in labels.ravel()[:1000]})
+        raise ValueError(
+            f"{what} mixes label types ({', '.join(kinds)}) that cannot be sorted into classes: "
+            "use one type"
+        ) from exc
+
+
+def _check_targets(y: np.ndarray) -> None:
+    """scikit-learn's check_classification_targets, without its cost for the common
+    dtypes (it re-validates y each call: a third of a small fit's time). Integer, bool
+    and string labels are classes by their dtype; floats must be integral; other
+    (object) arrays go through scikit-learn's check."""
+    kind = y.dtype.kind
+    if kind in "iubUS":
+        return
+    if kind == "f":
+        if not np.all(np.isfinite(y)):
+            raise ValueError("Input y contains NaN or infinity.")
+        if np.any(y != np.floor(y)):
+            raise ValueError(
+                "Unknown label type: continuous. Maybe you are trying to fit a classifier, "
+                "which expects discrete classes on a regression target with continuous values."
+            )
+        return
+    check_classification_targets(y)
+
+
+def validate_X(est, X, reset: bool):
+    """Rows for prediction: scikit-learn's checks (feature count, names), canonical
+    CSR, and no NaN or infinity (named by row)."""
+    X = validate_data(
+        est, X, accept_sparse="csr", dtype=np.float64, ensure_all_finite=False, reset=reset
+    )
+    X = _canonical(X)
+    _check_finite_rows(X)
+    return X
+
+
+def validate_training(est, X, y, classes, first_call: bool, square: bool = False, then=None):
+    """All checks before any state changes; returns (X, y, classes_).
+
+    ``square``: a precomputed kernel's X must be the whole Gram matrix (``fit``).
+    ``then(X, classes_)`` runs last, inside the same guard (e.g. the memory check):
+    if anything fails, ``n_features_in_`` and ``feature_names_in_``, which
+    ``validate_data(reset=True)`` writes, are put back.
+    """
+    saved = {
+        k: est.__dict__[k] for k in ("n_features_in_", "feature_names_in_") if k in est.__dict__
+    }
+    try:
+        X, y = validate_data(
+            est,
+            X,
+            y,
+            accept_sparse="csr",
+            dtype=np.float64,
+            ensure_all_finite=False,
+            reset=first_call,
+        )
+        X = _canonical(X)
+        _check_finite_rows(X)
+        if (
+            square
+            and isinstance(est.kernel, str)
+            and est.kernel == "precomputed"
+            and (X.shape[0] != X.shape[1])
+        ):
+            raise ValueError(
+                "kernel='precomputed': fit needs the square Gram matrix "
+                f"K(X_train, X_train), got X of shape {X.shape}"
+            )
+        row = _first_overflowing_row(X, float(est.a))
+        if row >= 0:
+            raise ValueError(
+                f"row {row} of X is too large: its squared norm times a overflows "
+                "float64 (rescale X)"
+            )
+        _check_targets(y)
+        classes_ = resolve_classes(est, y, classes, first_call)
+        if then is not None:
+            then(X, classes_)
+    except Exception:
+        for k in ("n_features_in_", "feature_names_in_"):
+            est.__dict__.pop(k, None)
+        est.__dict__.update(saved)
+        raise
+    return X, y, classes_
+
+
+def resolve_classes(est, y, classes, first_call: bool) -> np.ndarray:
+    """The classes: from ``classes=`` or y on the first call, else the model's (and
+    ``classes=``, if given again, must agree); every label of y must be one."""
+    if first_call:
+        if classes is None:
+            classes_ = _unique_labels(y, "y")
+            if classes_.size < 2:
+                raise ValueError(
+                    f"y contains only one class ({classes_.tolist()[0]!r}); a classifier needs "
+                    "two. Pass classes=[...] to partial_fit to declare the others."
+                )
+        else:
+            given = np.asarray(classes)
+            if given.ndim != 1:
+                raise ValueError(f"classes={classes!r} must be a 1-d list of labels")
+            if given.dtype.kind == "f" and not np.all(np.isfinite(given)):
+                raise ValueError(f"classes={classes!r} holds NaN or infinity")
+            classes_ = _unique_labels(given, "classes")
+            if classes_.size < 2:
+                raise ValueError(f"classes={classes!r} must hold at least two labels")
+    else:
+        classes_ = est.classes_
+        if classes is not None and not np.array_equal(np.unique(classes), classes_):
+            raise ValueError(
+                f"classes={classes!r} is not the same as on the first call "
+                f"to partial_fit ({classes_!r})"
+            )
+    try:
+        unknown = np.setdiff1d(_unique_labels(y, "y"), classes_)
+    except TypeError as exc:  # labels of another type than the classes
+        raise ValueError(
+            f"y holds labels of another type than the classes {classes_.tolist()!r}"
+        ) from exc
+    if unknown.size:
+        raise ValueError(
+            f"y contains labels {unknown.tolist()!r} that are not in classes {classes_.tolist()!r}"
+        )
+    return classes_

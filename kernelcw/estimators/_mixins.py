@@ -1,0 +1,189 @@
+"""What a fitted estimator shows: predictions, and the fitted attributes of the
+primal (``mean_``, ``covariance_``, ``coef_``) and dual (``support_``,
+``dual_coef_``, ...) forms, all read from the engine."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import ndtr
+from sklearn.utils.validation import check_is_fitted
+
+from ._input import validate_X
+
+__all__ = ["DualAttributesMixin", "PredictionMixin", "primal_from_dual"]
+
+
+def _is_dual(est) -> bool:
+    return est._engine.spec.form == "dual"
+
+
+def _one_or_list(values: list):
+    return values[0] if len(values) == 1 else values
+
+
+class PredictionMixin:
+    """decision_function, predict, predict_proba and the primal attributes."""
+
+    def decision_function(self, X):
+        """The mean margin ``mu . x``: (n_samples,) for two classes, else (n_samples, K)."""
+        check_is_fitted(self)
+        X = validate_X(self, X, reset=False)
+        f = self._engine.decision(X)
+        return f[:, 0] if f.shape[1] == 1 else f
+
+    def predict_proba(self, X):
+        """Probability that a weight vector drawn from N(mu, Sigma) gives each class.
+
+        For one binary model this is ``p = Phi(mu . x / sqrt(x' Sigma x))`` for
+        ``classes_[1]`` and ``1 - p`` for ``classes_[0]``. With more classes each
+        one-vs-rest model's ``p`` is normalised over the classes.
+        """
+        check_is_fitted(self)
+        X = validate_X(self, X, reset=False)
+        f = self._engine.decision(X)
+        v = self._engine.margin_variance(X)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(v > 0, f / np.sqrt(np.maximum(v, 0)), np.sign(f) * np.inf)
+        z = np.where(np.isnan(z), 0.0, z)
+        p = ndtr(z)
+        if p.shape[1] == 1:
+            return np.hstack([1.0 - p, p])
+        tot = p.sum(axis=1, keepdims=True)
+        K = p.shape[1]
+        return np.where(tot > 0, p / np.where(tot > 0, tot, 1.0), 1.0 / K)
+
+    def predict(self, X):
+        """The sign of ``mu . x`` (``sign(0) = +1``, i.e. ``classes_[1]``); argmax for OvR."""
+        check_is_fitted(self)
+        X = validate_X(self, X, reset=False)
+        f = self._engine.decision(X)
+        if f.shape[1] == 1:
+            return np.where(f[:, 0] >= 0.0, self.classes_[1], self.classes_[0])
+        return self.classes_[np.argmax(f, axis=1)]
+
+    def _primal_attr(self, name: str):
+        check_is_fitted(self)
+        if _is_dual(self):
+            # AttributeError, so hasattr(), getattr(..., None) and dir() work
+            raise AttributeError(
+                f"{name} exists for primal models only; this one learns in the dual form: "
+                "see dual_coef_, covariance_coef_ and support_vectors_"
+            )
+        return self._engine
+
+    @property
+    def mean_(self) -> np.ndarray:
+        """mu: (n_features,) for two classes, else (n_classes, n_features)."""
+        mean = self._primal_attr("mean_").mean
+        return mean[0] if mean.shape[0] == 1 else mean
+
+    @property
+    def covariance_(self) -> np.ndarray:
+        """Sigma: (d, d) or its diagonal (d,) for two classes; stacked per class else."""
+        eng = self._primal_attr("covariance_")
+        cov = eng.covariance if eng.spec.form == "primal_full" else eng.variance
+        return cov[0] if cov.shape[0] == 1 else cov
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """The mean weights in scikit-learn's shape: (1, d) for two classes, (K, d) else.
+
+        With a dual model only for the linear kernel (``mu = S' nu``).
+        """
+        check_is_fitted(self)
+        eng = self._engine
+        if _is_dual(self):
+            if eng.spec.kernel.name != "linear":
+                raise AttributeError(
+                    f"coef_ exists for the linear kernel only; this model's kernel is "
+                    f"{eng.spec.kernel.name!r}, whose feature space has no finite weight "
+                    "vector here: see dual_coef_ and support_vectors_"
+                )
+            return primal_from_dual(self)[0].reshape(eng.n_models, -1)
+        return eng.mean
+
+    @property
+    def intercept_(self) -> np.ndarray:
+        """Always zero: the papers' learners have no bias (append a constant feature)."""
+        check_is_fitted(self)
+        return np.zeros(self._engine.n_models)
+
+
+class DualAttributesMixin:
+    """The dual form's fitted attributes: a list per class for more than two."""
+
+    def _dual_engine(self, name: str):
+        check_is_fitted(self)
+        if not _is_dual(self):
+            raise AttributeError(
+                f"{name} exists for dual (kernel) models only; this one is primal "
+                "(kernel='linear', mode='auto'): see mean_ and covariance_"
+            )
+        return self._engine
+
+    @property
+    def support_(self):
+        """Positions of the support inputs in the training data, in the order they
+        entered: row indices of X after ``fit`` (with ``n_iter > 1`` an input can
+        enter more than once), rows counted across calls after ``partial_fit``; a
+        list per class for more than two classes."""
+        return _one_or_list(self._dual_engine("support_").support_positions())
+
+    @property
+    def support_vectors_(self):
+        """The support inputs (n_sv, n_features), in the order they entered."""
+        eng = self._dual_engine("support_vectors_")
+        if eng.spec.kernel.precomputed:
+            raise AttributeError("kernel='precomputed' keeps no inputs: see support_")
+        return _one_or_list(eng.support_vectors())
+
+    @property
+    def dual_coef_(self):
+        """nu: mu = sum_p nu_p phi(x_p) over the support vectors."""
+        return _one_or_list(self._dual_engine("dual_coef_").dual_coef())
+
+    @property
+    def covariance_coef_(self):
+        """Pi: Sigma = a I + sum_pq Pi_pq phi(x_p) phi(x_q)'."""
+        return _one_or_list(self._dual_engine("covariance_coef_").covariance_coef())
+
+    @property
+    def n_support_(self):
+        """Number of support vectors (an array over classes for more than two)."""
+        n = self._dual_engine("n_support_").n_support()
+        return n[0] if len(n) == 1 else np.array(n)
+
+
+def primal_from_dual(model) -> tuple[np.ndarray, np.ndarray]:
+    """(mu, Sigma) of a fitted linear-kernel dual model: ``mu = S' nu`` and
+    ``Sigma = a I + S' Pi S``, S the support vectors (rows).
+
+    With the linear kernel the dual run reproduces the primal full-covariance run;
+    this is how to check it. Binary: (d,), (d, d); more classes: stacked (K, d),
+    (K, d, d).
+    """
+    check_is_fitted(model)
+    eng = getattr(model, "_engine", None)
+    if eng is None or eng.spec.form != "dual":
+        raise ValueError("primal_from_dual needs a dual model (mode='dual' or a kernel)")
+    if eng.spec.kernel.name != "linear":
+        raise ValueError(
+            f"primal_from_dual needs the linear kernel; this model's kernel is "
+            f"{eng.spec.kernel.name!r}, whose feature space has no finite weight vector here"
+        )
+    d = model.n_features_in_
+    a = eng.spec.a
+    mus, sigmas = [], []
+    for S, nu, Pi in zip(
+        eng.support_vectors(), eng.dual_coef(), eng.covariance_coef(), strict=True
+    ):
+        S = S.toarray() if sp.issparse(S) else np.asarray(S)
+        mus.append(S.T @ nu if nu.size else np.zeros(d))
+        sig = a * np.eye(d)
+        if nu.size:
+            sig += S.T @ Pi @ S
+        sigmas.append(sig)
+    if len(mus) == 1:
+        return mus[0], sigmas[0]
+    return np.stack(mus), np.stack(sigmas)

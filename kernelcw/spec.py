@@ -1,0 +1,198 @@
+"""From an estimator's parameters to a validated engine specification.
+
+The one place where parameters are checked and the engine chosen: the estimators
+call :func:`check_params` / :func:`engine_spec` before any state changes, and the
+command line calls the same functions to report bad options before any data work.
+The one memory estimate (:meth:`EngineSpec.memory_bytes`) and the one limit
+(:func:`check_memory`) live here too.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validation import check_option, check_positive
+from .budget import POLICIES
+from .kernels import KERNELS, Kernel
+from .rules import DIAG_METHODS, FIRST_ORDER, RuleParams
+
+__all__ = [
+    "COVARIANCES",
+    "DUAL_A_RANGE",
+    "DUAL_BLOCK",
+    "FORMS",
+    "MODES",
+    "SOLVERS",
+    "EngineSpec",
+    "check_memory",
+    "check_params",
+    "engine_spec",
+    "memory_limit",
+]
+
+MODES = ("auto", "primal", "dual")
+SOLVERS = ("cholesky", "explicit")
+COVARIANCES = ("full", "diag")
+#: The engines: primal full covariance, primal diagonal, dual (kernel).
+FORMS = ("primal_full", "primal_diag", "dual")
+#: Inputs per block of the dual engine when ``block_size=None``.
+DUAL_BLOCK = 256
+#: The prior scales a the dual engine accepts: it forms a^2 k(x, z), which must stay well
+#: inside float64's range (the primal engine takes any a > 0).
+DUAL_A_RANGE = (1e-100, 1e100)
+
+
+@dataclass
+class EngineSpec:
+    """Everything an engine needs to be built, validated.
+
+    ``form`` is one of :data:`FORMS`; ``rule`` carries the prior scale ``a``.
+    ``kernel`` is set for the dual form only; ``block_size=None`` lets the engine
+    choose. ``seed`` drives the "random" budget policy.
+    """
+
+    form: str
+    rule: RuleParams
+    n_features: int
+    n_models: int
+    block_size: int | None = None
+    diag_method: str = "kl"
+    kernel: Kernel | None = None
+    solver: str = "cholesky"
+    budget: int | None = None
+    budget_policy: str = "project"
+    seed: int = 0
+
+    @property
+    def a(self) -> float:
+        return self.rule.a
+
+    def memory_bytes(self) -> int:
+        """The state's size before any support vector (the primal forms' whole size):
+        K d^2 doubles for full covariances, 2 K d for diagonal ones, and for the
+        dual form the budget's worth of factor (B^2 doubles per model) if bounded."""
+        K, d = self.n_models, self.n_features
+        if self.form == "primal_full":
+            return K * d * d * 8 + K * d * 8
+        if self.form == "primal_diag":
+            return 2 * K * d * 8
+        B = self.budget or 0
+        return K * B * B * 8
+
+
+def memory_limit() -> int | None:
+    """Half of this machine's physical memory (None where it cannot be read)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        return None
+
+
+def check_memory(spec: EngineSpec) -> None:
+    """ValueError if the state would need more than :func:`memory_limit`."""
+    limit = memory_limit()
+    need = spec.memory_bytes()
+    if limit is None or need <= limit:
+        return
+    if spec.form == "primal_full":
+        raise ValueError(
+            f"covariance='full' needs {need / 2**30:.1f} GiB for {spec.n_models} model(s) "
+            f"with {spec.n_features} features, more than half of this machine's memory; use "
+            "covariance='diag' for high-dimensional (e.g. text) data"
+        )
+    raise ValueError(  # pragma: no cover - a budget of ~40,000 or a billion features
+        f"this model needs {need / 2**30:.1f} GiB, more than half of this machine's memory"
+    )
+
+
+def _check_int(name: str, value, allow_none: bool) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        what = "None or an integer >= 1" if allow_none else "an integer >= 1"
+        raise ValueError(f"{name}={value!r} must be {what}")
+
+
+def check_params(est) -> tuple[RuleParams, str]:
+    """Validate every parameter of a kernelcw estimator; return its rule (with ``a``)
+    and the engine form that will learn (one of :data:`FORMS`).
+
+    Nothing depends on data here, so the command line can call it before loading
+    any; the feature count enters in :func:`engine_spec`.
+    """
+    rule = est._rule_params()
+    a = check_positive("a", est.a)
+    rule = rule._replace(a=a)
+    if not callable(est.kernel):
+        check_option("kernel", est.kernel, KERNELS)
+    check_option("mode", est.mode, MODES)
+    check_option("solver", est.solver, SOLVERS)
+    _check_int("block_size", est.block_size, allow_none=True)
+    check_option("covariance", est.covariance, COVARIANCES)
+    check_option("diag_method", est.diag_method, tuple(DIAG_METHODS))
+    _check_int("n_iter", est.n_iter, allow_none=False)
+    if not isinstance(est.shuffle, bool | np.bool_):
+        raise ValueError(f"shuffle={est.shuffle!r} must be True or False")
+    _check_int("budget", est.budget, allow_none=True)
+    check_option("budget_policy", est.budget_policy, POLICIES)
+    # gamma, degree and coef0 are checked whatever the kernel, as scikit-learn's SVC does
+    Kernel(est.kernel, est.gamma, est.degree, est.coef0, 1)
+    linear = isinstance(est.kernel, str) and est.kernel == "linear"
+    if est.mode == "primal" and not linear:
+        raise ValueError(
+            f"mode='primal' needs kernel='linear' (got kernel={est.kernel!r}): a "
+            "non-linear kernel is learned in the dual; use mode='auto' or 'dual'"
+        )
+    if est.mode == "primal" and est.budget is not None:
+        raise ValueError(
+            "a budget bounds the support set of the dual engine: use mode='auto' or "
+            "'dual' (the primal engine keeps no support vectors)"
+        )
+    dual = est.mode == "dual" or not linear or est.budget is not None
+    if dual and not DUAL_A_RANGE[0] <= a <= DUAL_A_RANGE[1]:
+        raise ValueError(
+            f"a={est.a!r} is outside [{DUAL_A_RANGE[0]:g}, {DUAL_A_RANGE[1]:g}], the range "
+            "the dual engine supports (it works with a^2 k(x, z)); rescale the kernel or "
+            "X instead (CW-Stdev's predictions do not depend on a; for the other rules a "
+            "change of a is a change of eta, C or r)"
+        )
+    if dual and est.covariance == "diag" and rule.rule not in FIRST_ORDER:
+        raise ValueError(
+            "covariance='diag' exists only in the primal mode: the dual engine keeps "
+            "the full covariance in the kernel's feature space (use covariance='full')"
+        )
+    if dual:
+        return rule, "dual"
+    return rule, "primal_full" if est.covariance == "full" else "primal_diag"
+
+
+def engine_spec(
+    est, n_features: int, n_classes: int, checked: tuple[RuleParams, str] | None = None
+) -> EngineSpec:
+    """The specification of the engine ``est`` learns with, for ``n_features`` inputs
+    and ``n_classes`` labels. ``checked``: what :func:`check_params` returned, when the
+    caller has it already (nothing is validated twice)."""
+    rule, form = check_params(est) if checked is None else checked
+    K = 1 if n_classes <= 2 else n_classes
+    spec = EngineSpec(
+        form=form,
+        rule=rule,
+        n_features=int(n_features),
+        n_models=K,
+        block_size=est.block_size,
+        diag_method=est.diag_method,
+    )
+    if form == "dual":
+        from sklearn.utils import check_random_state
+
+        spec.kernel = Kernel(est.kernel, est.gamma, est.degree, est.coef0, n_features)
+        spec.block_size = DUAL_BLOCK if est.block_size is None else est.block_size
+        spec.solver = est.solver
+        spec.budget = est.budget
+        spec.budget_policy = est.budget_policy
+        spec.seed = int(check_random_state(est.random_state).randint(0, 2**62))
+    return spec
