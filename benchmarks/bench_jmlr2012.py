@@ -125,7 +125,7 @@ def paper_table(algos, problems, results) -> list[str]:
         row = [a.name, where]
         for prob in shown:
             row += [
-                f"{np.mean(results[prob][a.name]['test']):.1f}",
+                f"{100 * np.mean(results[prob][a.name]['test']):.1f}",
                 f"{errs[PAPER_PROBLEMS.index(prob)]:.2f}",
             ]
         rows.append(row)
