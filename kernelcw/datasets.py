@@ -15,9 +15,12 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:  # scipy loads on first use: `kernelcw --help` imports this module
+    import scipy.sparse as sp
 
 __all__ = [
     "BUILTIN",
@@ -78,6 +81,8 @@ class Dataset:
 
     @property
     def sparse(self) -> bool:
+        import scipy.sparse as sp
+
         return sp.issparse(self.X)
 
 
@@ -174,6 +179,7 @@ def load_svmlight(path: str | os.PathLike) -> Dataset:
     DatasetError
         If the file is missing, unreadable, not in the format, or holds no examples.
     """
+    import scipy.sparse as sp
     from sklearn.datasets import load_svmlight_file
 
     path = os.fspath(path)

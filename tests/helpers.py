@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernelcw import registry
+
 #: The prior scale and rule parameters of the reference tests: non-default values, so
 #: that a parameter that is not passed through shows up. Hard-constraint rules
 #: (CW-Stdev, CW-Var) get eta = 0.7: with eta = 0.8 and 12% label noise their variance
@@ -22,6 +24,18 @@ RULE_PARAMS = {
     "pa1": dict(C=0.02),
     "pa2": dict(C=0.5),
 }
+
+
+#: The references' rule names that differ from kernelcw's algorithm names.
+_ALGORITHM_OF_RULE = {"stdev": "cw-stdev", "var": "cw-var"}
+
+
+def make_rule_estimator(rule: str, params: dict, **common):
+    """kernelcw's estimator for the references' ``rule``, through kernelcw.registry: the
+    rule parameters it takes from ``params`` (others ignored), and ``common``."""
+    name = _ALGORITHM_OF_RULE.get(rule, rule)
+    own = {p: params[p] for p in registry.ALGORITHMS[name].params}
+    return registry.make(name, **own, **common)
 
 
 def assert_rel_close(got, want, rtol, what=""):

@@ -39,11 +39,6 @@ import reference_dual as rd
 
 from kernelcw import (
     AROWClassifier,
-    CWClassifier,
-    PAClassifier,
-    PerceptronClassifier,
-    SCWClassifier,
-    SOPClassifier,
     run_online,
 )
 
@@ -90,17 +85,7 @@ def make_est(rule, solver="cholesky", budget=None, policy="project", kernel="rbf
     for key in ("block_size", "random_state", "mode"):
         if key in p:
             common[key] = p.pop(key)
-    if rule == "stdev":
-        return CWClassifier(rule="stdev", eta=p["eta"], **common)
-    if rule == "scw1":
-        return SCWClassifier(variant=1, eta=p["eta"], C=p["C"], **common)
-    if rule == "arow":
-        return AROWClassifier(r=p["r"], **common)
-    if rule == "sop":
-        return SOPClassifier(**common)
-    if rule == "pa1":
-        return PAClassifier(variant=1, C=p["C"], **common)
-    return PerceptronClassifier(**common)
+    return helpers.make_rule_estimator(rule, p, **common)
 
 
 def run_ref(rule, X, y, budget, policy, kernel="rbf", random_state=RS, **over):

@@ -1,4 +1,4 @@
-"""Tests of the ``kernelcw`` command line (kernelcw/cli.py) and kernelcw/datasets.py.
+"""Tests of the ``kernelcw`` command line (kernelcw/cli/) and kernelcw/datasets.py.
 
 Everything runs in-process through ``main([...])`` on tiny data (the first rows
 of the bundled breast cancer set, or small svmlight files in tmp_path), except
@@ -204,7 +204,7 @@ def test_progress_bar_choice(capsys, monkeypatch, argv, expected):
         return real(est, X, y, **kwargs)
 
     monkeypatch.setattr(kernelcw.online, "run_online", spy)
-    monkeypatch.setattr(cli, "PROGRESS_THRESHOLD", 200)
+    monkeypatch.setattr(cli.run, "PROGRESS_THRESHOLD", 200)  # read where the run decides
     assert main(["run", "-a", "pa1", *argv]) == 0
     assert seen == [expected]
 
@@ -374,6 +374,16 @@ def test_bad_plot_path_fails_before_running(tmp_path, capsys, monkeypatch, name,
     monkeypatch.setattr(kernelcw.online, "run_online", must_not_run)
     assert main(["run", "--limit", "30", "--plot", str(tmp_path / name)]) == 2
     assert_one_line_error(capsys.readouterr().err, fragment)
+
+
+def test_plot_without_matplotlib_fails_before_running(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
+    monkeypatch.setattr(kernelcw.online, "run_online", must_not_run)
+    assert main(["run", "--limit", "30", "--plot", str(tmp_path / "curves.png")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert_one_line_error(captured.err, '--plot needs matplotlib: pip install "kernelcw[plot]"')
+    assert not (tmp_path / "curves.png").exists()
 
 
 # ------------------------------------------------------------------------------ errors

@@ -36,12 +36,6 @@ from scipy.special import ndtr
 from scipy.stats import norm
 
 from kernelcw import (
-    AROWClassifier,
-    CWClassifier,
-    PAClassifier,
-    PerceptronClassifier,
-    SCWClassifier,
-    SOPClassifier,
     primal_from_dual,
     run_online,
 )
@@ -97,17 +91,7 @@ def make_estimator(rule, kernel="rbf", solver="cholesky", a=A, **over):
     for key in ("n_iter", "block_size", "mode", "covariance", "shuffle"):
         if key in p:
             common[key] = p.pop(key)
-    if rule in ("stdev", "var"):
-        return CWClassifier(rule=rule, eta=p["eta"], **common)
-    if rule in ("scw1", "scw2"):
-        return SCWClassifier(variant=int(rule[-1]), C=p["C"], eta=p["eta"], **common)
-    if rule == "arow":
-        return AROWClassifier(r=p["r"], **common)
-    if rule == "sop":
-        return SOPClassifier(**common)
-    if rule == "perceptron":
-        return PerceptronClassifier(**common)
-    return PAClassifier(variant={"pa": 0, "pa1": 1, "pa2": 2}[rule], C=p.get("C", 1.0), **common)
+    return helpers.make_rule_estimator(rule, p, **common)
 
 
 def make_primal(rule, a=A, **over):

@@ -22,12 +22,7 @@ from scipy.optimize import minimize
 from scipy.stats import norm
 
 from kernelcw import (
-    AROWClassifier,
-    CWClassifier,
-    PAClassifier,
     PerceptronClassifier,
-    SCWClassifier,
-    SOPClassifier,
     run_online,
 )
 
@@ -50,18 +45,7 @@ def make_estimator(rule, covariance="full", diag_method="kl", a=A, **over):
     for key in ("n_iter", "shuffle", "random_state"):
         if key in p:
             common[key] = p.pop(key)
-    if rule in ("stdev", "var"):
-        return CWClassifier(rule=rule, eta=p["eta"], **common)
-    if rule in ("scw1", "scw2"):
-        return SCWClassifier(variant=int(rule[-1]), C=p["C"], eta=p["eta"], **common)
-    if rule == "arow":
-        return AROWClassifier(r=p["r"], **common)
-    if rule == "sop":
-        return SOPClassifier(**common)
-    if rule == "perceptron":
-        return PerceptronClassifier(**common)
-    variant = {"pa": 0, "pa1": 1, "pa2": 2}[rule]
-    return PAClassifier(variant=variant, C=p.get("C", 1.0), **common)
+    return helpers.make_rule_estimator(rule, p, **common)
 
 
 def ref_params(rule, covariance="full", diag_method="kl", a=A, **over):
