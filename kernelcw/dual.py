@@ -70,8 +70,7 @@ from scipy.linalg.blas import dgemm, dgemv, dtrsm
 from . import _blas
 from . import budget as bud
 from .kernels import Kernel
-from .rules import RuleParams
-from .rules import FIRST_ORDER, VAR_FLOOR, step
+from .rules import FIRST_ORDER, VAR_FLOOR, RuleParams, step
 
 __all__ = ["PSD_TOL", "DualModel", "BinaryDual"]
 

@@ -18,10 +18,9 @@ from scipy.linalg.blas import dgemm
 from sklearn.metrics.pairwise import manhattan_distances
 
 from ._validation import check_finite, check_positive
+from .options import KERNELS
 
 __all__ = ["KERNELS", "Kernel", "kernel_matrix", "kernel_diag"]
-
-KERNELS = ("linear", "rbf", "poly", "laplacian", "precomputed")
 
 
 def _dot(A, B) -> np.ndarray:

@@ -13,12 +13,10 @@ first use, so ``kernelcw --help`` does not import numba, scipy or scikit-learn.
 
 from __future__ import annotations
 
-import ast
 import importlib
-import importlib.util
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
+
+from . import options
 
 __all__ = [
     "ALGORITHMS",
@@ -101,75 +99,35 @@ def _algorithm(name: str) -> Algorithm:
 
 
 # ------------------------------------------------------------------ the library's option lists
-# Each is read from the module that owns it. Those modules import numba, scipy and
-# scikit-learn (seconds), which ``kernelcw run --help`` should not pay for just to list
-# a few names: so a list written there as a literal is read from the module's source,
-# and the module is imported only when it is not (tests/test_registry.py checks both agree).
+# Read from kernelcw.options, which imports nothing heavy: ``kernelcw run --help`` lists
+# them without loading numba, scipy or scikit-learn.
 
 
-def _owned_list(module: str, name: str) -> tuple[str, ...]:
-    """The names in ``module.name`` (a tuple, or a dict's keys), without importing ``module``
-    when its source assigns ``name`` a literal at top level."""
-    spec = importlib.util.find_spec(module)
-    try:
-        tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-        values = [
-            node.value
-            for node in tree.body
-            if isinstance(node, ast.Assign | ast.AnnAssign)
-            and [getattr(t, "id", None) for t in _targets(node)] == [name]
-        ]
-        return tuple(ast.literal_eval(values[-1]))
-    except (AttributeError, IndexError, OSError, SyntaxError, TypeError, ValueError):
-        return tuple(getattr(importlib.import_module(module), name))
-
-
-def _targets(node: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
-    return node.targets if isinstance(node, ast.Assign) else [node.target]
-
-
-@cache
 def kernels() -> tuple[str, ...]:
-    """The kernels by name (:data:`kernelcw.kernels.KERNELS`), "precomputed" included."""
-    return _owned_list("kernelcw.kernels", "KERNELS")
+    """The kernels by name, "precomputed" included."""
+    return options.KERNELS
 
 
-@cache
 def budget_policies() -> tuple[str, ...]:
-    """The budget policies (:data:`kernelcw.budget.POLICIES`)."""
-    return _owned_list("kernelcw.budget", "POLICIES")
+    """The budget policies."""
+    return options.POLICIES
 
 
-@cache
 def diag_methods() -> tuple[str, ...]:
-    """How a diagonal covariance may be kept (:data:`kernelcw.primal.DIAG_METHODS`)."""
-    return _owned_list("kernelcw.primal", "DIAG_METHODS")
+    """How a diagonal covariance may be kept."""
+    return tuple(options.DIAG_METHODS)
 
 
-def _spec_list(name: str) -> tuple[str, ...]:
-    # kernelcw.spec will own these lists (public names); until it exists, the
-    # estimators module does (private names).
-    if importlib.util.find_spec("kernelcw.spec") is not None:
-        try:
-            return _owned_list("kernelcw.spec", name)
-        except AttributeError:  # not (yet) there
-            pass
-    return _owned_list("kernelcw.estimators", f"_{name}")
-
-
-@cache
 def solvers() -> tuple[str, ...]:
     """The dual solvers (``"cholesky"``, ``"explicit"``)."""
-    return _spec_list("SOLVERS")
+    return options.SOLVERS
 
 
-@cache
 def modes() -> tuple[str, ...]:
     """The engine modes (``"auto"``, ``"primal"``, ``"dual"``)."""
-    return _spec_list("MODES")
+    return options.MODES
 
 
-@cache
 def covariances() -> tuple[str, ...]:
     """The covariance forms (``"full"``, ``"diag"``)."""
-    return _spec_list("COVARIANCES")
+    return options.COVARIANCES

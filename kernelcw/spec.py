@@ -18,6 +18,7 @@ import numpy as np
 from ._validation import check_option, check_positive
 from .budget import POLICIES
 from .kernels import KERNELS, Kernel
+from .options import COVARIANCES, MODES, SOLVERS
 from .rules import DIAG_METHODS, FIRST_ORDER, RuleParams
 
 __all__ = [
@@ -34,9 +35,6 @@ __all__ = [
     "memory_limit",
 ]
 
-MODES = ("auto", "primal", "dual")
-SOLVERS = ("cholesky", "explicit")
-COVARIANCES = ("full", "diag")
 #: The engines: primal full covariance, primal diagonal, dual (kernel).
 FORMS = ("primal_full", "primal_diag", "dual")
 #: Inputs per block of the dual engine when ``block_size=None``.

@@ -297,7 +297,7 @@ def test_svmlight_file(tmp_path, capsys):
 
 def test_full_covariance_too_large_suggests_diag(tmp_path, capsys):
     path = tmp_path / "wide.svm"
-    path.write_text("1 1:0.5 20000:1\n-1 2:1\n1 3:1\n")  # 20000 features: 3 GiB full
+    path.write_text("1 1:0.5 200000:1\n-1 2:1\n1 3:1\n")  # 200000 features: 298 GiB full
     assert main(["run", "--data", str(path)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""

@@ -10,7 +10,7 @@ import pytest
 import kernelcw.budget
 import kernelcw.estimators
 import kernelcw.kernels
-import kernelcw.primal
+import kernelcw.rules
 from kernelcw import registry
 from kernelcw.registry import ALGORITHMS, DEFAULT_ALGORITHMS, make
 
@@ -35,16 +35,12 @@ def test_make_passes_parameters_and_refuses_the_fixed_ones():
 
 
 def test_option_lists_are_the_owning_modules_lists():
-    """The registry reads them from source; importing the modules gives the same."""
+    """The registry reads them from kernelcw.options; the modules that use them agree."""
     assert registry.kernels() == tuple(kernelcw.kernels.KERNELS)
     assert registry.budget_policies() == tuple(kernelcw.budget.POLICIES)
-    assert registry.diag_methods() == tuple(kernelcw.primal.DIAG_METHODS)
-    try:
-        from kernelcw.spec import COVARIANCES, MODES, SOLVERS
-    except ImportError:
-        from kernelcw.estimators import _COVARIANCES as COVARIANCES
-        from kernelcw.estimators import _MODES as MODES
-        from kernelcw.estimators import _SOLVERS as SOLVERS
+    assert registry.diag_methods() == tuple(kernelcw.rules.DIAG_METHODS)
+    from kernelcw.spec import COVARIANCES, MODES, SOLVERS
+
     assert registry.solvers() == tuple(SOLVERS)
     assert registry.modes() == tuple(MODES)
     assert registry.covariances() == tuple(COVARIANCES)

@@ -21,10 +21,8 @@ from . import report
 from .parser import PROG, PROGRESS_THRESHOLD, RULE_OPTIONS, CLIError, parse_algorithms
 from .report import RunResult
 
-__all__ = ["FULL_COVARIANCE_LIMIT", "make_estimator", "run_command"]
+__all__ = ["make_estimator", "run_command"]
 
-#: ``--covariance full`` is refused when the covariance matrices would need more bytes.
-FULL_COVARIANCE_LIMIT = 2 * 2**30
 
 # Options every algorithm takes (option dest = constructor argument).
 _SHARED_OPTIONS = (
@@ -52,7 +50,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     data, info = _prepare(_load(args), args)
     _check_classes(data, info, shuffled=args.shuffle)
-    check_full_covariance_memory(estimators, data.n_features, data.classes.size)
+    check_memory(estimators, data.n_features, data.classes.size)
     progress = args.progress if args.progress is not None else data.n_samples > PROGRESS_THRESHOLD
     results = [_learn(name, est, data, progress) for name, est in estimators.items()]
 
@@ -112,19 +110,15 @@ def _unused_options(args: argparse.Namespace) -> list[str]:
     ]
 
 
-# seam: kernelcw.spec -- one call validating each estimator's parameters will replace this.
 def check_parameters(estimators: dict) -> None:
-    """Fit each estimator on a 2 x 1 problem, so bad parameters fail before any data work."""
-    from sklearn.base import clone
+    """Validate each estimator's parameters (:func:`kernelcw.spec.check_params`, what
+    ``fit`` checks first), so bad options fail before any data work."""
+    from ..spec import check_params
 
-    X = np.array([[1.0], [-1.0]])
-    y = np.array([0, 1])
     errors = {}
     for name, est in estimators.items():
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                clone(est).fit(X, y)
+            check_params(est)
         except ValueError as e:
             errors[name] = str(e)
     if errors:
@@ -134,26 +128,24 @@ def check_parameters(estimators: dict) -> None:
         raise CLIError(f"{name}: {message}")
 
 
-# seam: kernelcw.spec -- its one memory limit will replace this check and its limit.
-def check_full_covariance_memory(estimators: dict, n_features: int, n_classes: int) -> None:
-    """Refuse a primal full covariance whose matrices would exceed FULL_COVARIANCE_LIMIT."""
-    full = [
-        est
-        for est in estimators.values()
-        if est.get_params().get("covariance") == "full" and not _is_dual(est)
-    ]
-    need = _full_covariance_bytes(n_features, n_classes)
-    if full and need > FULL_COVARIANCE_LIMIT:
-        models = 1 if n_classes <= 2 else n_classes
-        raise CLIError(
-            f"covariance 'full' would need {need / 2**30:.1f} GiB ({models} model(s) x "
-            f"{n_features}^2 doubles) for {n_features} features; use --covariance diag"
-        )
+def check_memory(estimators: dict, n_features: int, n_classes: int) -> None:
+    """The library's one memory limit (:func:`kernelcw.spec.check_memory`), checked
+    for each estimator once the data's shape is known, before any learning."""
+    from ..spec import check_memory as check
+
+    for est in estimators.values():
+        spec = _spec(est, n_features, n_classes)
+        try:
+            check(spec)
+        except ValueError as e:
+            hint = "; on the command line: --covariance diag" if spec.form == "primal_full" else ""
+            raise CLIError(f"{e}{hint}") from None
 
 
-def _full_covariance_bytes(n_features: int, n_classes: int) -> int:
-    models = 1 if n_classes <= 2 else n_classes
-    return models * n_features * n_features * 8
+def _spec(est, n_features: int, n_classes: int):
+    from ..spec import engine_spec
+
+    return engine_spec(est, n_features, n_classes)
 
 
 def _check_classes(data: Dataset, info: dict, *, shuffled: bool) -> None:
@@ -181,12 +173,9 @@ def make_estimator(name: str, args: argparse.Namespace):
 
 
 def _is_dual(est) -> bool:
-    params = est.get_params()
-    return (
-        params.get("kernel") != "linear"
-        or params.get("mode") == "dual"
-        or params.get("budget") is not None
-    )
+    from ..spec import check_params
+
+    return check_params(est)[1] == "dual"
 
 
 # ------------------------------------------------------------------------------ data
@@ -268,7 +257,7 @@ def _warm_up(est, X, y, classes) -> None:
     from sklearn.base import clone
 
     d = X.shape[1]
-    k = d if _full_covariance_bytes(d, len(classes)) <= 2**28 else min(d, 64)
+    k = d if _spec(est, d, len(classes)).memory_bytes() <= 2**28 else min(d, 64)
     rows = X[:64, :k] if sp.issparse(X) else np.ascontiguousarray(X[:64, :k])
     warm = clone(est)
     budget = warm.get_params().get("budget")
