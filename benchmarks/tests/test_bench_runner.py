@@ -17,7 +17,7 @@ import pytest
 runner = importlib.import_module("benchmarks.__main__")
 common = importlib.import_module("benchmarks._common")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCH_DIR = ROOT / "benchmarks"
 
 
