@@ -26,10 +26,17 @@ def _installed_from_this_checkout(dist: importlib.metadata.Distribution) -> bool
 
 def test_installed_version_is_kernelcw_version():
     """pyproject.toml reads the version from ``kernelcw.__version__`` (one number to bump)."""
-    try:
-        dist = importlib.metadata.distribution("kernelcw")
-    except importlib.metadata.PackageNotFoundError:
+    # Installed: an INSTALLER record (pip, uv), which the kernelcw.egg-info a build leaves in
+    # the checkout lacks.
+    installed = [
+        dist
+        for dist in importlib.metadata.distributions(name="kernelcw")
+        if dist.read_text("INSTALLER") is not None
+    ]
+    if not installed:
         pytest.skip("kernelcw is not installed")
-    if not _installed_from_this_checkout(dist):
+    ours = [dist for dist in installed if _installed_from_this_checkout(dist)]
+    if not ours:
         pytest.skip("the installed kernelcw is another copy than the one imported here")
-    assert dist.version == kernelcw.__version__
+    for dist in ours:
+        assert dist.version == kernelcw.__version__
