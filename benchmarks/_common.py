@@ -80,7 +80,6 @@ def _blas_owner(path: str) -> str:
 def versions() -> str:
     """One markdown line: kernelcw's version and commit, the library versions, the BLAS in use
     (and whose it is) and the CPU."""
-    import matplotlib
     import numba
     import numpy
     import scipy
@@ -96,6 +95,12 @@ def versions() -> str:
         for i in threadpool_info()
         if i.get("user_api") == "blas"
     ]
+    try:  # optional (the plot and bench extras): the benchmarks that do not plot run without it
+        import matplotlib
+
+        mpl = matplotlib.__version__
+    except ImportError:
+        mpl = "not installed"
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as fh:
@@ -107,10 +112,40 @@ def versions() -> str:
         f"kernelcw {kernelcw.__version__} ({_COMMIT_AT_START}); "
         f"Python {platform.python_version()}, numpy {numpy.__version__}, "
         f"scipy {scipy.__version__}, numba {numba.__version__}, "
-        f"scikit-learn {sklearn.__version__}, matplotlib {matplotlib.__version__}, "
+        f"scikit-learn {sklearn.__version__}, matplotlib {mpl}, "
         f"tqdm {tqdm.__version__}; BLAS: "
         f"{', '.join(blas) or 'unknown'}; CPU: {cpu}"
     )
+
+
+#: How to get matplotlib, which kernelcw itself does not require (its ``bench`` extra has it).
+PLOT_INSTALL = 'pip install "kernelcw[bench]"'
+
+
+def require_matplotlib(prog: str | None, hint: str = "") -> None:
+    """Exit with a one-line message naming the extra to install when matplotlib is missing.
+
+    The benchmarks that plot call it before any work, so a missing matplotlib costs no
+    run; ``hint`` adds another way out (such as an option that skips the plot)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise SystemExit(
+            f"{prog or 'benchmarks'}: plotting needs matplotlib, which is not installed; "
+            f"install it with: {PLOT_INSTALL}{hint}"
+        ) from None
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the Agg backend (files only, no GUI), or the message of
+    :func:`require_matplotlib`."""
+    require_matplotlib(None)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def progress(iterable=None, *, total: int | None = None, desc: str, unit: str = "it"):

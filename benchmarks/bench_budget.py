@@ -28,7 +28,15 @@ from sklearn.preprocessing import StandardScaler
 
 from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier, run_online
 
-from ._common import RESULTS, argument_parser, md_table, progress, write_result
+from ._common import (
+    RESULTS,
+    argument_parser,
+    md_table,
+    progress,
+    pyplot,
+    require_matplotlib,
+    write_result,
+)
 from .datasets import fashion_mnist, magic
 
 POLICIES = ("oldest", "random", "smallest", "project")
@@ -108,10 +116,7 @@ def accuracy(args) -> tuple[str, dict]:
 
 
 def plot(curves: dict, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     keys = list(curves)
     fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.8), squeeze=False)
@@ -229,6 +234,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     parts = args.parts.split(",")
     if "accuracy" in parts:
+        require_matplotlib(ap.prog, hint=", or leave accuracy out of --parts")
         text, curves = accuracy(args)
         RESULTS.mkdir(exist_ok=True)
         plot(curves, RESULTS / "budget_accuracy.png")

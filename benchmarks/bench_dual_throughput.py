@@ -25,7 +25,7 @@ from scipy.linalg.blas import dtrsv
 
 from kernelcw import AROWClassifier
 
-from ._common import argument_parser, md_table, progress, write_result
+from ._common import argument_parser, md_table, progress, pyplot, require_matplotlib, write_result
 
 
 def model_bytes(est) -> int:
@@ -59,6 +59,7 @@ def main(argv=None):
     ap.add_argument("--every", type=int, default=4, help="report every this many chunks")
     ap.add_argument("--plot", default="dual_throughput.png", help="PNG in benchmarks/results")
     args = ap.parse_args(argv)
+    require_matplotlib(ap.prog)
 
     d = 50
     rng = np.random.default_rng(0)
@@ -119,10 +120,7 @@ def main(argv=None):
     n_sv = ch.n_support_
     mb = model_bytes(ch)
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.plot(curve["n"], np.array(curve["explicit"]) * 1e3, "o-", label="explicit nu/Pi")

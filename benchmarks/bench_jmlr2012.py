@@ -64,7 +64,7 @@ from kernelcw import (
     SOPClassifier,
 )
 
-from ._common import RESULTS, argument_parser, md_table, write_result
+from ._common import RESULTS, argument_parser, md_table, pyplot, require_matplotlib, write_result
 from .datasets import NEWSGROUPS_PAIRS, newsgroups
 
 CLASSES = np.array([0, 1])
@@ -275,10 +275,7 @@ def pm(values) -> str:
 
 
 def plot(path, algos, problems, results) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     names = [a.name for a in algos]
     width = 0.8 / len(problems)
@@ -462,6 +459,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default="jmlr2012", help="results/<out>.md and <out>.png")
     ap.add_argument("--no-plot", action="store_true", help="skip the bar chart")
     args = ap.parse_args(argv)
+    if not args.no_plot:
+        require_matplotlib(ap.prog, hint=", or run with --no-plot")
 
     from tqdm.auto import tqdm
 

@@ -47,7 +47,15 @@ from threadpoolctl import threadpool_limits
 
 from kernelcw import CWClassifier, SCWClassifier, run_online
 
-from ._common import RESULTS, argument_parser, md_table, median, write_result
+from ._common import (
+    RESULTS,
+    argument_parser,
+    md_table,
+    median,
+    pyplot,
+    require_matplotlib,
+    write_result,
+)
 from .datasets import fashion_mnist, magic
 
 RULES: dict[str, type] = {"SCW-I": SCWClassifier, "CW-Stdev": CWClassifier}
@@ -215,10 +223,7 @@ def evaluate(name: str, data: tuple, args) -> tuple[list[list[object]], list[tup
 
 
 def plot(curves: dict[str, list[tuple]], path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     def style(key: str) -> dict:
         """Colour by rule or library, marker by form; open markers for the cheaper variant."""
@@ -266,6 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pause", type=float, default=0.3, help="idle seconds before each run")
     ap.add_argument("--blas-threads", type=int, default=None, help="limit the BLAS threads")
     args = ap.parse_args(argv)
+    require_matplotlib(ap.prog)
     loaders = {"magic": load_magic, "fashion": load_fashion}
     data = [d for d in args.data.split(",") if d]
     if set(data) - set(loaders):

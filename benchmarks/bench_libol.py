@@ -53,7 +53,15 @@ from kernelcw import (
     run_online,
 )
 
-from ._common import RESULTS, argument_parser, md_table, median, write_result
+from ._common import (
+    RESULTS,
+    argument_parser,
+    md_table,
+    median,
+    pyplot,
+    require_matplotlib,
+    write_result,
+)
 from .datasets import magic, spambase
 
 DATA: dict[str, Callable[[], tuple[np.ndarray, np.ndarray]]] = {
@@ -130,10 +138,7 @@ def section(runs: dict, names: list[str], same_rows: dict | None) -> str:
 
 def plot(bars: dict[str, list[tuple[str, dict[str, list[float]]]]], names, path) -> None:
     """One panel per data set: ``bars[data]`` is a list of (label, {learner: rates})."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, len(bars), figsize=(6.2 * len(bars), 4.0), squeeze=False)
     x = np.arange(len(names))
@@ -183,6 +188,7 @@ def main(argv: list[str] | None = None) -> None:
         help="limit the BLAS threads (default: as configured); 1 on a loaded machine",
     )
     args = ap.parse_args(argv)
+    require_matplotlib(ap.prog)
     data = [d for d in args.data.split(",") if d]
     forms = [f for f in args.forms.split(",") if f]
     for bad, valid in ((set(data) - set(DATA), DATA), (set(forms) - set(FORMS), FORMS)):

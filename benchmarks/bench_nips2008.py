@@ -87,7 +87,7 @@ from kernelcw import (
     run_online,
 )
 
-from ._common import RESULTS, argument_parser, md_table, write_result
+from ._common import RESULTS, argument_parser, md_table, pyplot, require_matplotlib, write_result
 
 D = 20
 ETAS = [0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99]
@@ -427,10 +427,7 @@ def differences(results: dict, spread: np.ndarray | None) -> list[str]:
 
 
 def plot(res: dict, s: Setting, args, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 5), gridspec_kw={"width_ratios": [1, 1.6]})
     X, y = make_data(args.seed, args.n_train, s)
@@ -530,6 +527,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--name", default="nips2008", help="results/<name>.md and .png")
     args = ap.parse_args(argv)
+    require_matplotlib(ap.prog)
     from tqdm.auto import tqdm
 
     main_setting = Setting(args.short_std, args.long_std, args.noise_std)

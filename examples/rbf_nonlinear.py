@@ -14,7 +14,8 @@ linear kernel. The script prints both test accuracies and draws one PNG with:
    standard deviation (negative: a mistake; Phi of it is ``predict_proba`` of
    the true class).
 
-Run it (a few seconds; writes ``rbf_nonlinear.png`` in the current directory)::
+Run it (a few seconds; writes ``rbf_nonlinear.png`` in the current directory; needs
+matplotlib: ``pip install "kernelcw[plot]"``)::
 
     python examples/rbf_nonlinear.py
     python examples/rbf_nonlinear.py --data circles --output circles.png
@@ -39,6 +40,18 @@ def make_data(name: str, n_samples: int, seed: int) -> tuple[np.ndarray, np.ndar
     if name == "moons":
         return make_moons(n_samples, noise=0.25, random_state=seed)
     return make_circles(n_samples, noise=0.1, factor=0.5, random_state=seed)
+
+
+def require_matplotlib() -> None:
+    """Exit with a clear message, before any work, when matplotlib is missing: kernelcw
+    does not require it, its ``plot`` extra does."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise SystemExit(
+            "rbf_nonlinear.py draws its figure with matplotlib, which is not installed; "
+            'install it with: pip install "kernelcw[plot]"'
+        ) from None
 
 
 def plot(path: Path, kernel_model, linear_model, X_tr, y_tr, X_te, y_te) -> None:
@@ -107,6 +120,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--output", type=Path, default=Path("rbf_nonlinear.png"))
     args = ap.parse_args(argv)
+    require_matplotlib()
 
     X, y = make_data(args.data, args.n_samples, args.seed)
     X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, random_state=args.seed)

@@ -9,7 +9,7 @@ pay for importing numba, scipy and scikit-learn.
 
 import importlib as _importlib
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one version number: pyproject.toml reads this literal statically
 
 _PUBLIC = {
     "AROWClassifier": "estimators",

@@ -37,7 +37,7 @@ Ties go to the oldest. How it forgets (both keep Sigma positive definite):
 - remove (oldest, random, smallest): unlearn p, in natural parameters. Every
   update adds ``zeta phi phi'`` to the precision and ``g phi`` to
   ``h = Sigma^-1 mu``, with ``g = zeta f + alpha y (1 + zeta v)`` fixed when the
-  support vector enters (design note section 2), so that with
+  support vector enters (``doc/dual-form.md`` section 2), so that with
   ``M = -a^2 Pi^-1``: ``M - a K = diag(1/zeta)`` and ``nu = a M^-1 (g / zeta)``.
   Removing p deletes its precision and its natural-mean term:
   ``Pi' = Pi_{-p,-p} - Pi_{-p,p} Pi_{p,-p} / Pi_pp`` (p's row and column of M

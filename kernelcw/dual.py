@@ -1,6 +1,6 @@
 """Dual (kernel) engine: support set, Gram cache and two solvers.
 
-By the representer theorem (design note ``dual-form.md`` section 1) the model is
+By the representer theorem (``doc/dual-form.md`` section 1) the model is
 
     mu    = sum_p nu_p phi(x_p),     Sigma = a I + sum_pq Pi_pq phi(x_p) phi(x_q)'
 
@@ -18,7 +18,7 @@ symmetric positive definite, kept as its append-only Cholesky factor
 ``M = L L'`` and the vector ``r`` (``nu = a L'^-1 r``). Per round
 ``w = L^-1 k``, ``f = a r . w``, ``v = a kappa - a^2 |w|^2``, and an update appends
 the row ``[a w, L_nn]``, ``L_nn = sqrt(1/zeta + v)``, and
-``r_new = alpha y L_nn`` (the design note's ``(g/zeta - (a w) . r) / L_nn`` with
+``r_new = alpha y L_nn`` (``doc/dual-form.md``'s ``(g/zeta - (a w) . r) / L_nn`` with
 ``g = zeta f + alpha y (1 + zeta v)`` and ``(a w) . r = f``). Nothing stored
 changes, so M stays positive definite by construction.
 

@@ -14,7 +14,7 @@ arrays and changes ``mu``/``sigma`` in place. ``n_floored`` counts the rounds
 whose margin variance was raised to the floor ``VAR_FLOOR * a * |x|^2``
 (:data:`kernelcw.rules.VAR_FLOOR`).
 
-Full covariance, blocked (design note ``dual-form.md`` section 5)
+Full covariance, blocked (``doc/dual-form.md`` section 5)
 ----------------------------------------------------------------
 A round-by-round rank-one update reads Sigma twice and writes it once per round
 (memory-bound). Inside a block of ``b`` inputs ``X_B`` starting from

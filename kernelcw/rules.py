@@ -305,7 +305,7 @@ def sop(m, v):
 
 @njit(cache=True, error_model="numpy")
 def perceptron(m, sqnorm):
-    """Perceptron: ``alpha = 1`` when ``m <= 0`` (rules.md; the classic ``y (w . x) <= 0``,
+    """Perceptron: ``alpha = 1`` when ``m <= 0`` (``doc/rules.md``; the classic ``y (w . x) <= 0``,
     as scikit-learn's Perceptron). A tie ``m = 0`` updates even when the prediction
     sign(0) = +1 was right, so such a round is an update but not a mistake."""
     if m <= 0.0:

@@ -1,6 +1,6 @@
 """Slow, obviously-correct NumPy reference for the primal learners of ``kernelcw``.
 
-Written independently of ``kernelcw/`` from the formulas in ``design/rules.md``. One
+Written independently of ``kernelcw/`` from the formulas in ``doc/rules.md``. One
 round at a time, plain Python/NumPy, the *printed* formulas of the papers (no
 cancellation-avoiding rearrangements), the full covariance kept as an explicit matrix.
 The tests compare the compiled estimators against this module.
@@ -12,7 +12,7 @@ formula in decimal arithmetic with as many digits as it needs and rounds the ste
 doubles (``precise=True``, the default); the vector updates are plain NumPy doubles.
 ``ref_rule(..., precise=False)`` gives the printed formulas in plain doubles.
 
-Conventions (rules.md):
+Conventions (doc/rules.md):
 
 - ``m = y (mu . x)``, ``v = x' Sigma x`` (before the update); a rule turns (m, v) into a
   step ``(alpha, beta)`` and the learner does
@@ -91,7 +91,7 @@ def phi_from_eta(eta: float) -> float:
 
 
 # ---------------------------------------------------------------------------------------
-# Printed formulas (rules.md table)
+# Printed formulas (doc/rules.md table)
 #
 # Written once for any number type with + - * / and a square root: plain floats, or
 # ``decimal.Decimal`` (only integer literals appear, so the two never mix).
@@ -144,7 +144,7 @@ def update_condition(rule: str, m: float, v: float, phi: float = 0.0, y: int | N
 
     CW-Stdev/SCW: m < phi sqrt(v); CW-Var: m < phi v; AROW, PA, PA-I, PA-II: m < 1
     (PA and PA-I additionally need |x|^2 > 0, else the step is 0/0 and x = 0 anyway);
-    Perceptron and SOP: m <= 0 (rules.md; the classic y (w . x) <= 0, as scikit-learn's
+    Perceptron and SOP: m <= 0 (doc/rules.md; the classic y (w . x) <= 0, as scikit-learn's
     Perceptron): a tie m = 0 updates even when sign(0) = +1 was the right label.
     Decided in double precision (the threshold phi sqrt(v) rounded once or twice).
     """

@@ -2,7 +2,7 @@
 
 Built on :mod:`reference_dual` (explicit nu and Pi over the support list S, one round at a
 time; its kernels and its rule steps are reused unchanged) and written independently of
-``kernelcw/`` from ``design/dual-form.md`` section 4 and the budget semantics below.
+``kernelcw/`` from ``doc/dual-form.md`` section 4 and the budget semantics below.
 
 Each round is exactly the unbudgeted dual round. Then, if the support list has more than
 ``budget`` vectors, ONE leaves at once (before the next round) by ``policy``:
@@ -180,7 +180,7 @@ def remove(
 
     ``gz`` given (g / zeta per support vector, second order): the "unlearn" mean
     instead, nu' = -(1/a) Pi' gz_{-p}, i.e. h' = h - g_p phi(x_p) in natural parameters
-    (nu = a M^-1 D^-1 g = -(1/a) Pi (g / zeta), dual-form.md section 2). Not the
+    (nu = a M^-1 D^-1 g = -(1/a) Pi (g / zeta), doc/dual-form.md section 2). Not the
     semantics under test (``REMOVE_MEAN`` in the tests): kept to check the alternative.
     """
     keep = np.delete(np.arange(len(nu)), p)

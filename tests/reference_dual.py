@@ -1,7 +1,7 @@
 """Slow, obviously-correct NumPy reference for the dual (kernel) learners of ``kernelcw``.
 
-Written independently of ``kernelcw/`` from ``design/dual-form.md`` section 1 (the
-representer form) and ``design/rules.md``. One round at a time, the kernel evaluated by
+Written independently of ``kernelcw/`` from ``doc/dual-form.md`` section 1 (the
+representer form) and ``doc/rules.md``. One round at a time, the kernel evaluated by
 the plain formulas below (not kernelcw's), the step from the printed formulas of
 ``tests/reference.py`` (:func:`reference.ref_rule`, in decimal arithmetic by default), and
 the coefficients kept explicitly:

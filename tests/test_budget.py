@@ -618,7 +618,7 @@ def test_reference_unlearn_kl_scores_equal_brute_force_kl(rule):
 @pytest.mark.parametrize("rule", ["scw1", "arow"])
 def test_reference_remove_deletes_a_row_of_m(rule):
     """remove(): Pi' = -a^2 (M_{-p})^-1 with M = -a^2 Pi^-1; with only removals
-    M - a K stays diag(1 / zeta) (dual-form.md section 2)."""
+    M - a K stays diag(1 / zeta) (doc/dual-form.md section 2)."""
     X, r = _linear_reference(rule, "smallest", budget=8)
     lr = r.learners[0]
     M = -(A**2) * np.linalg.inv(lr.Pi)

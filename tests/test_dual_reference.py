@@ -12,7 +12,7 @@ feature map, the scale invariances (Lemma 3), one-vs-rest and kernels that are n
 positive semi-definite; and self-checks of the reference.
 
 Conditioning. nu and Pi are compared at RTOL only where the problem is well posed: the
-reference's M = D^-1 + a K(S, S) (D = diag(zeta), Pi = -a^2 M^-1, dual-form.md section 2)
+reference's M = D^-1 + a K(S, S) (D = diag(zeta), Pi = -a^2 M^-1, doc/dual-form.md section 2)
 must have a condition number below ``COND_MAX`` (asserted, so a stream that is not well
 conditioned fails loudly instead of being skipped). On every stream used here it is below
 3e4 (measured: fast and reference differ by at most 5e-12 relative). First-order rules
@@ -597,7 +597,7 @@ def test_poly2_dual_equals_primal_on_explicit_features(rule, solver):
 
 
 # ---------------------------------------------------------------------------------------
-# Scale invariances (rules.md): nu scales as mu, Pi as Sigma
+# Scale invariances (doc/rules.md): nu scales as mu, Pi as Sigma
 # ---------------------------------------------------------------------------------------
 
 A_BIG = 7.3
@@ -831,7 +831,7 @@ def test_reference_precomputed_equals_kernel():
 
 @pytest.mark.parametrize("rule", SECOND_ORDER)
 def test_reference_matches_the_append_only_form(rule):
-    """dual-form.md section 2: Pi = -a^2 M^-1 and nu = a M^-1 D^-1 g with
+    """doc/dual-form.md section 2: Pi = -a^2 M^-1 and nu = a M^-1 D^-1 g with
     M = D^-1 + a K(S, S), D = diag(zeta), g = zeta f + alpha y (1 + zeta v) per support
     round (f, v before its update). An independent route to the reference's nu and Pi."""
     X, y, *_ = stream_for("rbf", 24)

@@ -59,6 +59,16 @@ def test_rbf_nonlinear_beats_linear_and_writes_the_figure(tmp_path, monkeypatch,
     assert img[..., :3].std() > 0.1  # not a blank canvas
 
 
+def test_rbf_nonlinear_without_matplotlib_names_the_plot_extra(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` fails
+    with pytest.raises(SystemExit) as exc:
+        load("rbf_nonlinear").main([])
+    assert 'pip install "kernelcw[plot]"' in str(exc.value.code)
+    assert capsys.readouterr().out == ""  # it stops before training
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_rbf_nonlinear_circles(tmp_path, capsys):
     out_png = tmp_path / "sub" / "circles.png"
     out_png.parent.mkdir()

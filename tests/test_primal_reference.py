@@ -4,7 +4,7 @@ Random noisy streams (updates keep happening), every rule x {full, diag-kl, diag
 diag-exact}: mean and covariance within a norm-relative 1e-9
 (||fast - ref|| <= 1e-9 ||ref||), identical per-round predictions (``run_online``) and
 identical update/mistake counts. Also sparse == dense, one-vs-rest, the scale
-invariances of rules.md (Lemma 3 and its relatives), n_iter vs partial_fit, a long
+invariances of doc/rules.md (Lemma 3 and its relatives), n_iter vs partial_fit, a long
 stream, and self-checks of the reference (its "exact" diagonal step is the constrained
 optimum).
 """
@@ -151,7 +151,7 @@ def test_binary_labels_mapping(labels):
 
 
 def test_perceptron_updates_on_ties_without_counting_a_mistake():
-    """mu = 0 at the start: mu.x = 0 predicts +1. rules.md's Perceptron updates when
+    """mu = 0 at the start: mu.x = 0 predicts +1. doc/rules.md's Perceptron updates when
     m = y (mu . x) <= 0 (the classic rule, as scikit-learn's Perceptron), so a y = +1
     example at a tie is learned from although its prediction was right: an update, not
     a mistake. A y = -1 example at a tie is both."""
@@ -210,7 +210,7 @@ def test_multiclass_matches_ovr_reference(rule, cov, method, n_classes):
 
 
 # ---------------------------------------------------------------------------------------
-# Scale invariances (rules.md, "Facts worth a test")
+# Scale invariances (doc/rules.md, "Facts worth a test")
 # ---------------------------------------------------------------------------------------
 
 A_BIG = 7.3
@@ -261,7 +261,7 @@ def test_scale_invariance(case, cov, method):
 @pytest.mark.parametrize("rule", ["stdev", "var", "scw1", "scw2"])
 def test_eta_one_half_keeps_sigma(rule, cov, method):
     """eta = 0.5 (phi = 0): Sigma never changes. (From mu = 0 the constraint y mu.x >= 0
-    holds with equality, so in fact nothing moves at all.) rules.md puts eta in (0.5, 1):
+    holds with equality, so in fact nothing moves at all.) doc/rules.md puts eta in (0.5, 1):
     an estimator may reject eta = 0.5 with a ValueError; if it accepts it, it must keep
     Sigma = a I and match the reference."""
     X, y = stream_for(40)

@@ -92,7 +92,7 @@ def fast(rule, m, v, phi=0.0, C=1.0, r=1.0):
 
 
 def dec_rule(rule, m, v, phi=0.0, C=1.0, r=1.0, prec=DEC_PREC):
-    """Printed formulas of rules.md in ``prec``-digit decimal arithmetic.
+    """Printed formulas of doc/rules.md in ``prec``-digit decimal arithmetic.
 
     Returns Decimals (alpha, beta, zeta) with zeta = beta / (1 - beta v) (the definition)
     for second-order rules and 0 for first-order ones. The update condition is decided in

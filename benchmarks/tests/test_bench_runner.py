@@ -17,7 +17,7 @@ import pytest
 runner = importlib.import_module("benchmarks.__main__")
 common = importlib.import_module("benchmarks._common")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCH_DIR = ROOT / "benchmarks"
 
 
@@ -252,3 +252,36 @@ def test_bad_option_of_a_real_benchmark_exits_2():
     proc = run_cli("magic", "--no-such-option")
     assert proc.returncode == 2
     assert "--no-such-option" in proc.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# matplotlib is optional (the plot and bench extras)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "argv"),
+    [
+        ("budget", ["--parts", "accuracy"]),
+        ("dual_throughput", []),
+        ("jmlr2012", []),
+        ("kernel_vs_linear", []),
+        ("libol", []),
+        ("nips2008", []),
+    ],
+)
+def test_a_plotting_benchmark_without_matplotlib_says_which_extra_before_any_work(
+    name, argv, monkeypatch, capsys
+):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` fails
+    with pytest.raises(SystemExit) as exc:
+        runner.main([name, *argv])
+    message = str(exc.value.code)
+    assert message.startswith(f"python -m benchmarks {name}: plotting needs matplotlib")
+    assert 'pip install "kernelcw[bench]"' in message
+    assert capsys.readouterr().err == ""  # no progress bar: nothing ran
+
+
+def test_versions_say_when_matplotlib_is_not_installed(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert "matplotlib not installed, " in common.versions()
