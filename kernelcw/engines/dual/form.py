@@ -11,7 +11,7 @@ the dual attributes are sorted by entry) and ``kap`` (its k(x, x)), and the coun
 - ``walk(ctx, blk, t0, ks, f_blk)``: learn block inputs t0.. (:class:`Walked`);
 - ``checkpoint()`` / ``restore(cp)``: undo a call (``checkpoint()`` is None for a
   form that cannot be restored);
-- ``state_dict()`` / ``from_state(state)``: the form as plain arrays;
+- ``state_dict()`` / ``from_state(state, ctx)``: the form as plain arrays;
 - ``nbytes``: the memory it holds.
 """
 
