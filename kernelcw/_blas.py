@@ -7,7 +7,7 @@ would cost as much memory traffic as the solve. These wrappers call the same
 routines through the function pointers scipy exports for Cython
 (``scipy.linalg.cython_blas`` / ``cython_lapack``), so a sub-block is passed as a
 pointer and a leading dimension, as in Fortran. Same library, same threads as
-``scipy.linalg.blas`` (see :mod:`kernelcw.dual` on why one BLAS).
+``scipy.linalg.blas`` (see :mod:`kernelcw.engines.dual.panels` on why one BLAS).
 
 Arrays are C-ordered float64; every wrapper speaks in C terms and translates to
 Fortran (a C-ordered ``A`` is the Fortran ``A'``). Callers pass views whose last

@@ -27,7 +27,7 @@ def _dot(A, B) -> np.ndarray:
     """A @ B.T as a dense C-ordered array, for dense or sparse operands.
 
     Dense products go through scipy's BLAS, as the rest of the dual engine does
-    (see kernelcw.dual: alternating numpy's and scipy's OpenBLAS costs time):
+    (see kernelcw.engines.dual.panels: alternating numpy's and scipy's OpenBLAS costs time):
     with C-ordered A and B, ``(A B')'`` = ``B A'`` is one dgemm on the
     Fortran-ordered views ``B'`` and ``A'``, no copies.
     """

@@ -21,7 +21,7 @@ and what the reference's policy scored there.
 
 ``REMOVE_MEAN`` selects the mean after a "remove" (oldest, random, smallest) in the
 reference: "drop" (nu' = nu_{-p}, the semantics these tests were specified with) or
-"unlearn" (nu' = -(1/a) Pi' (g/zeta)_{-p}, what kernelcw/budget.py documents since the
+"unlearn" (nu' = -(1/a) Pi' (g/zeta)_{-p}, what kernelcw/budget/ documents since the
 budgets landed). First-order rules are the same under both.
 """
 
@@ -709,14 +709,14 @@ def test_reference_uses_the_library_jitter():
 @pytest.mark.parametrize("rule", SECOND_ORDER)
 @pytest.mark.parametrize(("budget", "block_size"), [(1, 8), (6, 16), (40, 64), (40, 7), (90, 32)])
 def test_oldest_queue_form_equals_the_explicit_recursion(rule, budget, block_size):
-    """The "oldest" budget's queue form (``dual._Queue``: truncation, Woodbury inside a
+    """The "oldest" budget's queue form (``QueueForm``: truncation, Woodbury inside a
     block, one dtpqrt per block, rebuilds) against the nu/Pi recursion, on a stream
     long enough for many rebuilds; budgets below and above the block size (the walk
     then runs out of candidates and rebuilds mid-block)."""
     X, y = make_stream(np.random.default_rng(7), 500, 4, separable=(rule == "stdev"))
     q = make_est(rule, budget=budget, policy="oldest", block_size=block_size).fit(X, y)
     e = make_est(rule, "explicit", budget=budget, policy="oldest").fit(X, y)
-    assert q._dual.models[0].q is not None  # the queue form is what ran
+    assert q._engine.factor_forms() == ["queue"]  # the queue form is what ran
     assert q.n_support_ == e.n_support_ == budget
     np.testing.assert_array_equal(q.support_, e.support_)
     assert q.n_updates_ == e.n_updates_ and q.n_mistakes_ == e.n_mistakes_

@@ -1,88 +1,79 @@
-"""Budget policies: which support vector leaves, and how the model forgets it.
+"""The budget's compiled kernels: one round's eviction and the removal, projection
+and bookkeeping updates it is made of (the policies themselves are
+:mod:`kernelcw.budget.policies`; the maths is in :mod:`kernelcw.budget`'s docstring).
 
-After every round a budgeted model holds at most ``B`` support vectors: when an
-update makes it ``B + 1``, one support vector p leaves at once, before the next
-round is predicted. While the budget binds the model is kept as nu and Pi (the
-explicit dual form), except for "oldest" with a second-order rule and the
-Cholesky solver: removing the oldest is deleting a row of M, which
-``kernelcw.dual._Queue`` does in blocks with BLAS-3 (its docstring says how).
-
-Which one (``budget_policy``):
-
-- ``"oldest"``: the one that entered first (the Forgetron's choice).
-- ``"random"``: uniform among all but the newest (the randomized budget
-  perceptron's): the c-th removal of a model draws ``U = splitmix64(seed, c)``
-  and takes the ``floor(U (n - 1))``-th support vector in entry order. The
-  generator is counter-based, so the result does not depend on how the stream is
-  cut into ``partial_fit`` calls or blocks.
-- ``"smallest"``: among all but the newest, the one whose removal changes the
-  model least: the smallest ``KL(N(mu, Sigma) || N(mu', Sigma'))`` for the
-  removal below,
-
-      KL_p = ( (zeta_p f_p - g_p)^2 v_p / (1 - s_p) - s_p - ln(1 - s_p) ) / 2,
-      s_p = zeta_p v_p,
-
-  with ``f_p = mu . phi(x_p)`` and ``v_p = phi_p' Sigma phi_p`` the current mean
-  and variance at x_p. (From ``Sigma'^-1 = Sigma^-1 - zeta_p phi_p phi_p'``,
-  ``mu - mu' = (zeta_p f_p - g_p) Sigma' phi_p`` and the matrix determinant
-  lemma.) The newest is spared: it is the step just taken.
-- ``"project"``: the one whose projection changes the mean least, then projected
-  (below). Projecting replaces ``phi(x_p)`` by its projection on the span of the
-  others, which moves mu by ``nu_p`` times the residual, of norm
-  ``sqrt(gamma_p)``, ``gamma_p = 1 / [K^-1]_pp`` (the novelty of x_p against the
-  others): the score is ``|nu_p| sqrt(gamma_p)``.
-
-Ties go to the oldest. How it forgets (both keep Sigma positive definite):
-
-- remove (oldest, random, smallest): unlearn p, in natural parameters. Every
-  update adds ``zeta phi phi'`` to the precision and ``g phi`` to
-  ``h = Sigma^-1 mu``, with ``g = zeta f + alpha y (1 + zeta v)`` fixed when the
-  support vector enters (``doc/dual-form.md`` section 2), so that with
-  ``M = -a^2 Pi^-1``: ``M - a K = diag(1/zeta)`` and ``nu = a M^-1 (g / zeta)``.
-  Removing p deletes its precision and its natural-mean term:
-  ``Pi' = Pi_{-p,-p} - Pi_{-p,p} Pi_{p,-p} / Pi_pp`` (p's row and column of M
-  deleted) and ``nu' = -(1/a) Pi' (g / zeta)_{-p}``. A principal submatrix of the
-  positive definite M is one, so Sigma' stays positive definite; the model is
-  exactly as if p's update had added nothing, the later updates (which saw p)
-  kept. Dropping p's term of the mean alone (``nu' = nu_{-p}``) leaves the other
-  coefficients biased by p's presence: on a test stream it made every remove
-  policy much worse (e.g. 0.41 against 0.24 online mistake rate for "oldest").
-  First-order rules (Sigma = a I) have ``h = mu / a``, and unlearning p is
-  dropping its term, ``nu' = nu_{-p}``.
-- project (Csato & Opper 2002, sparse online Gaussian processes): the
-  KL-optimal Gaussian on the span of the remaining support vectors,
-  ``mu' = P mu`` and ``Sigma' = a (I - P) + P Sigma P`` with P the projection
-  onto that span. With ``e = K_{-p}^-1 k_{-p,p}`` and ``A = [I | e]`` (e in
-  column p): ``nu' = A nu = nu_{-p} + nu_p e`` and ``Pi' = A Pi A'``. Sigma' is
-  positive definite: ``a (I - P)`` on the complement of the span and
-  ``P Sigma P`` on it.
-
-K is the Gram matrix of the support vectors with its diagonal multiplied by
-``1 + PROJECT_JITTER``, so that near-duplicate support vectors (gamma_p ~ 0, the
-first to go under "project") keep it invertible and its condition number stays
-below about 1/PROJECT_JITTER. Its inverse is kept with O(n^2) updates per round
-and recomputed from the Gram matrix every ``KINV_REFRESH`` removals (counted, so
-independent of how the stream is cut): RBF Gram matrices of a few hundred support
-vectors reach condition numbers of 1e7, where thousands of rank-one updates left
-the inverse accurate to 2 digits and the projections diverged.
+The explicit walk of the dual engine (the hot loop) calls :func:`policy_append` after
+each update and :func:`evict` when a round takes the model past its budget, with
+the policy's :class:`PolicyState` record and the model's :class:`Support` record.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-__all__ = ["KINV_REFRESH", "POLICIES", "PROJECT_JITTER", "kl_score", "splitmix64_uniform"]
+__all__ = [
+    "KINV_REFRESH",
+    "NO_BUDGET",
+    "OLDEST",
+    "POLICIES",
+    "PROJECT",
+    "PROJECT_JITTER",
+    "RANDOM",
+    "SMALLEST",
+    "PolicyState",
+    "Support",
+    "evict",
+    "kl_score",
+    "policy_append",
+    "splitmix64_uniform",
+]
 
 POLICIES = ("oldest", "random", "smallest", "project")
 OLDEST, RANDOM, SMALLEST, PROJECT = range(4)
+#: The code of an unbounded model (the explicit walk never evicts).
+NO_BUDGET = -1
 
 #: Relative jitter on the Gram matrix used by "project".
 PROJECT_JITTER = 1e-6
 #: "project" recomputes its inverse Gram matrix every this many removals.
 KINV_REFRESH = 256
+
+
+class PolicyState(NamedTuple):
+    """What a budget policy gives the explicit walk: its integer ``code``
+    (:data:`NO_BUDGET` for none), the ``budget`` (``inf`` for none), the random
+    policy's ``seed`` and removal ``counter``, whether it keeps the inverse jittered
+    Gram matrix ``kinv`` ("project") and the Gram matrix ``G`` and variances at the
+    support vectors ``vsv`` ("smallest"; "project" keeps ``G`` too)."""
+
+    code: int
+    budget: float
+    seed: np.uint64
+    counter: int
+    track_kinv: bool
+    track_kl: bool
+    kinv: np.ndarray
+    G: np.ndarray
+    vsv: np.ndarray
+
+
+class Support(NamedTuple):
+    """A model's support slots in the explicit form (capacity buffers, the leading n
+    in use): ``nu``, ``Pi``, the unlearning weights ``zsv`` (zeta) and ``gsv`` (g),
+    ``kap`` (k(x, x)), ``entry`` (when each entered) and ``ks`` (where the walk finds
+    its kernel values)."""
+
+    nu: np.ndarray
+    Pi: np.ndarray
+    zsv: np.ndarray
+    gsv: np.ndarray
+    kap: np.ndarray
+    entry: np.ndarray
+    ks: np.ndarray
 
 
 @njit(cache=True)
@@ -110,9 +101,11 @@ def kl_score(f_p, v_p, zeta_p, g_p):
 
 
 @njit(cache=True)
-def choose_victim(policy, n, nu, kap, kinv, entry, seed, counter, G, zsv, gsv, vsv, a):
-    """Index (0..n-1) of the support vector that leaves; ``entry`` holds the rounds
+def choose_victim(pol, counter, n, sup):
+    """Index (0..n-1) of the support vector that leaves; ``sup.entry`` holds the rounds
     the support vectors entered (the newest is the largest)."""
+    policy = pol.code
+    entry = sup.entry
     if policy == OLDEST:
         best = 0
         for i in range(1, n):
@@ -122,7 +115,7 @@ def choose_victim(policy, n, nu, kap, kinv, entry, seed, counter, G, zsv, gsv, v
     if policy == RANDOM:
         # the j-th support vector in entry order, the newest (the last) left out;
         # slots are not in entry order once a removal has moved the last slot
-        j = int(splitmix64_uniform(seed, counter) * (n - 1))
+        j = int(splitmix64_uniform(pol.seed, counter) * (n - 1))
         if j >= n - 1:
             j = n - 2
         return np.argsort(entry[:n])[j]
@@ -138,10 +131,10 @@ def choose_victim(policy, n, nu, kap, kinv, entry, seed, counter, G, zsv, gsv, v
         if policy == SMALLEST:
             f_i = 0.0
             for j in range(n):
-                f_i += G[i, j] * nu[j]
-            score = kl_score(f_i, vsv[i], zsv[i], gsv[i])
+                f_i += pol.G[i, j] * sup.nu[j]
+            score = kl_score(f_i, pol.vsv[i], sup.zsv[i], sup.gsv[i])
         else:
-            score = abs(nu[i]) / math.sqrt(kinv[i, i])
+            score = abs(sup.nu[i]) / math.sqrt(pol.kinv[i, i])
         if best < 0 or score < best_score or (score == best_score and entry[i] < entry[best]):
             best = i
             best_score = score
@@ -301,3 +294,45 @@ def kl_remove(n, p, G, zsv, vsv, Pi, a, second, work):
                 acc += G[r, j] * work[j]
             vsv[r] += zp * acc * acc / den
     vsv[p] = vsv[n - 1]
+
+
+@njit(cache=True)
+def policy_append(pol, n, kv, kap_new, c, beta, v_raw, a, second, work):
+    """What the policy tracks, through an update that appends slot n (kernel column
+    ``kv`` over the n others, ``c = Pi k`` before the update, ``v_raw`` unfloored)."""
+    if pol.track_kl:
+        kl_append(n, pol.G, pol.vsv, kv, kap_new, c, beta, v_raw, a, second, work)
+    if pol.track_kl or pol.track_kinv:
+        G = pol.G
+        for i in range(n):
+            G[n, i] = kv[i]
+            G[i, n] = kv[i]
+        G[n, n] = kap_new
+    if pol.track_kinv:
+        kinv_append(n, pol.kinv, kv, kap_new * (1.0 + PROJECT_JITTER), work)
+
+
+@njit(cache=True)
+def evict(pol, counter, n, sup, a, second, work):
+    """One round's eviction: the model holds n = budget + 1 support vectors; the one
+    the policy chooses (its ``counter``-th removal) leaves (removed or projected) and
+    the last slot moves into its place. The caller counts the removal."""
+    p = choose_victim(pol, counter, n, sup)
+    counter += 1
+    if pol.track_kl:
+        kl_remove(n, p, pol.G, sup.zsv, pol.vsv, sup.Pi, a, second, work)
+    if pol.code == PROJECT:
+        project(n, p, sup.nu, sup.Pi, pol.kinv, second)
+        sup.zsv[p] = sup.zsv[n - 1]
+        sup.gsv[p] = sup.gsv[n - 1]
+    else:
+        remove(n, p, sup.nu, sup.Pi, sup.zsv, sup.gsv, a, second)
+    if pol.track_kl or pol.track_kinv:
+        swap_last_matrix(n, p, pol.G)
+    if pol.track_kinv:
+        schur_delete(n, p, pol.kinv)
+        if counter % KINV_REFRESH == 0:
+            kinv_refresh(n - 1, pol.G, pol.kinv)
+    sup.kap[p] = sup.kap[n - 1]
+    sup.entry[p] = sup.entry[n - 1]
+    sup.ks[p] = sup.ks[n - 1]

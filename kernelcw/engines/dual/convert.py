@@ -1,0 +1,72 @@
+"""Switching a binary dual model from one factor form to another.
+
+A model starts in the append-only panel form (second-order rules, solver
+"cholesky") or in the explicit form (solver "explicit", first-order rules). When a
+budget first binds on a panel form, part-way through a block, the model continues
+from that round in the queue form (policy "oldest") or the explicit form (the other
+policies). Each switch is once per model; the new form takes the slots over and the
+old one is left unchanged (so a checkpoint of it still restores it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...budget import make_policy
+from .explicit import ExplicitForm
+from .form import Context, Form
+from .panels import PanelForm, dense_gram
+from .queue import QueueForm
+
+__all__ = ["initial_form", "on_budget", "panels_to_explicit", "panels_to_queue"]
+
+
+def initial_form(ctx: Context, solver: str) -> Form:
+    """The form of a new model."""
+    if ctx.rule.first_order or solver == "explicit":
+        second = not ctx.rule.first_order
+        return ExplicitForm(second, make_policy(ctx.policy, ctx.budget, ctx.seed))
+    return PanelForm()
+
+
+def on_budget(form: PanelForm, ctx: Context, ks: np.ndarray, remaining: int):
+    """The form a panel model continues in when its budget binds with ``remaining``
+    block inputs to go; returns (the new form, ks in its slot order)."""
+    if ctx.policy == "oldest":
+        return panels_to_queue(form, ctx, ks)
+    return panels_to_explicit(form, ctx, min(form.n + remaining, ctx.budget) + 1), ks
+
+
+def panels_to_explicit(p: PanelForm, ctx: Context, need: int) -> ExplicitForm:
+    """nu and Pi from the factor, at capacity ``need``; the unlearning weights from
+    ``M - a K = diag(1/zeta)`` and ``r = L^-1 (g / zeta)``; the policy started on the
+    Gram cache."""
+    a = ctx.a
+    n = p.n
+    nu, Pi = p.nu(a), p.Pi(a)
+    cap = max(need, n + 1)
+    x = ExplicitForm(True, make_policy(ctx.policy, ctx.budget, ctx.seed))
+    x.take_slots(p)
+    x._nu = np.zeros(cap)
+    x._nu[:n] = nu
+    x._Pi = np.zeros((cap, cap))
+    x._Pi[:n, :n] = Pi
+    G = dense_gram(p.gram, n) if n else np.zeros((0, 0))
+    x.policy.start(G, Pi, a, cap)
+    x.zsv = np.zeros(cap)
+    x.zsv[:n] = p.zeta
+    x.gsv = np.zeros(cap)
+    x.gsv[:n] = p.zeta * p.unlearning_weights()
+    return x
+
+
+def panels_to_queue(p: PanelForm, ctx: Context, ks: np.ndarray):
+    """The queue with everything in O (one factorisation of the dense Gram cache);
+    returns (the queue, ks permuted alike)."""
+    q = QueueForm()
+    q.take_slots(p)
+    n = ks.shape[0]
+    K = dense_gram(p.gram, n)
+    q.zeta = p.zeta
+    q.qv = p.unlearning_weights()  # g / zeta = L r
+    return q, q.rebuild(ctx, ks, K)

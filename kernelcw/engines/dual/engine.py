@@ -1,0 +1,300 @@
+"""The dual (kernel) engine: K one-vs-rest binary models over one shared support store.
+
+By the representer theorem (``doc/dual-form.md`` section 1) each binary model is
+
+    mu    = sum_p nu_p phi(x_p),     Sigma = a I + sum_pq Pi_pq phi(x_p) phi(x_q)'
+
+over its support set S; with ``k = K(S, x)``, ``kappa = k(x, x)``:
+``f = mu . x = nu . k`` and ``v = a kappa + k' Pi k``. :class:`DualEngine` is the
+:class:`kernelcw.engines.Engine` face to the estimators: it runs the block loop
+(one kernel block per block of inputs, shared by the models), lets each model's
+factor form walk the block (:mod:`.panels`, :mod:`.explicit`, :mod:`.queue`),
+switches forms when a budget binds (:mod:`.convert`), raises the walks' errors
+(:mod:`.status`), and gives rollback, prediction, the dual attributes in the order
+the support vectors entered, and the fitted state as plain arrays.
+
+Margin variance. Rounding can push v slightly below zero. A v under
+``VAR_FLOOR * a * kappa`` is raised to it and counted; a v under
+``-PSD_TOL * a * kappa`` (or kappa < 0) means the kernel is not positive
+semi-definite, and learning raises a ``ValueError`` naming it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...rules import RuleParams
+from ..base import LearnResult
+from .convert import initial_form, on_budget
+from .explicit import ExplicitForm
+from .form import BlockData, Context, Form
+from .panels import PanelForm
+from .queue import QueueForm
+from .status import STOP, raise_for, unusable
+from .store import SupportStore
+
+__all__ = ["DualEngine"]
+
+_FORMS = {c.code: c for c in (PanelForm, ExplicitForm, QueueForm)}
+
+
+def _plain(rule: RuleParams) -> RuleParams:
+    """The rule record with plain Python scalars (one compiled signature)."""
+    return RuleParams(int(rule.rule), float(rule.phi), float(rule.C), float(rule.r), float(rule.a))
+
+
+class DualEngine:
+    """``store``: the :class:`.store.SupportStore`; ``forms``: each binary model's
+    factor form (one object per model)."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        rule = _plain(spec.rule)
+        self._ctx = Context(
+            rule=rule,
+            a=rule.a,
+            budget=spec.budget,
+            policy=spec.budget_policy,
+            seed=int(spec.seed),
+            block_size=int(spec.block_size),
+            known_psd=spec.kernel.known_psd,
+        )
+        self.store = SupportStore(spec.kernel)
+        self.forms: list[Form] = [
+            initial_form(self._ctx, spec.solver) for _ in range(spec.n_models)
+        ]
+        self.broken: str | None = None  # why the model is unusable (restore)
+
+    @property
+    def n_models(self) -> int:
+        return len(self.forms)
+
+    @property
+    def a(self) -> float:
+        return self._ctx.a
+
+    def set_rule(self, rule: RuleParams) -> None:
+        if rule.a != self.a:
+            raise ValueError(
+                f"a={rule.a!r} differs from the a={self.a!r} this model started with; "
+                "the prior scale is part of the stored state: call fit to start over"
+            )
+        self._ctx = self._ctx._replace(rule=_plain(rule))
+
+    def check_usable(self) -> None:
+        if self.broken is not None:
+            raise unusable(self.broken)
+
+    def factor_forms(self) -> list[str]:
+        """The factor form each binary model is in: "panels" (append-only Cholesky),
+        "explicit" (nu/Pi), "queue" (the "oldest" budget's Cholesky queue) or
+        "first_order" (nu alone)."""
+        return [f.name for f in self.forms]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the fitted state's arrays (store, factors, buffers)."""
+        return self.store.nbytes + sum(f.nbytes for f in self.forms)
+
+    # ------------------------------------------------------------ learning
+
+    def learn(self, X, Y: np.ndarray, positions=None) -> LearnResult:
+        """One pass over X (dense or CSR) in order; Y (n, K) in {-1, +1}. An error
+        part-way leaves the state part-way: callers :meth:`restore` a checkpoint."""
+        self.check_usable()
+        K = self.n_models
+        n = X.shape[0]
+        out = np.empty((n, K))
+        store = self.store
+        if positions is None:
+            positions = store.n_seen + np.arange(n)
+        positions = np.asarray(positions, dtype=np.int64)
+        if n:
+            store.n_seen = max(store.n_seen, int(positions.max()) + 1)
+        n_upd = np.zeros(K, dtype=np.int64)
+        n_mis = np.zeros(K, dtype=np.int64)
+        n_fl = np.zeros(K, dtype=np.int64)
+        b = self._ctx.block_size
+        for lo in range(0, n, b):
+            hi = min(n, lo + b)
+            XB = X[lo:hi]
+            cols = positions[lo:hi]
+            Kbb, kap = store.kernel_block(XB, cols)
+            Ks = store.kernel_store(XB)
+            entered: list[np.ndarray] = []
+            slots: list[np.ndarray] = []
+            for k in range(K):
+                yk = np.ascontiguousarray(Y[lo:hi, k])
+                blk = BlockData(_rows(Ks, self.forms[k]), Kbb, kap, yk)
+                f_blk, src, ks, nfl = self._walk_model(k, blk, cols)
+                out[lo:hi, k] = f_blk
+                n_mis[k] += np.count_nonzero(np.where(f_blk >= 0.0, 1.0, -1.0) != yk)
+                n_upd[k] += src.shape[0]
+                n_fl[k] += nfl
+                entered.append(src)
+                slots.append(ks)
+            self._place(XB, cols, entered, slots)
+        return LearnResult(out, n_upd, n_mis, n_fl)
+
+    def _walk_model(self, k: int, blk: BlockData, cols: np.ndarray):
+        """Walk one block for model k, switching its form where a budget binds.
+        Returns (f, the block inputs that entered, each slot's kernel source after
+        the block, floored rounds)."""
+        ctx = self._ctx
+        b = blk.y.shape[0]
+        f_blk = np.empty(b)
+        form = self.forms[k]
+        ks = np.arange(form.n, dtype=np.int64)  # support at the block's start: rows of K0
+        t0 = 0
+        entered, nfl = [], 0
+        while True:
+            w = form.walk(ctx, blk, t0, ks, f_blk)
+            entered.append(w.entered)
+            nfl += w.n_floored
+            ks = w.ks
+            if w.status != STOP:
+                break
+            form, ks = on_budget(form, ctx, ks, b - w.index)
+            self.forms[k] = form
+            t0 = w.index
+        row = int(cols[w.index]) if w.index >= 0 else -1
+        explicit = isinstance(form, ExplicitForm)
+        raise_for(
+            w.status, row, self.spec.kernel.name, ctx.rule.rule, explicit, ctx.rule.first_order
+        )
+        return f_blk, np.concatenate(entered), ks, nfl
+
+    def _place(self, XB, cols, entered, slots) -> None:
+        """This block's new support inputs enter the store once, whoever took them;
+        each model's slots then point at store rows."""
+        union = np.unique(np.concatenate(entered)) if entered else np.zeros(0, int)
+        where = np.full(XB.shape[0], -1, dtype=np.int64)
+        if union.size:
+            where[union] = self.store.append(XB, union, cols)
+        for form, ks in zip(self.forms, slots, strict=True):
+            old = form.idx
+            form.idx = np.where(
+                ks >= 0,
+                old[np.maximum(ks, 0)] if old.size else 0,
+                where[np.maximum(-1 - ks, 0)],
+            )
+        if self._ctx.budget is not None:
+            used = np.unique(np.concatenate([f.idx for f in self.forms]))
+            new_pos = self.store.compact(used)
+            if new_pos is not None:
+                for f in self.forms:
+                    f.idx = new_pos[f.idx]
+
+    # ------------------------------------------------------------ rollback
+
+    def checkpoint(self, X):
+        """Each form's own checkpoint (append-only forms: lengths to cut back to; forms
+        updated in place: a copy, O(n_sv^2), about one round's work) and the store's.
+        None if a model is in the "oldest" budget's queue form, too large to copy per
+        call: an error there marks the engine unusable."""
+        cps = [f.checkpoint() for f in self.forms]
+        if any(cp is None for cp in cps):
+            return None
+        return self.store.checkpoint(), list(zip(self.forms, cps, strict=True))
+
+    def restore(self, checkpoint) -> None:
+        if checkpoint is None:
+            self.broken = self.broken or "an error part-way through a call"
+            return
+        store_cp, forms = checkpoint
+        self.store.restore(store_cp)
+        self.forms = [form for form, _ in forms]
+        for form, cp in forms:
+            form.restore(cp)
+
+    # ------------------------------------------------------------ prediction
+
+    def decision(self, X) -> np.ndarray:
+        return self._predict(X)[0]
+
+    def margin_variance(self, X) -> np.ndarray:
+        return self._predict(X, with_variance=True)[1]
+
+    def _predict(self, X, with_variance: bool = False, chunk: int = 1024):
+        """(f, v) for new data, each (n, K); v is None unless asked for."""
+        self.check_usable()
+        n = X.shape[0]
+        K = self.n_models
+        a = self.a
+        F = np.empty((n, K))
+        V = np.empty((n, K)) if with_variance else None
+        nus = [f.nu(a) for f in self.forms]
+        for lo in range(0, n, chunk):
+            hi = min(n, lo + chunk)
+            XB = X[lo:hi]
+            Ks = self.store.kernel_store(XB)
+            kap = self.store.kappa_test(XB) if with_variance else None
+            for k, form in enumerate(self.forms):
+                K0 = _rows(Ks, form)
+                F[lo:hi, k] = nus[k] @ K0 if form.n else 0.0
+                if with_variance:
+                    V[lo:hi, k] = form.variance(K0, kap, a)
+        return F, V
+
+    # ------------------------------------------------------------ dual attributes
+    # Lists with one entry per binary model, each in the order support vectors entered.
+
+    def support_positions(self) -> list[np.ndarray]:
+        self.check_usable()
+        return [self.store.pos[f.idx[f.order()]] for f in self.forms]
+
+    def support_vectors(self) -> list:
+        self.check_usable()
+        return [self.store.take(f.idx[f.order()]) for f in self.forms]
+
+    def dual_coef(self) -> list[np.ndarray]:
+        self.check_usable()
+        return [f.nu(self.a)[f.order()] for f in self.forms]
+
+    def covariance_coef(self) -> list[np.ndarray]:
+        self.check_usable()
+        return [f.Pi(self.a)[np.ix_(f.order(), f.order())] for f in self.forms]
+
+    def n_support(self) -> list[int]:
+        self.check_usable()
+        return [f.n for f in self.forms]
+
+    # ------------------------------------------------------------ state
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The fitted state as plain numpy arrays (scalars as 0-d arrays): the store
+        under ``store.``, model k's form code and arrays under ``model{k}.``."""
+        self.check_usable()
+        state = {"n_models": np.array(self.n_models, dtype=np.int64)}
+        state.update({f"store.{k}": v for k, v in self.store.state_dict().items()})
+        for i, form in enumerate(self.forms):
+            state[f"model{i}.form"] = np.array(form.code, dtype=np.int64)
+            state.update({f"model{i}.{k}": v for k, v in form.state_dict().items()})
+        return state
+
+    @classmethod
+    def from_state(cls, spec, state: dict[str, np.ndarray]) -> DualEngine:
+        """An engine for ``spec`` holding ``state`` (from :meth:`state_dict`): it
+        predicts and continues learning bit for bit as the engine it came from."""
+        eng = cls(spec)
+        if int(state["n_models"]) != eng.n_models:
+            raise ValueError(
+                f"the state holds {int(state['n_models'])} models; spec says {eng.n_models}"
+            )
+        eng.store = SupportStore.from_state(spec.kernel, _under(state, "store."))
+        for i in range(eng.n_models):
+            sub = _under(state, f"model{i}.")
+            eng.forms[i] = _FORMS[int(sub["form"])].from_state(sub, eng._ctx)
+        return eng
+
+
+def _under(state: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
+    return {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
+
+
+def _rows(Ks: np.ndarray, form: Form) -> np.ndarray:
+    """The rows of K(store, X) for a model's support vectors, by slot."""
+    n = form.idx.shape[0]
+    if n == Ks.shape[0] and np.array_equal(form.idx, np.arange(n)):
+        return Ks
+    return Ks[form.idx]

@@ -1,0 +1,107 @@
+"""What every factor form of a binary dual model is: its slots and its interface.
+
+A binary model lives in exactly one form at a time (:mod:`.panels`, :mod:`.explicit`,
+:mod:`.queue`; :mod:`.convert` switches between them). Support vector i lives in
+slot i; every form keeps, by slot, ``idx`` (its row in the engine's support store),
+``entry`` (when it entered: removals move the last slot into the freed one, so
+the dual attributes are sorted by entry) and ``kap`` (its k(x, x)), and the count
+``clock`` of support vectors ever added. The interface:
+
+- ``n``, ``nu(a)``, ``Pi(a)``, ``variance(Ks, kap, a)``: the model by slot;
+- ``walk(ctx, blk, t0, ks, f_blk)``: learn block inputs t0.. (:class:`Walked`);
+- ``checkpoint()`` / ``restore(cp)``: undo a call (``checkpoint()`` is None for a
+  form that cannot be restored);
+- ``state_dict()`` / ``from_state(state, ctx)``: the form as plain arrays;
+- ``nbytes``: the memory it holds.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["BlockData", "Context", "Form", "Walked"]
+
+
+class Context(NamedTuple):
+    """What the engine tells a form's walk: the rule (a
+    :class:`kernelcw.rules.RuleParams`), the prior scale, the budget (None for
+    none), the budget policy's name and seed, the block size, and whether the kernel
+    is positive semi-definite by construction."""
+
+    rule: object
+    a: float
+    budget: int | None
+    policy: str
+    seed: int
+    block_size: int
+    known_psd: bool
+
+
+class BlockData(NamedTuple):
+    """One training block for one model: ``K0 = K(S_0, X_B)`` by slot at the block's
+    start, the block's own kernel ``Kbb``, ``kap = k(x, x)`` and the labels ``y``."""
+
+    K0: np.ndarray
+    Kbb: np.ndarray
+    kap: np.ndarray
+    y: np.ndarray
+
+
+class Walked(NamedTuple):
+    """What a form's walk did: the block inputs that entered (in order), ``ks`` (each
+    slot's kernel source after the walk: row ks of K0 or, for ks < 0, block input
+    -1-ks), floored rounds, and where it stopped (``index``, -1 if it went through)
+    with its status (:mod:`.status`; STOP: a budget binds there, continue in
+    another form)."""
+
+    entered: np.ndarray
+    ks: np.ndarray
+    n_floored: int
+    index: int
+    status: int
+
+
+class Form:
+    """The slots every form keeps; subclasses add the factor."""
+
+    #: The form's name (:meth:`kernelcw.engines.dual.DualEngine.factor_forms`).
+    name = ""
+    #: The form's code in a state dict.
+    code = -1
+
+    def __init__(self):
+        self.idx = np.zeros(0, dtype=np.int64)  # store positions, by slot
+        self.entry = np.zeros(0, dtype=np.int64)  # entry time, by slot
+        self.kap = np.zeros(0)  # k(x, x), by slot
+        self.clock = 0  # support vectors ever added
+
+    @property
+    def n(self) -> int:
+        return int(self.kap.shape[0])
+
+    def order(self) -> np.ndarray:
+        """Slots in the order their support vectors entered."""
+        return np.argsort(self.entry, kind="stable")
+
+    def take_slots(self, other: Form) -> None:
+        """The slots of ``other`` (a form this one replaces)."""
+        self.idx, self.entry, self.kap, self.clock = other.idx, other.entry, other.kap, other.clock
+
+    def slots_nbytes(self) -> int:
+        return self.idx.nbytes + self.entry.nbytes + self.kap.nbytes
+
+    def slots_state(self) -> dict[str, np.ndarray]:
+        return {
+            "idx": self.idx.copy(),
+            "entry": self.entry.copy(),
+            "kap": self.kap.copy(),
+            "clock": np.array(self.clock, dtype=np.int64),
+        }
+
+    def load_slots(self, state: dict[str, np.ndarray]) -> None:
+        self.idx = np.array(state["idx"], dtype=np.int64)
+        self.entry = np.array(state["entry"], dtype=np.int64)
+        self.kap = np.array(state["kap"], dtype=np.float64)
+        self.clock = int(state["clock"])

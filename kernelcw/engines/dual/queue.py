@@ -1,0 +1,484 @@
+"""The "oldest" budget's Cholesky form of a binary dual model (the queue).
+
+Second-order rules, solver "cholesky", budget policy "oldest". Removing the oldest
+support vector from an append-only factor would rewrite all of it. So the support
+set is split in two, like a queue made of two stacks: O, factored once in *reverse*
+entry order (its oldest is its last row, so removing it truncates the factor), and
+N, the rows appended since, in entry order. ``L = [[L_O, 0], [L_NO, L_N]]`` over
+[O[:n_O], N]: L_O is the leading block of the rebuilt factor, L_NO the N rows'
+entries at O's columns. When O's rows ``n_O - D .. n_O - 1`` leave, ``L_O`` is
+truncated and ``L_N`` takes their columns ``Lam`` of ``L_NO``: ``L_N L_N' + Lam Lam'``
+is refactored by one blocked QR (LAPACK dtpqrt, 2 n_N^2 D flops), once per block.
+Inside a block the leavers are corrected by Woodbury (:func:`queue_walk`), so each
+round sees the model with exactly the budget. Once N holds ``QUEUE_REBUILD`` of the
+budget, all survivors become O again: one Cholesky factorisation (n^3 / 3 flops)
+from the Gram cache (:meth:`QueueForm.rebuild`).
+
+Buffers (C-ordered; the Gram cache shares the square ones): ``LO`` (lower: L_O;
+strict upper: K(O, O)), ``LNO`` and ``KNO`` (N x O), ``LN`` (lower: L_N; strict
+upper: K(N, N)), ``rO``, ``rN`` (r = L^-1 (g / zeta)). Slots are the rows,
+[O[:n_O], N]. The form is too large to copy per call: an error part-way leaves the
+model unusable (``checkpoint()`` is None).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+from scipy.linalg import solve_triangular
+
+from ... import _blas
+from ...rules import VAR_FLOOR
+from .form import Form, Walked
+from .status import OK, PSD_TOL, STOP
+from .steps import Block, block_rows_part, checked_step, chol_rank1, chol_solve_lower
+
+__all__ = ["QUEUE_REBUILD", "QueueForm", "assemble_precision", "queue_walk"]
+
+#: The queue form rebuilds its factor once N holds this fraction of the budget.
+QUEUE_REBUILD = 0.5
+
+
+class Candidates(NamedTuple):
+    """The next leavers (candidate d is the d-th to leave) at the block's start:
+    ``P0 = Y0' W0``, ``H0 = Y0' Y0``, ``rho0 = Y0' r`` with ``Y0 = L^-1 E_cands``."""
+
+    P0: np.ndarray
+    H0: np.ndarray
+    rho0: np.ndarray
+
+
+class QueueRows(NamedTuple):
+    """The rows the queue walk appends: as :class:`.steps.NewRows`, plus ``qn``
+    (g / zeta) and ``PN`` (their entries of Y)."""
+
+    E: np.ndarray
+    Ld: np.ndarray
+    rn: np.ndarray
+    qn: np.ndarray
+    zt: np.ndarray
+    src: np.ndarray
+    PN: np.ndarray
+
+
+class QueueResult(NamedTuple):
+    """Rows appended, leavers (deaths), floored rounds, stop index and status."""
+
+    n_new: int
+    deaths: int
+    n_floored: int
+    index: int
+    status: int
+
+
+@njit(cache=True)
+def _add_death(H0, PN, Ch, D, u, p, y1):
+    """Candidate D leaves: the factor ``Ch`` of H gains its row and column."""
+    for d2 in range(D + 1):
+        acc = H0[D, d2]
+        for i in range(u):
+            acc += PN[i, D] * PN[i, d2]
+        p[d2] = acc
+    chol_solve_lower(Ch, D, p, y1)
+    diag = p[D]
+    for d2 in range(D):
+        Ch[D, d2] = y1[d2]
+        diag -= y1[d2] * y1[d2]
+    Ch[D, D] = math.sqrt(max(diag, 1e-300))
+
+
+@njit(cache=True)
+def queue_walk(blk, cand, rule, n_alive, budget, rows, f_out):
+    """Walk one block in (b + c)-space (``blk`` a :class:`.steps.Block`).
+
+    The rows appended in the block extend the factor of *all* the support at the
+    block's start, leavers included, exactly as without a budget, so that ``M``
+    stays ``D^-1 + a K`` over everything. The model without the D leavers so far is
+    its restriction, by the identity ``k_S' M_S^-1 q_S = k' M^-1 q - p' H^-1 rho``
+    with ``Y = L^-1 E_dead``, ``p = Y' w``, ``rho = Y' r``, ``H = Y'Y``
+    (``doc/dual-form.md`` section 6); the new rows' entries of Y are ``rows.PN``,
+    ``Ch`` is the Cholesky factor of H over the dead. Returns a
+    :class:`QueueResult`; STOP at the round whose update would need a (c+1)-th death.
+    """
+    a = rule.a
+    b = blk.kap.shape[0]
+    P0, PN = cand.P0, rows.PN
+    c = P0.shape[0]
+    u = 0
+    D = 0
+    nfl = 0
+    e = np.empty(b)
+    p = np.empty(c)
+    y1 = np.empty(c)
+    y2 = np.empty(c)
+    Ch = np.zeros((c, c))
+    rho = np.empty(c)
+    for d in range(c):
+        rho[d] = cand.rho0[d]
+    for t in range(b):
+        fx, ee = block_rows_part(blk, rows, u, t, a, e)
+        for d in range(c):
+            acc = P0[d, t]
+            for i in range(u):
+                acc += PN[i, d] * e[i]
+            p[d] = acc
+        chol_solve_lower(Ch, D, p, y1)
+        chol_solve_lower(Ch, D, rho, y2)
+        a_ext = blk.G[t, t] + ee
+        qa = a_ext
+        qb = fx
+        for d in range(D):
+            qa -= y1[d] * y1[d]
+            qb -= y1[d] * y2[d]
+        f = a * qb
+        f_out[t] = f
+        kap_t = blk.kap[t]
+        y_t = blk.y[t]
+        v = a * kap_t - a * a * qa
+        st = checked_step(rule, y_t * f, f, v, kap_t, PSD_TOL)
+        if st.status != OK:
+            return QueueResult(u, D, nfl, t, st.status)
+        if st.alpha > 0.0 and n_alive + 1 > budget and D == c:
+            return QueueResult(u, D, nfl, t, STOP)
+        nfl += st.floored
+        if st.alpha > 0.0:
+            # the extended model (leavers included) is a valid model: v_ext >= 0
+            v_ext = a * kap_t - a * a * a_ext
+            lnn = math.sqrt(1.0 / st.zeta + max(v_ext, 0.0))
+            q = f + st.alpha * y_t * (1.0 / st.zeta + st.v)
+            rnew = (q - a * fx) / lnn
+            for d in range(c):
+                PN[u, d] = -a * p[d] / lnn  # (e_new - a w' Y) / L_nn, e_new = 0
+            for d in range(D):
+                y1[d] = PN[u, d]
+            chol_rank1(Ch, D, y1)
+            for d in range(c):
+                rho[d] += PN[u, d] * rnew
+            for k in range(u):
+                rows.E[u, k] = e[k]
+            rows.Ld[u] = lnn
+            rows.rn[u] = rnew
+            rows.qn[u] = q
+            rows.zt[u] = st.zeta
+            rows.src[u] = t
+            u += 1
+            n_alive += 1
+            if n_alive > budget:
+                _add_death(cand.H0, PN, Ch, D, u, p, y1)
+                D += 1
+                n_alive -= 1
+    return QueueResult(u, D, nfl, -1, OK)
+
+
+@njit(cache=True)
+def assemble_precision(KO, nO, KNO, KN, nN, kap, perm, a, zeta, out):
+    """``out``: lower triangle ``a K + diag(1 / zeta)``, strict upper triangle ``K``,
+    over the slots [O[:nO], N[:nN]] taken in the order ``perm`` (``zeta`` already in
+    that order). K is read from the queue's Gram cache: the strict upper triangles of
+    ``KO`` and ``KN``, ``KNO``, and ``kap`` on the diagonal. One pass, no temporaries."""
+    n = nO + nN
+    for i in range(n):
+        si = perm[i]
+        for j in range(i):
+            sj = perm[j]
+            lo = min(si, sj)
+            hi = max(si, sj)
+            if hi < nO:
+                k = KO[lo, hi]
+            elif lo >= nO:
+                k = KN[lo - nO, hi - nO]
+            else:
+                k = KNO[hi - nO, lo]
+            out[i, j] = a * k
+            out[j, i] = k
+        out[i, i] = a * kap[si] + 1.0 / zeta[i]
+
+
+class QueueForm(Form):
+    """The queue (module docstring); ``zeta`` and ``qv`` (g / zeta) by slot."""
+
+    name = "queue"
+    code = 2
+
+    def __init__(self):
+        super().__init__()
+        self.zeta = np.zeros(0)
+        self.qv = np.zeros(0)
+        self.LO = np.zeros((0, 0))
+        self.nO = self.nN = 0
+        self.rO = np.zeros((0, 1))
+        self.LNO = self.KNO = self.LN = np.zeros((0, 0))
+        self.rN = np.zeros((0, 1))
+        self._nu_cache: np.ndarray | None = None
+
+    # ------------------------------------------------------------ the factor
+
+    def _factor_from(self, LO: np.ndarray, cap_n: int) -> None:
+        """O := everything, from ``LO`` made by :func:`assemble_precision` (factorised
+        here, in place); N empty with room for ``cap_n`` rows."""
+        n = LO.shape[0]
+        if _blas.potrf_lower(LO):
+            raise np.linalg.LinAlgError("the budgeted model's precision is not positive definite")
+        self.LO = LO
+        self.nO = n
+        self.rO = np.array(self.qv, dtype=np.float64).reshape(n, 1)
+        _blas.trsm_lower_left(LO, self.rO)
+        self.nN = 0
+        self.LN = None
+        self._alloc(cap_n)
+
+    def _alloc(self, cap_n: int) -> None:
+        nO0 = self.LO.shape[0]
+        old = self.LN
+        LNO = np.zeros((cap_n, nO0))
+        KNO = np.zeros((cap_n, nO0))
+        LN = np.zeros((cap_n, cap_n))
+        rN = np.zeros((cap_n, 1))
+        if old is not None:
+            m = self.nN
+            LNO[:m] = self.LNO[:m]
+            KNO[:m] = self.KNO[:m]
+            LN[:m, :m] = self.LN[:m, :m]
+            rN[:m] = self.rN[:m]
+        self.LNO, self.KNO, self.LN, self.rN = LNO, KNO, LN, rN
+
+    def rebuild(self, ctx, ks: np.ndarray, K: np.ndarray | None = None) -> np.ndarray:
+        """All support vectors become O, in reverse entry order (one Cholesky
+        factorisation). ``K``: the dense Gram matrix when coming from the panel form
+        (else the queue's own Gram cache is read). Returns ks permuted alike."""
+        perm = np.argsort(-self.entry, kind="stable")
+        kap = self.kap
+        self.entry = self.entry[perm]
+        self.kap = self.kap[perm]
+        self.zeta = self.zeta[perm]
+        self.qv = self.qv[perm]
+        if K is None:
+            M = np.empty((self.n, self.n))
+            assemble_precision(
+                self.LO, self.nO, self.KNO, self.LN, self.nN, kap, perm, ctx.a, self.zeta, M
+            )
+        else:  # the dense Gram matrix read as an O-only cache
+            M = np.empty_like(K)
+            none = np.zeros((0, 0))
+            assemble_precision(K, K.shape[0], none, none, 0, kap, perm, ctx.a, self.zeta, M)
+        self._factor_from(M, int(QUEUE_REBUILD * ctx.budget) + ctx.block_size + 1)
+        self._nu_cache = None
+        return ks[perm]
+
+    def forward(self, K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(W_O, X): ``L^-1 K`` for K (n x m, rows by slot), split at O | N."""
+        nO, nN = self.nO, self.nN
+        WO = np.array(K[:nO], dtype=np.float64, order="C")
+        _blas.trsm_lower_left(self.LO[:nO, :nO], WO)
+        X = np.array(K[nO:], dtype=np.float64, order="C")
+        _blas.gemm_sub(-1.0, self.LNO[:nN, :nO], WO, 1.0, X)
+        _blas.trsm_lower_left(self.LN[:nN, :nN], X)
+        return WO, X
+
+    def factor(self) -> tuple[np.ndarray, np.ndarray]:
+        """The dense lower factor over the slots and r (for prediction)."""
+        nO, nN = self.nO, self.nN
+        L = np.zeros((nO + nN, nO + nN))
+        L[:nO, :nO] = np.tril(self.LO[:nO, :nO])
+        L[nO:, :nO] = self.LNO[:nN, :nO]
+        L[nO:, nO:] = np.tril(self.LN[:nN, :nN])
+        return L, np.concatenate([self.rO[:nO, 0], self.rN[:nN, 0]])
+
+    def refresh_rN(self, qN: np.ndarray) -> None:
+        """r_N = L_N^-1 (q_N - L_NO r_O) after L_N changed."""
+        nO, nN = self.nO, self.nN
+        self.rN[:nN, 0] = qN
+        _blas.gemm_sub(-1.0, self.LNO[:nN, :nO], self.rO[:nO], 1.0, self.rN[:nN])
+        _blas.trsm_lower_left(self.LN[:nN, :nN], self.rN[:nN])
+
+    # ------------------------------------------------------------ the model
+
+    def nu(self, a: float) -> np.ndarray:
+        if self._nu_cache is None:
+            L, r = self.factor()
+            self._nu_cache = a * solve_triangular(L, r, lower=True, trans="T")
+        return self._nu_cache.copy()
+
+    def Pi(self, a: float) -> np.ndarray:
+        n = self.n
+        if n == 0:
+            return np.zeros((0, 0))
+        Linv = np.vstack(self.forward(np.eye(n)))
+        return -(a * a) * (Linv.T @ Linv)
+
+    def variance(self, Ks: np.ndarray, kap: np.ndarray, a: float) -> np.ndarray:
+        if self.n == 0:
+            return a * kap
+        WO, X = self.forward(Ks)
+        v = a * kap - a * a * (np.einsum("ij,ij->j", WO, WO) + np.einsum("ij,ij->j", X, X))
+        return np.maximum(v, VAR_FLOOR * a * kap)
+
+    # ------------------------------------------------------------ learning
+
+    def walk(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray) -> Walked:
+        """Block inputs t0.. (a walk per stretch between rebuilds)."""
+        b = blk.y.shape[0]
+        entered = []
+        nfl = 0
+        self._nu_cache = None
+        while t0 < b:
+            res, ks, S = self._walk_part(ctx, blk, t0, ks, f_blk)
+            nfl += res.n_floored
+            if res.status not in (OK, STOP):
+                return Walked(_cat(entered), ks, nfl, t0 + res.index, res.status)
+            if S.size:
+                entered.append(t0 + S)
+            if res.status != STOP:
+                break
+            t0 += res.index
+            ks = self.rebuild(ctx, ks)
+        if self.nN > QUEUE_REBUILD * ctx.budget:
+            ks = self.rebuild(ctx, ks)
+        return Walked(_cat(entered), ks, nfl, -1, OK)
+
+    def _candidates(self, c: int, WO: np.ndarray, X: np.ndarray) -> Candidates:
+        """Y0 = L^-1 E_cands: on O it lives on the tail T (the candidates), where it
+        is L_O[T, T]^-1; on N it is -L_N^-1 L_NO[:, T] L_O[T, T]^-1. Columns in
+        leaving order (candidate d is O row nO - 1 - d)."""
+        nO, nN = self.nO, self.nN
+        bs = WO.shape[1]
+        T = slice(nO - c, nO)
+        YO = np.zeros((c, c))
+        if c:
+            YO = solve_triangular(
+                np.tril(self.LO[T, T]), np.eye(c), lower=True, check_finite=False
+            )[:, ::-1].copy()
+        YN = np.zeros((nN, c))
+        _blas.gemm_sub(-1.0, self.LNO[:nN, T], YO, 0.0, YN)
+        _blas.trsm_lower_left(self.LN[:nN, :nN], YN)
+        P0 = np.empty((c, bs))
+        _blas.gemm_sub(1.0, YO, WO[T], 0.0, P0, trans_a=True)
+        _blas.gemm_sub(1.0, YN, X, 1.0, P0, trans_a=True)
+        H0 = np.empty((c, c))
+        _blas.gemm_sub(1.0, YO, YO, 0.0, H0, trans_a=True)
+        _blas.gemm_sub(1.0, YN, YN, 1.0, H0, trans_a=True)
+        rho0 = np.empty((c, 1))
+        _blas.gemm_sub(1.0, YO, self.rO[T], 0.0, rho0, trans_a=True)
+        _blas.gemm_sub(1.0, YN, self.rN[:nN], 1.0, rho0, trans_a=True)
+        return Candidates(P0, H0, np.ascontiguousarray(rho0[:, 0]))
+
+    def _walk_part(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray):
+        """One walk from block input t0 to the end or the next rebuild; the new rows
+        appended and the leavers dropped. Returns (QueueResult, ks, new rows' inputs
+        relative to t0)."""
+        a, B = ctx.a, ctx.budget
+        b = blk.y.shape[0]
+        bs = b - t0
+        nO, nN = self.nO, self.nN
+        n = nO + nN
+        if nN + bs > self.LN.shape[0]:
+            self._alloc(nN + bs + max(16, nN // 2))
+        K0c = np.empty((n, bs))
+        old = ks >= 0
+        K0c[old] = blk.K0[ks[old], t0:]
+        K0c[~old] = blk.Kbb[-1 - ks[~old], t0:]
+        Kss = np.ascontiguousarray(blk.Kbb[t0:, t0:])
+        c = min(nO, bs, max(0, n + bs - B))
+        WO, X = self.forward(K0c)  # W0 = L^-1 K0 over [O, N] (leavers included)
+        G = np.empty((bs, bs))
+        _blas.gemm_sub(1.0, WO, WO, 0.0, G, trans_a=True)
+        _blas.gemm_sub(1.0, X, X, 1.0, G, trans_a=True)
+        rW = np.empty((bs, 1))
+        _blas.gemm_sub(1.0, WO, self.rO[:nO], 0.0, rW, trans_a=True)
+        _blas.gemm_sub(1.0, X, self.rN[:nN], 1.0, rW, trans_a=True)
+        cand = self._candidates(c, WO, X)
+        rows = QueueRows(
+            np.empty((bs, bs)),
+            *(np.empty(bs) for _ in range(4)),
+            np.empty(bs, dtype=np.int64),
+            np.empty((bs, c)),
+        )
+        f_sub = np.empty(bs)
+        kap, y = np.ascontiguousarray(blk.kap[t0:]), np.ascontiguousarray(blk.y[t0:])
+        walk_blk = Block(G, np.ascontiguousarray(rW[:, 0]), Kss, kap, y)
+        res = queue_walk(walk_blk, cand, ctx.rule, n, B, rows, f_sub)
+        f_blk[t0:] = f_sub
+        S = rows.src[: res.n_new]
+        if res.status not in (OK, STOP):
+            return res, ks, S
+        if res.n_new:
+            ks = self._append_rows(a, rows, res.n_new, WO, X, K0c, Kss, kap, t0, ks)
+        if res.deaths:
+            ks = self._drop_oldest(res.deaths, ks)
+        return res, ks, S
+
+    def _append_rows(self, a, rows, u, WO, X, K0c, Kss, kap, t0, ks) -> np.ndarray:
+        """The u new rows extend the factor of everything at the block's start."""
+        nO, nN = self.nO, self.nN
+        S = rows.src[:u]
+        new = slice(nN, nN + u)
+        self.LNO[new, :nO] = a * WO[:, S].T
+        self.LNO[new, nO:] = 0.0
+        self.KNO[new, :nO] = K0c[:nO, S].T
+        self.LN[new, :nN] = a * X[:, S].T
+        blk = np.triu(Kss[np.ix_(S, S)], 1) + a * np.tril(rows.E[:u, :u], -1)
+        blk[np.diag_indices(u)] = rows.Ld[:u]
+        self.LN[new, nN : nN + u] = blk
+        self.LN[:nN, nN : nN + u] = K0c[nO:, S]
+        self.rN[new, 0] = rows.rn[:u]
+        self.nN = nN + u
+        self.entry = np.concatenate([self.entry, self.clock + np.arange(u)])
+        self.clock += u
+        self.kap = np.concatenate([self.kap, kap[S]])
+        self.zeta = np.concatenate([self.zeta, rows.zt[:u]])
+        self.qv = np.concatenate([self.qv, rows.qn[:u]])
+        return np.concatenate([ks, -1 - (t0 + S)])
+
+    def _drop_oldest(self, D: int, ks: np.ndarray) -> np.ndarray:
+        """O's last D rows (the D oldest) leave: L_O truncated, L_N refactored with
+        their columns of L_NO folded in (one dtpqrt)."""
+        nO = self.nO
+        nO2 = nO - D
+        _blas.tpqrt_update(self.LN[: self.nN, : self.nN], self.LNO[: self.nN, nO2:nO])
+        self.LNO[: self.nN, nO2:nO] = 0.0
+        self.nO = nO2
+        keep = np.r_[0:nO2, nO : ks.shape[0]]
+        self.entry, self.kap = self.entry[keep], self.kap[keep]
+        self.zeta, self.qv, ks = self.zeta[keep], self.qv[keep], ks[keep]
+        self.refresh_rN(self.qv[nO2:])
+        return ks
+
+    # ------------------------------------------------------------ rollback, state
+
+    def checkpoint(self):
+        """None: too large to copy per call (an error leaves the model unusable)."""
+        return None
+
+    def restore(self, cp) -> None:  # pragma: no cover - checkpoint() is None
+        raise RuntimeError("the queue form cannot be restored")
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.zeta, self.qv, self.LO, self.rO, self.LNO, self.KNO, self.LN, self.rN)
+        return self.slots_nbytes() + sum(x.nbytes for x in arrays)
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The buffers whole (their capacity included) and the two block sizes."""
+        state = {k: getattr(self, k).copy() for k in _QUEUE_ARRAYS}
+        state["nO"] = np.array(self.nO, dtype=np.int64)
+        state["nN"] = np.array(self.nN, dtype=np.int64)
+        return {**state, **self.slots_state()}
+
+    @classmethod
+    def from_state(cls, state: dict[str, np.ndarray], ctx=None) -> QueueForm:
+        new = cls()
+        new.load_slots(state)
+        for k in _QUEUE_ARRAYS:
+            setattr(new, k, np.array(state[k], dtype=np.float64, order="C"))
+        new.nO, new.nN = int(state["nO"]), int(state["nN"])
+        return new
+
+
+_QUEUE_ARRAYS = ("zeta", "qv", "LO", "rO", "LNO", "KNO", "LN", "rN")
+
+
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)

@@ -1,0 +1,78 @@
+"""The walks' statuses and the errors they raise, in one place.
+
+The compiled walks never raise: they stop and report a status code and the block
+input where it happened. :func:`raise_for` turns a status into the exception the
+user sees, naming the training row and what to do; :func:`unusable` is the error of
+a model left part-way by an error it cannot be restored from.
+"""
+
+from __future__ import annotations
+
+from ...rules import STDEV, VAR
+
+__all__ = ["NONFINITE", "NOT_PSD", "OK", "PSD_TOL", "STOP", "raise_for", "unusable"]
+
+#: A margin variance below ``-PSD_TOL * a * k(x, x)`` is beyond rounding: the
+#: kernel is not positive semi-definite.
+PSD_TOL = 1e-6
+
+#: The walk went through its rounds.
+OK = 0
+#: A margin or step left float64's range.
+NONFINITE = 1
+#: A margin variance below ``-PSD_TOL * a * k(x, x)`` (or ``k(x, x) < 0``).
+NOT_PSD = 2
+#: A budget binds at this round: the caller continues in another form.
+STOP = 3
+
+
+def raise_for(
+    status: int, row: int, kernel_name, rule: int, explicit: bool, first_order: bool
+) -> None:
+    """Raise the error of a walk's ``status`` at training ``row`` (nothing for OK).
+
+    ``explicit``: the walk ran in the explicit nu/Pi form (the advice differs);
+    ``rule``: the rule's integer code (CW-Stdev and CW-Var get the advice to use a
+    soft rule)."""
+    if status == OK:
+        return
+    if status == NOT_PSD:
+        hint = (
+            " In the explicit nu/Pi form (solver='explicit', or a budget other than "
+            "'oldest' once it binds) this also happens when Pi's recursion loses "
+            "positive definiteness in floating point; with the built-in kernels that "
+            "is floored and counted instead, and solver='cholesky' without a budget "
+            "keeps it positive definite by construction."
+            if explicit
+            else ""
+        )
+        raise ValueError(
+            f"kernel {kernel_name!r} is not positive semi-definite: at training "
+            f"row {row} the margin variance a k(x,x) + k' Pi k came out below "
+            f"-{PSD_TOL:g} a k(x,x) (or k(x,x) < 0). CW needs a Mercer kernel.{hint}"
+        )
+    if explicit and not first_order:
+        advice = (
+            "in the explicit nu/Pi form (solver='explicit', or a budget other than "
+            "'oldest' once it binds), Pi's recursion loses precision when the variance "
+            "collapses or the features have very different scales: standardise X, or "
+            "keep a Cholesky factor (solver='cholesky' without a budget, or "
+            "budget_policy='oldest')"
+        )
+    else:
+        advice = "rescale X"
+    if rule in (STDEV, VAR):
+        advice += ", or use a soft rule such as SCW or AROW"
+    raise FloatingPointError(
+        f"non-finite margin or step at training row {row}: the model left float64's "
+        f"range ({advice})"
+    )
+
+
+def unusable(reason: str) -> RuntimeError:
+    """The error of a model an earlier error left part-way and unrestorable."""
+    return RuntimeError(
+        "this model was left part-way through a partial_fit call by an error "
+        f'({reason}); the "oldest" budget\'s queue form cannot be restored, so '
+        "the model is unusable: call fit to start over"
+    )

@@ -1,0 +1,146 @@
+"""The compiled pieces every walk shares, and the records the walks take and return.
+
+A walk goes through one block of inputs round by round: predict ``f`` and ``v``,
+then :func:`checked_step` turns them into the rule's step after the variance floor
+and the PSD and finiteness checks. The panel and queue walks extend ``w = L^-1 k``
+by the rows appended earlier in the same block with :func:`block_rows_part`
+(``doc/dual-form.md`` section 3); the queue's Woodbury correction keeps a small
+Cholesky factor with :func:`chol_rank1` and :func:`chol_solve_lower`. Records
+(module-level NamedTuples, which numba compiles and caches): :class:`Block` (a
+block's kernel data seen from the factor), :class:`NewRows` (the rows a factor walk
+appends), :class:`Step` and :class:`WalkResult`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from ...rules import VAR_FLOOR, step
+from .status import NONFINITE, NOT_PSD, OK
+
+__all__ = [
+    "Block",
+    "NewRows",
+    "Step",
+    "WalkResult",
+    "block_rows_part",
+    "checked_step",
+    "chol_rank1",
+    "chol_solve_lower",
+]
+
+
+class Block(NamedTuple):
+    """One block as a factor walk sees it: ``G = W0' W0`` and ``rW = W0' r`` with
+    ``W0 = L^-1 K(S_0, X_B)`` (b x b and b), the block's own kernel ``Kbb``, its
+    ``kap = k(x, x)`` and labels ``y``."""
+
+    G: np.ndarray
+    rW: np.ndarray
+    Kbb: np.ndarray
+    kap: np.ndarray
+    y: np.ndarray
+
+
+class NewRows(NamedTuple):
+    """The rows a factor walk appends (one per update, in order): ``E`` their
+    entries at the earlier new rows (before the factor ``a``), the diagonal ``Ld``,
+    ``rn`` (r's new entries), ``zt`` (zeta) and ``src`` (the block input)."""
+
+    E: np.ndarray
+    Ld: np.ndarray
+    rn: np.ndarray
+    zt: np.ndarray
+    src: np.ndarray
+
+
+class Step(NamedTuple):
+    """The rule's step after the checks: ``v`` after the floor, ``floored`` whether it
+    was raised to it, ``status`` OK, NOT_PSD or NONFINITE."""
+
+    alpha: float
+    beta: float
+    zeta: float
+    v: float
+    floored: bool
+    status: int
+
+
+class WalkResult(NamedTuple):
+    """What a factor walk reports: rows appended, floored rounds, and the block input
+    where it stopped (``index``, -1 if it went through) with its status."""
+
+    n_new: int
+    n_floored: int
+    index: int
+    status: int
+
+
+@njit(cache=True)
+def checked_step(rule, m, f, v, kap, psd_tol):
+    """The step of ``rule`` (a :class:`kernelcw.rules.RuleParams`) for margin ``m``,
+    mean ``f`` and variance ``v`` after the variance floor and the PSD and finiteness
+    checks (a v below ``-psd_tol * a * kap`` is an error; above it, v is floored)."""
+    a = rule.a
+    if not (kap >= 0.0) or v < -psd_tol * a * kap:
+        return Step(0.0, 0.0, 0.0, v, False, NOT_PSD)
+    floored = False
+    vmin = VAR_FLOOR * a * kap
+    if v < vmin:
+        v = vmin
+        floored = True
+    alpha, beta, zeta = step(rule.rule, m, v, rule.phi, rule.C, rule.r)
+    if not (math.isfinite(alpha) and math.isfinite(beta) and math.isfinite(zeta)):
+        return Step(alpha, beta, zeta, v, floored, NONFINITE)
+    if not math.isfinite(f):
+        return Step(alpha, beta, zeta, v, floored, NONFINITE)
+    return Step(alpha, beta, zeta, v, floored, OK)
+
+
+@njit(cache=True)
+def block_rows_part(blk, rows, u, t, a, e):
+    """For block input t: ``e[:u]``, the part of ``w_t = L^-1 k_t`` on the u rows
+    appended in this block, and ``(r . w_t, |e|^2)``:
+    ``e[i] = (Kbb[s_i, t] - a G[s_i, t] - a E[i, :i] . e[:i]) / Ld[i]``."""
+    Kbb, G, E, Ld, src = blk.Kbb, blk.G, rows.E, rows.Ld, rows.src
+    for i in range(u):
+        s = src[i]
+        acc = Kbb[s, t] - a * G[s, t]
+        for j in range(i):
+            acc -= a * E[i, j] * e[j]
+        e[i] = acc / Ld[i]
+    rw = blk.rW[t]
+    ee = 0.0
+    for i in range(u):
+        rw += rows.rn[i] * e[i]
+        ee += e[i] * e[i]
+    return rw, ee
+
+
+@njit(cache=True)
+def chol_rank1(Ch, D, x):
+    """Ch Ch' + x x' = Ch_new Ch_new' in place on the leading D x D block (lower);
+    x (length >= D) is overwritten."""
+    for k in range(D):
+        ckk = Ch[k, k]
+        rr = math.hypot(ckk, x[k])
+        c = rr / ckk
+        s = x[k] / ckk
+        Ch[k, k] = rr
+        for i in range(k + 1, D):
+            Ch[i, k] = (Ch[i, k] + s * x[i]) / c
+            x[i] = c * x[i] - s * Ch[i, k]
+
+
+@njit(cache=True)
+def chol_solve_lower(Ch, D, rhs, out):
+    """out = Ch^-1 rhs on the leading D x D block."""
+    for i in range(D):
+        acc = rhs[i]
+        for j in range(i):
+            acc -= Ch[i, j] * out[j]
+        out[i] = acc / Ch[i, i]

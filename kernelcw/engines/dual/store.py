@@ -1,0 +1,180 @@
+"""The support store the one-vs-rest models share, and every kernel block read from it.
+
+Every input that entered some model's support set is stored once: dense rows in a
+capacity buffer, a CSR matrix, or (``kernel="precomputed"``) only its position in
+the training stream (``pos`` holds the positions in all cases). The store appends a
+block's new support inputs, drops rows no model refers to any more (compaction,
+under a budget), and makes the kernel blocks: a training block against the store
+and against itself, and test inputs against the store.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ...kernels import Kernel
+
+__all__ = ["SupportStore"]
+
+
+def _dense(M) -> np.ndarray:
+    return M.toarray() if sp.issparse(M) else np.asarray(M)
+
+
+class SupportStore:
+    """``rows`` (None until the first support input, and for "precomputed"), the
+    ``n`` rows in use, their training positions ``pos``, and ``n_seen`` (training
+    rows seen: the default positions continue from there)."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        self.rows = None
+        self.n = 0
+        self.pos = np.zeros(0, dtype=np.int64)
+        self.n_seen = 0
+
+    # ------------------------------------------------------------ kernel blocks
+
+    def kernel_store(self, XB, n: int | None = None) -> np.ndarray:
+        """K(store[:n], XB), (n, b) (n: all rows by default)."""
+        n = self.n if n is None else n
+        if n == 0:
+            return np.zeros((0, XB.shape[0]))
+        if self.kernel.precomputed:
+            return np.ascontiguousarray(_dense(XB[:, self.pos[:n]]).T)
+        return self.kernel.block(self.rows[:n], XB)
+
+    def kernel_block(self, XB, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(K(XB, XB), kappa) for a training block whose rows have positions cols."""
+        if self.kernel.precomputed:
+            if cols.max() >= XB.shape[1]:
+                first = int(cols[cols >= XB.shape[1]].min())
+                raise ValueError(
+                    f"kernel='precomputed': training row {first} needs column "
+                    f"{first} (its kernel with itself) but X has {XB.shape[1]} "
+                    "columns; rows must hold kernel values against all training inputs, "
+                    "in stream order"
+                )
+            Kbb = np.ascontiguousarray(_dense(XB[:, cols]))
+            Kbb = 0.5 * (Kbb + Kbb.T)
+            return Kbb, np.ascontiguousarray(np.diagonal(Kbb))
+        Kbb = self.kernel.block(XB, XB)
+        Kbb = 0.5 * (Kbb + Kbb.T)  # exact symmetry for the walk
+        if self.kernel._f is None:
+            kap = self.kernel.diag(XB)
+        else:
+            kap = np.ascontiguousarray(np.diagonal(Kbb))
+        return Kbb, kap
+
+    def kappa_test(self, X) -> np.ndarray:
+        """k(x, x) of new inputs."""
+        if self.kernel.precomputed:
+            raise ValueError(
+                "predict_proba with kernel='precomputed' needs k(x, x) of the new inputs: "
+                "not available from rows of K(X, X_train)"
+            )
+        return self.kernel.diag(X)
+
+    # ------------------------------------------------------------ rows
+
+    def append(self, XB, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """Add block rows to the store; return their store positions."""
+        k = rows.shape[0]
+        first = self.n
+        self.pos = np.concatenate([self.pos, cols[rows]])
+        if not self.kernel.precomputed:
+            new = XB[rows]
+            if self.rows is not None:  # the store keeps the format it began with
+                if sp.issparse(self.rows) and not sp.issparse(new):
+                    new = sp.csr_matrix(new)
+                elif not sp.issparse(self.rows) and sp.issparse(new):
+                    new = new.toarray()
+            if sp.issparse(new):
+                self.rows = (
+                    new.tocsr()
+                    if self.rows is None
+                    else sp.vstack([self.rows[: self.n], new], format="csr")
+                )
+            else:
+                cap = 0 if self.rows is None else self.rows.shape[0]
+                if first + k > cap:
+                    buf = np.empty((max(first + k, int(cap * 1.5) + 16), XB.shape[1]))
+                    if first:
+                        buf[:first] = self.rows[:first]
+                    self.rows = buf
+                self.rows[first : first + k] = new
+        self.n += k
+        return np.arange(first, first + k)
+
+    def compact(self, used: np.ndarray) -> np.ndarray | None:
+        """Keep only the rows ``used`` (sorted, unique) when that frees more than half
+        (budgets remove support vectors: memory stays flat on long streams). Returns
+        the map old position -> new (-1 for dropped rows), or None if nothing changed."""
+        if used.size == self.n or used.size > self.n // 2:
+            return None
+        new_pos = np.full(self.n, -1, dtype=np.int64)
+        new_pos[used] = np.arange(used.size)
+        self.pos = self.pos[used]
+        if not self.kernel.precomputed:
+            rows = self.rows[used]
+            self.rows = rows.tocsr() if sp.issparse(rows) else np.ascontiguousarray(rows)
+        self.n = int(used.size)
+        return new_pos
+
+    def take(self, idx: np.ndarray):
+        """The stored rows at ``idx`` (dense rows or CSR)."""
+        return self.rows[idx]
+
+    # ------------------------------------------------------------ rollback, state
+
+    def checkpoint(self):
+        """Rows are only appended past ``n`` or replaced whole (compaction): the
+        references and counts restore them."""
+        return self.rows, self.n, self.pos, self.n_seen
+
+    def restore(self, cp) -> None:
+        self.rows, self.n, self.pos, self.n_seen = cp
+
+    @property
+    def nbytes(self) -> int:
+        if self.rows is None:
+            rows = 0
+        elif sp.issparse(self.rows):
+            rows = self.rows.data.nbytes + self.rows.indices.nbytes + self.rows.indptr.nbytes
+        else:
+            rows = self.rows[: self.n].nbytes
+        return rows + self.pos.nbytes
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The rows in use (dense, or the CSR arrays), positions and counters."""
+        state = {
+            "n": np.array(self.n, dtype=np.int64),
+            "pos": self.pos.copy(),
+            "n_seen": np.array(self.n_seen, dtype=np.int64),
+        }
+        if self.rows is None:
+            state["kind"] = np.array(0)
+        elif sp.issparse(self.rows):
+            R = self.rows[: self.n].tocsr()
+            state.update(kind=np.array(2), data=R.data.copy(), indices=R.indices.copy())
+            state.update(indptr=R.indptr.copy(), shape=np.array(R.shape, dtype=np.int64))
+        else:
+            state.update(kind=np.array(1), rows=self.rows[: self.n].copy())
+        return state
+
+    @classmethod
+    def from_state(cls, kernel: Kernel, state: dict[str, np.ndarray]) -> SupportStore:
+        new = cls(kernel)
+        new.n = int(state["n"])
+        new.pos = np.array(state["pos"], dtype=np.int64)
+        new.n_seen = int(state["n_seen"])
+        kind = int(state["kind"])
+        if kind == 1:
+            new.rows = np.array(state["rows"], dtype=np.float64, order="C")
+        elif kind == 2:
+            arrays = (state["data"], state["indices"], state["indptr"])
+            new.rows = sp.csr_matrix(
+                tuple(np.array(x) for x in arrays), shape=tuple(state["shape"])
+            )
+        return new
