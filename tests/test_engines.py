@@ -152,7 +152,9 @@ def test_the_cases_cover_every_engine_form():
     assert {c.form for c in ALL_CASES} == {"primal_full", "primal_diag", "dual"}
     for case in ALL_CASES:
         assert case.spec(3).form == case.form, case.id
-        assert isinstance(case.engine(2), engine_class(case.form))
+        eng = case.engine(2)
+        assert isinstance(eng, engine_class(case.form))
+        assert isinstance(eng, Engine)  # every method of the protocol is there
 
 
 # ---------------------------------------------------------------------------------------
