@@ -25,8 +25,10 @@ import numpy as np
 from scipy.linalg.blas import dsymv, dsyr
 
 from kernelcw import AROWClassifier, CWClassifier, SCWClassifier
-from kernelcw.primal import default_block_size, full_fit
+from kernelcw.engines import build_engine
+from kernelcw.engines.primal_full import default_block_size
 from kernelcw.rules import step
+from kernelcw.spec import check_params, engine_spec
 
 from ._common import argument_parser, interleaved, md_table, median, write_result
 from .datasets import fashion_mnist
@@ -114,7 +116,7 @@ def main(argv=None):
     for name in args.rules.split(","):
         make = RULES[name]
         est = make()
-        rp = est._params()[0]
+        rp = check_params(est)[0]
         make().fit(X[:64], y[:64])  # numba compiles outside the timings
         round_by_round_numpy(X[:4], Y[:4], rp)
         out = {}
@@ -177,15 +179,14 @@ def main(argv=None):
         )
 
     # block-size sweep with the engine alone (AROW)
-    rp = AROWClassifier()._params()[0]
+    rp = check_params(AROWClassifier())[0]
     sizes = [int(s) for s in args.sweep.split(",")]
-    sweep_out = np.empty((n, 1))
 
     def run_b(bs):
+        spec = engine_spec(AROWClassifier(block_size=bs), d, 2)
+
         def f():
-            mu = np.zeros((1, d))
-            S = np.eye(d)[None].copy()
-            full_fit(mu, S, X, Y[:, None], rp, sweep_out, block_size=bs)
+            build_engine(spec).learn(X, Y[:, None])
 
         return f
 

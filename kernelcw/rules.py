@@ -57,6 +57,7 @@ __all__ = [
     "RuleParams",
     "RULES",
     "FIRST_ORDER",
+    "is_first_order",
     "cw_stdev",
     "cw_var",
     "scw1",
@@ -93,7 +94,9 @@ class Rule(IntEnum):
 PERCEPTRON, PA, PA1, PA2, STDEV, VAR, SCW1, SCW2, AROW, SOP = (int(r) for r in Rule)
 #: User-facing rule name -> code (a name -> code registry, as in pynndescent).
 RULES: dict[str, int] = {r.name.lower(): int(r) for r in Rule}
-#: Rules that keep Sigma = a I and read the squared norm in place of v.
+#: Rules that keep Sigma = a I and read the squared norm in place of v. The codes carry
+#: no order: test membership (here, :attr:`RuleParams.first_order`, or
+#: :func:`is_first_order` in compiled code), never ``rule <= PA2``.
 FIRST_ORDER = frozenset({PERCEPTRON, PA, PA1, PA2})
 
 #: The margin variance is floored at ``VAR_FLOOR * a * k(x, x)``. Every rule only
@@ -122,6 +125,13 @@ class RuleParams(NamedTuple):
     @property
     def first_order(self) -> bool:
         return self.rule in FIRST_ORDER
+
+
+@njit(cache=True, error_model="numpy")
+def is_first_order(rule):
+    """``rule in FIRST_ORDER`` for compiled code (which cannot read a frozenset);
+    ``tests/test_rules.py`` checks that the two agree on every code."""
+    return rule == PERCEPTRON or rule == PA or rule == PA1 or rule == PA2
 
 
 @njit(cache=True, error_model="numpy")

@@ -638,20 +638,20 @@ def test_an_error_part_way_leaves_the_primal_model_as_it_was(covariance, monkeyp
     """Full: SOP on features of 1e10 leaves float64's range at row 85 of the second call,
     blocks after the first. Diagonal: the walk changes every row in place, then reports
     row 150 as the failing one."""
-    from kernelcw import primal
+    from kernelcw.engines import primal_diag
 
     rng = np.random.default_rng(15)
     X = rng.normal(size=(300, 4)) * 1e10
     y = (X[:, 0] > 0).astype(int)
     m = SOPClassifier(covariance=covariance, block_size=16).fit(X[:100], y[:100])
     if covariance == "diag":
-        walk = primal._diag_dense
+        walk = primal_diag._diag_dense
 
         def failing(*args):
             walk(*args)
             return 150
 
-        monkeypatch.setattr(primal, "_diag_dense", failing)
+        monkeypatch.setattr(primal_diag, "_diag_dense", failing)
     before = (m.mean_.copy(), m.covariance_.copy(), m.n_updates_, m.n_mistakes_)
     with pytest.raises(FloatingPointError, match="non-finite"):
         m.partial_fit(X[100:], y[100:])

@@ -677,3 +677,15 @@ def test_sop_update_condition_compiled():
 def test_pa_zero_norm_is_no_update():
     for rule in ("pa", "pa1"):
         assert fast(rule, 0.0, 0.0, C=1.0) == (0.0, 0.0, 0.0)
+
+
+def test_first_order_is_a_set_not_an_ordering():
+    """The compiled test, the Python set and RuleParams agree on every code, and match
+    the reference's first-order rules: no code relies on the codes' order."""
+    for rule in K.Rule:
+        code = int(rule)
+        want = rule.name.lower() in ref.FIRST_ORDER_RULES
+        assert (code in K.FIRST_ORDER) is want, rule
+        assert K.RuleParams(code).first_order is want, rule
+        assert bool(K.is_first_order(code)) is want, rule
+    assert set(K.RULES) == set(ref.ALL_RULES)

@@ -1,29 +1,189 @@
 """The primal engine with full covariance (linear kernel): ``mu`` (K, d) and
 ``Sigma`` (K, d, d) held as plain arrays, learnt in blocks (BLAS-3).
 
-The blocked walk itself is :func:`kernelcw.primal.full_fit` (``doc/dual-form.md``
-section 5). First-order rules keep ``Sigma = a I``: they learn with the diagonal
-walk and report the full matrix.
+The blocked walk (``doc/dual-form.md`` section 5)
+-------------------------------------------------
+The second-order update of :mod:`kernelcw.rules` (``doc/rules.md``) done round by
+round reads Sigma twice and writes it once per round (memory-bound). Inside a block
+of ``b`` inputs ``X_B`` starting from ``(mu_0, Sigma_0)`` every update is a rank-one
+term ``Sigma_t = Sigma_0 - sum_{j<t} beta_j z_j z_j'`` with ``z_j = Sigma_j x_j``.
+Write ``P = Sigma_0 X_B'`` (d x b) and ``C0 = X_B P`` (b x b). Then
+``z_t = P R[t, :]'`` for a lower-triangular ``R`` and ``Q[j, :] = z_j' X_B' =
+R[j, :] C0``, so the whole walk through the block runs in b x b space::
+
+    c_j = Q[j, t]                              (j < t that updated)
+    f_t = F[t] + sum_j alpha_j y_j c_j         (F = X_B mu_0)
+    v_t = C0[t, t] - sum_j beta_j c_j^2
+    on update:  Q[t, s] = C0[t, s] - sum_j beta_j c_j Q[j, s]   (s >= t)
+                R[t, :] = e_t - sum_j beta_j c_j R[j, :]
+
+and the block ends with ``mu += P R' (alpha y)`` and ``Sigma -= W W'``,
+``W = P R' diag(sqrt(beta))`` (restricted to the rounds that updated). The heavy
+work is three matrix products (``P``, ``C0``, ``W W'``), BLAS-3 and
+compute-bound; the results equal the round-by-round recursion to rounding.
+
+First-order rules keep ``Sigma = a I``: they learn with the diagonal walk
+(:func:`kernelcw.engines.primal_diag.diag_fit`) and report the full matrix.
 """
 
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
-from .. import primal
+from ..rules import VAR_FLOOR, RuleParams, step
 from ..spec import EngineSpec
+from ._primal_common import Counts, check_same_a, new_counts, raise_nonfinite, rule_record
 from .base import LearnResult
+from .primal_diag import diag_fit
 
-__all__ = ["PrimalFullEngine"]
+__all__ = ["PrimalFullEngine", "default_block_size", "full_fit"]
 
 
-def _check_same_a(old: float, new: float) -> None:
-    if new != old:
-        raise ValueError(
-            f"a={new!r} differs from the a={old!r} this model started with; "
-            "the prior scale is part of the stored state: call fit to start over"
-        )
+class BlockScratch(NamedTuple):
+    """Scratch of the walk through one block of m rows. ``Q`` and ``R`` are (b, b) for
+    the full block size b, of which only the leading m x m part is used (a short last
+    block needs no second, non-contiguous, compiled specialisation); the rest are the
+    first m entries of length-b buffers."""
+
+    Q: np.ndarray  #: Q[j, s] = z_j . x_s for the rounds j that updated (module docstring)
+    R: np.ndarray  #: z_j = P R[j, :]'
+    ay: np.ndarray  #: alpha_j y_j of the rounds that updated
+    beta: np.ndarray  #: beta_j of the rounds that updated
+    upd: np.ndarray  #: int64: the rounds that updated, in order
+    f: np.ndarray  #: the decision value of every round before its update
+
+
+class WalkResult(NamedTuple):
+    """What the walk through one block reports (built in compiled code)."""
+
+    #: rounds that updated: ``upd[:n_updated]``
+    n_updated: int
+    #: rounds whose margin variance was raised to the floor
+    n_floored: int
+    #: the first row (in the block) with a non-finite margin or step, or -1
+    bad_row: int
+
+
+def default_block_size(d: int) -> int:
+    """Block length for the full-covariance learner (a heuristic).
+
+    Per input the block products cost O(d^2 + d b) and the walk O(b) per update,
+    so blocks much longer than ``d`` waste work. At d = 784, b = 256 was the
+    fastest of 32..512 (``python -m benchmarks.bench_primal_full``).
+    """
+    return int(min(256, max(8, d // 2)))
+
+
+@njit(cache=True)
+def _full_walk(C0, F, sq, y, rp, w):
+    """Walk one block in b x b space (module docstring) for the rule record ``rp``
+    (:class:`kernelcw.rules.RuleParams`), with the scratch ``w`` (:class:`BlockScratch`).
+
+    ``F`` holds ``X_B mu_0``, ``sq`` the rows' |x|^2 (for the variance floor), ``y``
+    their labels in {-1, +1}. Stops at the first non-finite margin or step.
+    """
+    Q, R, ay, beta, upd = w.Q, w.R, w.ay, w.beta, w.upd
+    b = F.shape[0]
+    nu = 0
+    nfl = 0
+    for t in range(b):
+        f = F[t]
+        v = C0[t, t]
+        for k in range(nu):
+            j = upd[k]
+            c = Q[j, t]
+            f += ay[j] * c
+            v -= beta[j] * c * c
+        w.f[t] = f
+        vmin = VAR_FLOOR * rp.a * sq[t]
+        if v < vmin:
+            v = vmin
+            nfl += 1
+        alpha, bet, _ = step(rp.rule, y[t] * f, v, rp.phi, rp.C, rp.r)
+        if not (math.isfinite(alpha) and math.isfinite(bet) and math.isfinite(f)):
+            return WalkResult(nu, nfl, t)
+        if alpha > 0.0:
+            ay[t] = alpha * y[t]
+            beta[t] = bet
+            for s in range(t, b):
+                Q[t, s] = C0[t, s]
+            for s in range(b):
+                R[t, s] = 0.0
+            R[t, t] = 1.0
+            for k in range(nu):
+                j = upd[k]
+                coef = beta[j] * Q[j, t]
+                if coef != 0.0:
+                    for s in range(t, b):
+                        Q[t, s] -= coef * Q[j, s]
+                    for s in range(j + 1):
+                        R[t, s] -= coef * R[j, s]
+            upd[nu] = t
+            nu += 1
+    return WalkResult(nu, nfl, -1)
+
+
+def _dense_block(X, start: int, stop: int) -> np.ndarray:
+    if sp.issparse(X):
+        return X[start:stop].toarray()
+    return X[start:stop]
+
+
+def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = None) -> Counts:
+    """Second-order rules with full covariance, processed in blocks.
+
+    ``mu`` (K, d), ``sigma`` (K, d, d) C-contiguous float64, changed in place;
+    ``X`` (n, d) dense or CSR; ``Y`` (n, K) in {-1, +1}; ``out`` (n, K). A block
+    that fails changes nothing (every model walks it before any changes).
+    """
+    if params.first_order:
+        raise ValueError("first-order rules keep Sigma = a I: use diag_fit")
+    n, d = X.shape
+    K = mu.shape[0]
+    rp = rule_record(params)
+    b = default_block_size(d) if block_size is None else int(block_size)
+    counts = new_counts(K)
+    Q = np.empty((b, b))
+    R = np.empty((b, b))
+    ay = np.empty(b)
+    beta = np.empty(b)
+    upd = np.empty(b, dtype=np.int64)
+    f_blk = np.empty(b)
+    for start in range(0, n, b):
+        stop = min(n, start + b)
+        XB = np.ascontiguousarray(_dense_block(X, start, stop))
+        sq = np.einsum("ij,ij->i", XB, XB)
+        m = stop - start
+        w = BlockScratch(Q, R, ay[:m], beta[:m], upd[:m], f_blk[:m])
+        pending = []  # every model walks the block before any is changed: a block is all or
+        for k in range(K):  # nothing, also across the one-vs-rest models
+            P = sigma[k] @ XB.T  # d x m
+            C0 = XB @ P  # m x m
+            F = XB @ mu[k]
+            yk = np.ascontiguousarray(Y[start:stop, k])
+            res = _full_walk(C0, F, sq, yk, rp, w)
+            if res.bad_row >= 0:
+                raise_nonfinite(start + res.bad_row)
+            idx = upd[: res.n_updated].copy()
+            pending.append(
+                (k, P, R[idx, :m].copy(), ay[idx].copy(), beta[idx].copy(), w.f.copy(), res)
+            )
+        for k, P, Ru, ayu, betau, f, res in pending:
+            yk = Y[start:stop, k]
+            out[start:stop, k] = f
+            counts.n_mistakes[k] += np.count_nonzero(np.where(f >= 0.0, 1.0, -1.0) != yk)
+            counts.n_updates[k] += Ru.shape[0]
+            counts.n_floored[k] += res.n_floored
+            if Ru.shape[0]:  # Ru: (updates, m)
+                mu[k] += P @ (ayu @ Ru)
+                W = P @ (Ru.T * np.sqrt(betau))
+                sigma[k] -= W @ W.T
+    return counts
 
 
 class PrimalFullEngine:
@@ -42,21 +202,21 @@ class PrimalFullEngine:
         return self.mean.shape[0]
 
     def set_rule(self, rule) -> None:
-        _check_same_a(self.rule.a, rule.a)
+        check_same_a(self.rule.a, rule.a)
         self.rule = rule
 
     def _block(self) -> int:
         b = self.spec.block_size
-        return primal.default_block_size(self.spec.n_features) if b is None else b
+        return default_block_size(self.spec.n_features) if b is None else b
 
     def learn(self, X, Y: np.ndarray, positions=None) -> LearnResult:
         K, d = self.mean.shape
         out = np.empty((X.shape[0], K))
         if self.rule.first_order:  # Sigma = a I never changes
             s = np.full((K, d), self.rule.a)
-            counts = primal.diag_fit(self.mean, s, X, Y, self.rule, out, self.spec.diag_method)
+            counts = diag_fit(self.mean, s, X, Y, self.rule, out, self.spec.diag_method)
         else:
-            counts = primal.full_fit(
+            counts = full_fit(
                 self.mean, self.covariance, X, Y, self.rule, out, block_size=self.spec.block_size
             )
         return LearnResult(out, *counts)

@@ -45,7 +45,7 @@ COMMON_DOC = """
     block_size : int or None, default=None
         Inputs per block of the blocked learners (the dual engine, and the primal
         one with full covariance); None picks 256 for the dual and
-        ``kernelcw.primal.default_block_size(d)`` for the primal. Results do not
+        ``kernelcw.engines.primal_full.default_block_size(d)`` for the primal. Results do not
         depend on it beyond rounding.
     covariance : {{"full", "diag"}}, default="{cov_default}"
         Primal mode: full d x d covariance (the papers' exact algorithms, O(d^2)

@@ -1,0 +1,320 @@
+"""Engine conformance: the same checks against every engine class, driven directly
+through ``build_engine(engine_spec(est, d, n_classes))`` (:mod:`kernelcw.engines`).
+
+Engines: primal full covariance (second-order rules, in blocks, and a first-order
+rule, which walks diagonally), primal diagonal (kl, l2, exact; dense and CSR) and
+the dual (RBF and linear kernels; no budget and each budget policy). Checks:
+
+- learning in chunks equals learning at once: margins, predictions and state, to
+  1e-12 relative (exactly for the engines that walk row by row: nothing there
+  depends on where a call starts);
+- a checkpoint restores exactly (``np.array_equal``), and learning goes on as if
+  the undone call had never happened;
+- ``state_dict()`` holds only numpy arrays (copies) and round-trips through
+  ``from_state``: both engines continue bit for bit;
+- ``decision`` and ``margin_variance`` are (n, K).
+
+The dual engine's ``state_dict`` is being built: its state-dict checks are expected
+failures (``NotImplementedError``) until it lands, and then pass.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import helpers
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier
+from kernelcw.budget import POLICIES
+from kernelcw.engines import Engine, build_engine, engine_class
+from kernelcw.spec import engine_spec
+
+RTOL = 1e-12
+N, D = 120, 6
+#: chunk boundaries: a one-row chunk, chunks across block boundaries (blocks of 16)
+CUTS = [0, 37, 38, 90, N]
+
+
+@dataclass
+class Case:
+    id: str
+    make: Any  # () -> estimator
+    form: str
+    csr: bool = False
+    #: chunking changes nothing at all (row-by-row walks); else within RTOL
+    exact_chunks: bool = False
+
+    def engine(self, n_classes: int) -> Engine:
+        return build_engine(self.spec(n_classes))
+
+    def spec(self, n_classes: int):
+        return engine_spec(self.make(), D, n_classes)
+
+
+PRIMAL_CASES = [
+    Case("full-stdev", lambda: CWClassifier(eta=0.7, a=1.3, block_size=16), "primal_full"),
+    Case("full-arow-csr", lambda: AROWClassifier(r=0.7, block_size=16), "primal_full", csr=True),
+    Case(
+        "full-pa1-first-order",
+        lambda: PAClassifier(variant=1, C=0.5, covariance="full", block_size=16),
+        "primal_full",
+        exact_chunks=True,
+    ),
+]
+for _method, _make in [
+    ("kl", lambda m: CWClassifier(eta=0.7, covariance="diag", diag_method=m)),
+    ("l2", lambda m: SCWClassifier(variant=2, C=0.5, covariance="diag", diag_method=m)),
+    ("exact", lambda m: SCWClassifier(variant=1, C=0.3, covariance="diag", diag_method=m)),
+]:
+    for _csr in (False, True):
+        PRIMAL_CASES.append(
+            Case(
+                f"diag-{_method}" + ("-csr" if _csr else ""),
+                lambda m=_method, mk=_make: mk(m),
+                "primal_diag",
+                csr=_csr,
+                exact_chunks=True,
+            )
+        )
+
+DUAL_CASES = []
+for _kernel in ("rbf", "linear"):
+    for _budget, _policy in [(None, "project"), *((20, p) for p in POLICIES)]:
+
+        def _make_dual(kernel=_kernel, budget=_budget, policy=_policy):
+            common = dict(
+                kernel=kernel,
+                mode="dual",
+                block_size=16,
+                budget=budget,
+                budget_policy=policy,
+                random_state=0,
+            )
+            if kernel == "rbf":
+                return SCWClassifier(variant=1, C=0.5, gamma=0.3, **common)
+            return AROWClassifier(r=0.7, **common)
+
+        name = f"dual-{_kernel}" + ("" if _budget is None else f"-{_policy}")
+        DUAL_CASES.append(Case(name, _make_dual, "dual"))
+
+ALL_CASES = PRIMAL_CASES + DUAL_CASES
+ALL_IDS = [c.id for c in ALL_CASES]
+
+_STATE_XFAIL = pytest.mark.xfail(
+    raises=NotImplementedError,
+    strict=False,
+    reason="the dual engine's plain-array state_dict/from_state is being built",
+)
+#: the cases for checks through state_dict: the dual ones expected to fail for now
+STATE_CASES = [
+    pytest.param(c, id=c.id, marks=_STATE_XFAIL if c.form == "dual" else ()) for c in ALL_CASES
+]
+
+
+def _data(case: Case, n_classes: int, seed: int = 0):
+    """A noisy stream (so updates go on), its (n, K) labels in {-1, +1}, and probes."""
+    rng = np.random.default_rng(seed + 10 * n_classes)
+    X = rng.normal(size=(N + 30, D)) * rng.uniform(0.5, 1.5, size=D)
+    if case.csr:
+        X *= rng.random(X.shape) < 0.5
+    W = rng.normal(size=(max(n_classes, 2), D))
+    y = np.argmax(X @ W.T + 0.7 * rng.normal(size=(len(X), W.shape[0])), axis=1)
+    K = 1 if n_classes == 2 else n_classes
+    Y = np.where(y[:, None] == (np.arange(K) if K > 1 else [1]), 1.0, -1.0)
+    if case.csr:
+        X = sp.csr_matrix(X)
+    return X[:N], Y[:N], X[N:]
+
+
+def _learn_chunks(eng: Engine, X, Y, cuts=CUTS) -> np.ndarray:
+    return np.vstack([eng.learn(X[lo:hi], Y[lo:hi]).margins for lo, hi in itertools.pairwise(cuts)])
+
+
+def _assert_state_equal(a: dict, b: dict, what: str = "") -> None:
+    assert a.keys() == b.keys(), what
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=f"{what}: {key}")
+
+
+def _assert_close(got, want, exact: bool, what: str) -> None:
+    if exact:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+    else:
+        helpers.assert_rel_close(got, want, RTOL, what)
+
+
+def test_the_cases_cover_every_engine_form():
+    assert {c.form for c in ALL_CASES} == {"primal_full", "primal_diag", "dual"}
+    for case in ALL_CASES:
+        assert case.spec(3).form == case.form, case.id
+        eng = case.engine(2)
+        assert isinstance(eng, engine_class(case.form))
+        assert isinstance(eng, Engine)  # every method of the protocol is there
+
+
+# ---------------------------------------------------------------------------------------
+# Chunks
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("case", ALL_CASES, ids=ALL_IDS)
+def test_learn_in_chunks_equals_learn_at_once(case, n_classes):
+    X, Y, P = _data(case, n_classes)
+    once, chunks = case.engine(n_classes), case.engine(n_classes)
+    r = once.learn(X, Y)
+    K = once.n_models
+    assert r.margins.shape == (N, K)
+    for counts in (r.n_updates, r.n_mistakes, r.n_floored):
+        assert counts.shape == (K,)
+    assert np.all(r.n_updates > 0), "the stream must exercise the rule"
+    margins = _learn_chunks(chunks, X, Y)
+    exact = case.exact_chunks
+    _assert_close(margins, r.margins, exact, "margins")
+    _assert_close(chunks.decision(P), once.decision(P), exact, "decision")
+    _assert_close(chunks.margin_variance(P), once.margin_variance(P), exact, "margin_variance")
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("case", STATE_CASES)
+def test_learn_in_chunks_state(case, n_classes):
+    X, Y, _ = _data(case, n_classes)
+    once, chunks = case.engine(n_classes), case.engine(n_classes)
+    once.learn(X, Y)
+    _learn_chunks(chunks, X, Y)
+    a, b = chunks.state_dict(), once.state_dict()
+    assert a.keys() == b.keys()
+    for key in a:
+        _assert_close(a[key], b[key], case.exact_chunks, key)
+
+
+# ---------------------------------------------------------------------------------------
+# Checkpoint and restore
+# ---------------------------------------------------------------------------------------
+
+
+def _checkpoint_learn_restore(case: Case, n_classes: int):
+    """(engine after learn(X1), checkpoint, learn(X2), restore; X1, X2, X3 and Y's;
+    probes). X2 spans several blocks: the primal full engine keeps no copy for a call
+    of one block, which changes nothing unless it succeeds (see ``checkpoint``)."""
+    X, Y, P = _data(case, n_classes)
+    eng = case.engine(n_classes)
+    eng.learn(X[:50], Y[:50])
+    ck = eng.checkpoint(X[50:90])
+    eng.learn(X[50:90], Y[50:90])
+    eng.restore(ck)
+    return eng, X, Y, P
+
+
+def _restore_refused(case: Case, eng: Engine) -> bool:
+    """The "oldest" budget's queue form cannot be restored: the dual engine marks the
+    model unusable instead (its promise, :meth:`DualEngine.checkpoint`)."""
+    if case.form != "dual" or case.make().budget_policy != "oldest":
+        return False
+    try:
+        eng.decision(np.zeros((1, D)))
+    except RuntimeError as exc:
+        assert "unusable" in str(exc)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("case", ALL_CASES, ids=ALL_IDS)
+def test_restore_undoes_a_call_exactly(case, n_classes):
+    """After checkpoint, learn, restore the engine continues exactly as one that never
+    saw the undone call: same margins, decisions and margin variances."""
+    eng, X, Y, P = _checkpoint_learn_restore(case, n_classes)
+    if _restore_refused(case, eng):
+        with pytest.raises(RuntimeError, match="unusable"):
+            eng.learn(X[90:], Y[90:])
+        return
+    ref = case.engine(n_classes)
+    ref.learn(X[:50], Y[:50])
+    np.testing.assert_array_equal(eng.decision(P), ref.decision(P))
+    np.testing.assert_array_equal(eng.margin_variance(P), ref.margin_variance(P))
+    np.testing.assert_array_equal(
+        eng.learn(X[90:], Y[90:]).margins, ref.learn(X[90:], Y[90:]).margins
+    )
+    np.testing.assert_array_equal(eng.decision(P), ref.decision(P))
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("case", STATE_CASES)
+def test_restore_state_dict_is_exact(case, n_classes):
+    X, Y, _ = _data(case, n_classes)
+    eng = case.engine(n_classes)
+    eng.learn(X[:50], Y[:50])
+    before = eng.state_dict()
+    ck = eng.checkpoint(X[50:90])
+    eng.learn(X[50:90], Y[50:90])
+    eng.restore(ck)
+    if _restore_refused(case, eng):
+        return
+    _assert_state_equal(eng.state_dict(), before, "after restore")
+
+
+# ---------------------------------------------------------------------------------------
+# state_dict and from_state
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("case", STATE_CASES)
+def test_state_dict_round_trips_through_from_state(case, n_classes):
+    X, Y, P = _data(case, n_classes)
+    eng = case.engine(n_classes)
+    eng.learn(X[:70], Y[:70])
+    state = eng.state_dict()
+    assert isinstance(state, dict) and state
+    for key, value in state.items():
+        assert isinstance(key, str)
+        assert type(value) is np.ndarray, f"{key}: {type(value)}"
+    copy = type(eng).from_state(case.spec(n_classes), state)
+    _assert_state_equal(copy.state_dict(), state, "from_state(state_dict())")
+    # the state is a copy: changing it changes neither engine
+    for value in state.values():
+        if value.dtype.kind == "f" and value.size:
+            value[...] = np.nan
+    np.testing.assert_array_equal(copy.decision(P), eng.decision(P))
+    # both continue bit for bit
+    r1, r2 = eng.learn(X[70:], Y[70:]), copy.learn(X[70:], Y[70:])
+    np.testing.assert_array_equal(r1.margins, r2.margins)
+    np.testing.assert_array_equal(r1.n_updates, r2.n_updates)
+    _assert_state_equal(copy.state_dict(), eng.state_dict(), "after more learning")
+    np.testing.assert_array_equal(copy.margin_variance(P), eng.margin_variance(P))
+
+
+def test_a_fresh_primal_state_dict_is_the_prior():
+    for case in PRIMAL_CASES:
+        state = case.engine(3).state_dict()
+        a = case.make().a
+        np.testing.assert_array_equal(state["mean"], np.zeros((3, D)))
+        cov = state.get("covariance", state.get("variance"))
+        want = a * (np.eye(D) if cov.ndim == 3 else np.ones(D))
+        np.testing.assert_array_equal(cov, np.broadcast_to(want, cov.shape))
+
+
+# ---------------------------------------------------------------------------------------
+# Shapes
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("case", ALL_CASES, ids=ALL_IDS)
+def test_decision_and_margin_variance_shapes(case, n_classes):
+    X, Y, P = _data(case, n_classes)
+    eng = case.engine(n_classes)
+    K = 1 if n_classes == 2 else n_classes
+    assert eng.n_models == K
+    assert eng.decision(P).shape == (P.shape[0], K)  # the prior: zeros
+    eng.learn(X, Y)
+    f, v = eng.decision(P), eng.margin_variance(P)
+    assert f.shape == (P.shape[0], K) and v.shape == (P.shape[0], K)
+    assert np.all(np.isfinite(f)) and np.all(v >= 0)
+    assert eng.decision(P[:0]).shape == (0, K)
