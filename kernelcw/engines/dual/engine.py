@@ -275,7 +275,9 @@ class DualEngine:
     @classmethod
     def from_state(cls, spec, state: dict[str, np.ndarray]) -> DualEngine:
         """An engine for ``spec`` holding ``state`` (from :meth:`state_dict`): it
-        predicts and continues learning bit for bit as the engine it came from."""
+        predicts and continues learning bit for bit as the engine it came from.
+        The engine owns copies: changing ``state`` afterwards changes nothing here."""
+        state = {k: np.array(v, copy=True) for k, v in state.items()}
         eng = cls(spec)
         if int(state["n_models"]) != eng.n_models:
             raise ValueError(
