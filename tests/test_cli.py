@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -214,6 +215,23 @@ def test_option_that_applies_to_no_algorithm_is_noted(capsys):
     captured = capsys.readouterr()
     assert "--eta does not apply to arow" in captured.err
     assert "arow" in table_rows(captured.out)
+
+
+def test_option_ignored_by_some_algorithms_names_them(capsys):
+    assert main(["run", "--limit", "30", "-a", "scw1,arow", "--eta", "0.9"]) == 0
+    captured = capsys.readouterr()
+    assert "--eta does not apply to arow; ignored" in captured.err
+    assert "scw1" not in captured.err
+
+
+def test_scaling_that_overflows_says_so(tmp_path, capsys):
+    path = tmp_path / "huge.svm"
+    path.write_text("1 1:1e200 2:3e200\n-1 1:-2e200 2:1e200\n1 1:5e199 2:-1e200\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no raw numpy warning reaches the user
+        assert main(["run", "--data", str(path), "--scale", "standard"]) == 2
+    captured = capsys.readouterr()
+    assert_one_line_error(captured.err, "--scale standard overflowed", "--scale none")
 
 
 @pytest.mark.parametrize(

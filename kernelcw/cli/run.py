@@ -73,11 +73,10 @@ def _check_options(args: argparse.Namespace, names: list[str]) -> None:
     if args.seed is not None and not args.shuffle:
         raise CLIError("--seed only applies with --shuffle")
     for p, option in RULE_OPTIONS.items():
-        if getattr(args, p) is not None and not any(p in ALGORITHMS[n].params for n in names):
-            print(
-                f"{PROG} run: note: {option} does not apply to {', '.join(names)}; ignored",
-                file=sys.stderr,
-            )
+        ignoring = [n for n in names if p not in ALGORITHMS[n].params]
+        if getattr(args, p) is not None and ignoring:
+            whom = ", ".join(ignoring)
+            print(f"{PROG} run: note: {option} does not apply to {whom}; ignored", file=sys.stderr)
     for note in _unused_options(args):
         print(f"{PROG} run: note: {note}; ignored", file=sys.stderr)
 
@@ -209,10 +208,27 @@ def _prepare(data: Dataset, args: argparse.Namespace) -> tuple[Dataset, dict]:
     scale = args.scale or ("standard" if args.data is None else "none")
     info["scale"] = scale
     if scale == "standard":
-        from sklearn.preprocessing import StandardScaler
-
-        X = StandardScaler(with_mean=not data.sparse).fit_transform(X)
+        X = _standardise(X, data)
     return Dataset(name=data.name, X=X, y=y, source=data.source), info
+
+
+def _standardise(X, data: Dataset):
+    """z-scores; values whose squares overflow float64 are reported as such (numpy's raw
+    overflow warning, and the NaN it leaves, would point at the wrong culprit)."""
+    from sklearn.preprocessing import StandardScaler
+
+    with warnings.catch_warnings(), np.errstate(over="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        Z = StandardScaler(with_mean=not data.sparse).fit_transform(X)
+    values = Z.data if hasattr(Z, "data") and not isinstance(Z, np.ndarray) else Z
+    if values.size and not np.isfinite(values).all():
+        raw = X.data if hasattr(X, "data") and not isinstance(X, np.ndarray) else X
+        big = float(np.max(np.abs(raw))) if raw.size else 0.0
+        raise CLIError(
+            f"{data.name}: --scale standard overflowed float64 (|values| up to {big:.3g}: "
+            "their squares leave float64's range); rescale the data, or use --scale none"
+        )
+    return Z
 
 
 # ------------------------------------------------------------------------------ the online run
