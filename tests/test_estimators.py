@@ -706,3 +706,35 @@ def test_the_primal_engine_takes_any_prior_scale():
     ref = CWClassifier().fit(X, y).predict(X)
     for a in (1e-200, 1e160):  # CW-Stdev's predictions do not depend on a
         np.testing.assert_array_equal(CWClassifier(a=a).fit(X, y).predict(X), ref)
+
+
+@pytest.mark.parametrize(
+    "est",
+    [
+        SCWClassifier(),
+        SCWClassifier(covariance="diag"),
+        PAClassifier(),
+        SCWClassifier(kernel="rbf"),
+        SCWClassifier(mode="dual"),
+    ],
+    ids=["full", "diag", "first-order", "rbf", "linear-dual"],
+)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_prediction_refuses_rows_fit_refuses(est, sparse):
+    """A row whose squared norm times a overflows float64 is refused by fit; prediction
+    refuses it the same way (it gave a decision of -9e200 with predict_proba 0.5, and
+    numpy's raw overflow warning), naming the row."""
+    import warnings
+
+    X, y = make_blobs(60, 4, centers=2, random_state=0)
+    est.fit(X, y)
+    big = X[:3].copy()
+    big[1] *= 1e200
+    big = sp.csr_matrix(big) if sparse else big
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for method in (est.predict, est.predict_proba, est.decision_function):
+            with pytest.raises(ValueError, match="row 1 of X is too large"):
+                method(big)
+        with pytest.raises(ValueError, match="row 1 of X is too large"):
+            est.partial_fit(big, y[:3])

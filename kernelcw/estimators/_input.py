@@ -112,7 +112,19 @@ def validate_X(est, X, reset: bool):
     )
     X = _canonical(X)
     _check_finite_rows(X)
+    _check_not_too_large(X, est._engine.spec.a)
     return X
+
+
+def _check_not_too_large(X, a: float) -> None:
+    """The check ``fit`` makes: a row whose squared norm times ``a`` overflows float64
+    would give an infinite margin variance (and ``predict_proba`` a silent 0.5)."""
+    row = _first_overflowing_row(X, float(a))
+    if row >= 0:
+        raise ValueError(
+            f"row {row} of X is too large: its squared norm times a overflows float64 "
+            "(rescale X)"
+        )
 
 
 def validate_training(est, X, y, classes, first_call: bool, square: bool = False, then=None):
@@ -148,12 +160,7 @@ def validate_training(est, X, y, classes, first_call: bool, square: bool = False
                 "kernel='precomputed': fit needs the square Gram matrix "
                 f"K(X_train, X_train), got X of shape {X.shape}"
             )
-        row = _first_overflowing_row(X, float(est.a))
-        if row >= 0:
-            raise ValueError(
-                f"row {row} of X is too large: its squared norm times a overflows "
-                "float64 (rescale X)"
-            )
+        _check_not_too_large(X, est.a)
         _check_targets(y)
         classes_ = resolve_classes(est, y, classes, first_call)
         if then is not None:
