@@ -124,13 +124,23 @@ def _data_lines(path: str):
     opener = {".gz": gzip.open, ".bz2": bz2.open}.get(os.path.splitext(path)[1], open)
     with opener(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
-            text = raw.decode("utf-8", "replace").split("#", 1)[0].strip()
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text = "\ufffd" + raw.decode("utf-8", "replace")  # marked: not UTF-8
+            text = text.split("#", 1)[0].strip()
             if text:
                 yield lineno, text
 
 
+#: The largest feature index scikit-learn's svmlight reader takes (32-bit indices).
+MAX_INDEX = 2**31 - 2
+
+
 def _line_problem(text: str) -> str | None:
     """What is wrong with one example line (``label index:value ...``), or None."""
+    if text.startswith("\ufffd"):
+        return "it holds bytes that are not UTF-8 text"
     label, *pairs = text.split()
     try:
         value = float(label)
@@ -145,9 +155,13 @@ def _line_problem(text: str) -> str | None:
         if index == "qid":
             continue
         try:
-            int(index)
+            i = int(index)
         except ValueError:
             return f"the index in {pair!r} is not an integer"
+        if i < 0:
+            return f"the index in {pair!r} is negative"
+        if i > MAX_INDEX:
+            return f"the index in {pair!r} is larger than {MAX_INDEX:,} (a 32-bit feature index)"
         try:
             number = float(val)
         except ValueError:
@@ -162,6 +176,7 @@ def _first_bad_line(path: str) -> str | None:
     for lineno, text in _data_lines(path):
         problem = _line_problem(text)
         if problem:
+            text = text.lstrip("\ufffd")
             shown = text if len(text) <= 60 else text[:57] + "..."
             return f"line {lineno}: {problem}: {shown!r}"
     return None
@@ -191,7 +206,7 @@ def load_svmlight(path: str | os.PathLike) -> Dataset:
         X, y = load_svmlight_file(path, dtype=np.float64)
     except OSError as e:
         raise DatasetError(f"cannot read data file {path!r}: {e.strerror or e}") from None
-    except (ValueError, TypeError, IndexError) as e:  # UnicodeDecodeError is a ValueError
+    except (ValueError, TypeError, IndexError, OverflowError) as e:  # incl. UnicodeDecodeError
         detail = _first_bad_line(path) or (str(e).splitlines()[0] if str(e) else type(e).__name__)
         raise DatasetError(
             f"{path!r} is not a LIBSVM/svmlight file ('label index:value ...' per line): {detail}"

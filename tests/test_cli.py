@@ -353,6 +353,10 @@ def test_bad_data_file(tmp_path, capsys, content, fragment):
         (b"# head\n1 1:0.5\n\n-1 1:0.2 2:nan\n", "line 4: the value in '2:nan' is not finite"),
         (b"1 1:0.5\n-1 1:0.1\n0.5 1:2\n", "line 3: the label '0.5' is not a class label"),
         (b"1 1:0.5\nabc 1:2\n", "line 2: the label 'abc' is not a number"),
+        (b"1 1:0.5\n-1 1099511627776:1\n", "line 2: the index in '1099511627776:1' is larger"),
+        (b"1 1:0.5 3000000000:1\n-1 2:1\n", "line 1: the index in '3000000000:1' is larger"),
+        (b"1 1:0.5\n-1 -3:1\n", "line 2: the index in '-3:1' is negative"),
+        (b"1 1:0.5\n-1 2:\xff\xfe1\n", "line 2: it holds bytes that are not UTF-8 text"),
     ],
 )
 def test_bad_data_line_is_named_by_its_line_number(tmp_path, capsys, content, fragment):
@@ -363,6 +367,15 @@ def test_bad_data_line_is_named_by_its_line_number(tmp_path, capsys, content, fr
     captured = capsys.readouterr()
     assert captured.out == ""
     assert_one_line_error(captured.err, str(path), fragment)
+
+
+def test_a_ten_megabyte_line_is_read(tmp_path, capsys):
+    """One example with a million features (a 10 MB line) is data, not an error."""
+    path = tmp_path / "long.svm"
+    wide = " ".join(f"{i}:1" for i in range(1, 1_000_001))
+    path.write_text(f"1 {wide}\n-1 2:1\n1 3:1\n")
+    assert main(["run", "--data", str(path), "-a", "pa1", "--covariance", "diag"]) == 0
+    assert "1000000 features" in capsys.readouterr().out
 
 
 def test_data_file_that_is_a_directory(tmp_path, capsys):

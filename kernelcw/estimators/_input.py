@@ -122,8 +122,7 @@ def _check_not_too_large(X, a: float) -> None:
     row = _first_overflowing_row(X, float(a))
     if row >= 0:
         raise ValueError(
-            f"row {row} of X is too large: its squared norm times a overflows float64 "
-            "(rescale X)"
+            f"row {row} of X is too large: its squared norm times a overflows float64 (rescale X)"
         )
 
 
