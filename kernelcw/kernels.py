@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 from scipy.linalg.blas import dgemm
 from sklearn.metrics.pairwise import manhattan_distances
 
@@ -60,17 +61,101 @@ def _sqnorms(A) -> np.ndarray:
     return np.einsum("ij,ij->i", A, A)
 
 
+#: A squared distance |a - b|^2 computed as |a|^2 + |b|^2 - 2 a.b is trusted when it is
+#: above NEAR (|a|^2 + |b|^2); below, the expansion has lost more than 4 of its 16 digits
+#: to cancellation (near or equal rows, rows far from the origin) and the pair is
+#: recomputed from the difference itself.
+NEAR = 1e-4
+
+
+@njit(cache=True)
+def _expand_sqdist(D, sa, sb, near):
+    """D (the products a.b) becomes -|a - b|^2 in place; returns the count of pairs whose
+    expansion cancelled (see NEAR), their (i, j) written to the front of ``near``."""
+    n, m = D.shape
+    c = 0
+    for i in range(n):
+        for j in range(m):
+            scale = sa[i] + sb[j]
+            d2 = scale - 2.0 * D[i, j]
+            if d2 <= NEAR * scale:
+                if c < near.shape[0]:
+                    near[c, 0] = i
+                    near[c, 1] = j
+                c += 1
+                d2 = 0.0
+            D[i, j] = -d2
+    return c
+
+
+@njit(cache=True)
+def _sqdist_dense(A, B, pairs):
+    out = np.empty(pairs.shape[0])
+    for p in range(pairs.shape[0]):
+        i, j = pairs[p, 0], pairs[p, 1]
+        acc = 0.0
+        for k in range(A.shape[1]):
+            t = A[i, k] - B[j, k]
+            acc += t * t
+        out[p] = acc
+    return out
+
+
+@njit(cache=True)
+def _sqdist_csr(ap, ai, ad, bp, bi, bd, pairs):
+    """|a_i - b_j|^2 for CSR rows with sorted indices, by merging them."""
+    out = np.empty(pairs.shape[0])
+    for p in range(pairs.shape[0]):
+        i, j = pairs[p, 0], pairs[p, 1]
+        s, e, t, f = ap[i], ap[i + 1], bp[j], bp[j + 1]
+        acc = 0.0
+        while s < e or t < f:
+            if t >= f or (s < e and ai[s] < bi[t]):
+                acc += ad[s] * ad[s]
+                s += 1
+            elif s >= e or bi[t] < ai[s]:
+                acc += bd[t] * bd[t]
+                t += 1
+            else:
+                diff = ad[s] - bd[t]
+                acc += diff * diff
+                s += 1
+                t += 1
+        out[p] = acc
+    return out
+
+
+def _neg_sqdist(A, B) -> np.ndarray:
+    """-|a - b|^2 for every pair of rows: BLAS expansion, then the pairs where it
+    cancelled recomputed exactly (so equal rows give exactly 0, at any scale)."""
+    D = _dot(A, B)
+    if D.size == 0:
+        return D
+    sa, sb = _sqnorms(A), _sqnorms(B)
+    near = np.empty((min(D.size, 4 * (D.shape[0] + D.shape[1])), 2), dtype=np.int64)
+    c = _expand_sqdist(D, sa, sb, near)
+    if c:
+        if c > near.shape[0]:  # more than the buffer kept: find them all
+            near = np.argwhere(D == 0.0)
+        pairs = np.ascontiguousarray(near[:c] if c <= near.shape[0] else near)
+        if sp.issparse(A) or sp.issparse(B):
+            Ac, Bc = sp.csr_matrix(A), sp.csr_matrix(B)
+            Ac.sort_indices()
+            Bc.sort_indices()
+            d2 = _sqdist_csr(Ac.indptr, Ac.indices, Ac.data, Bc.indptr, Bc.indices, Bc.data, pairs)
+        else:
+            d2 = _sqdist_dense(np.ascontiguousarray(A), np.ascontiguousarray(B), pairs)
+        D[pairs[:, 0], pairs[:, 1]] = -d2
+    return D
+
+
 def kernel_matrix(A, B, kernel: str, gamma: float, degree: float, coef0: float) -> np.ndarray:
     """K(A, B), shape (len(A), len(B)), for a named kernel (gamma already resolved)."""
     if kernel == "linear":
         return _dot(A, B)
     if kernel == "rbf":
-        D = _dot(A, B)
-        D *= -2.0
-        D += _sqnorms(A)[:, None]
-        D += _sqnorms(B)[None, :]
-        np.maximum(D, 0.0, out=D)  # rounding can make |a - b|^2 slightly negative
-        D *= -gamma
+        D = _neg_sqdist(A, B)
+        D *= gamma
         return np.exp(D, out=D)
     if kernel == "poly":
         K = _dot(A, B)

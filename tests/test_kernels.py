@@ -274,3 +274,37 @@ def test_kernel_name_helper():
     assert rd.kernel_name("rbf") == "rbf"
     assert rd.kernel_name(my_kernel) == "my_kernel"
     assert math.isclose(rd.resolve_gamma(None, 8), 0.125)
+
+
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_rbf_is_accurate_for_near_rows_and_far_from_the_origin(fmt):
+    """|a - b|^2 by the BLAS expansion |a|^2 + |b|^2 - 2 a.b loses its digits for near
+    rows (and equal rows far from the origin gave k(x, x) = 0.26 at |x| ~ 1e8, against
+    the 1 the engine assumes). Such pairs are recomputed from the difference."""
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=(1, 5)) * 1e8
+    X = base + rng.normal(size=(6, 5)) * np.array([[0.0], [1.0], [1e-3], [10.0], [0.0], [1.0]])
+    X[4] = X[0]  # an exact duplicate
+    A = sp.csr_matrix(X) if fmt == "csr" else X
+    gamma = 0.05
+    K = kernel_matrix(A, A, "rbf", gamma, 3, 0.0)
+    want = np.exp(-gamma * ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+    np.testing.assert_array_equal(np.diagonal(K), 1.0)
+    assert K[0, 4] == 1.0 and K[4, 0] == 1.0
+    np.testing.assert_allclose(K, want, rtol=1e-12, atol=1e-300)
+    np.testing.assert_array_equal(kernel_diag(A, "rbf", gamma, 3, 0.0), np.diagonal(K))
+
+
+def test_rbf_project_budget_learns_large_duplicate_rows():
+    """The stored Gram matrix agrees with k(x, x) = 1 for rows far from the origin, so
+    "project" keeps a usable Gram matrix on their duplicates."""
+    from kernelcw import AROWClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3)) * 1e8
+    X = np.vstack([X, X[:10]])
+    y = (X[:, 0] > 0).astype(int)
+    est = AROWClassifier(kernel="rbf", gamma=1e-17, budget=5, budget_policy="project")
+    est.fit(X, y)
+    assert est.n_support_ <= 5
+    assert np.all(np.isfinite(est.decision_function(X)))
