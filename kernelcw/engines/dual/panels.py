@@ -41,10 +41,12 @@ from .steps import Block, NewRows, WalkResult, block_rows_part, checked_step
 __all__ = ["GROWTH", "PanelForm", "cholesky_walk", "lower_times"]
 
 #: The factor buffer's growth when full: capacity x GROWTH (at least what the block
-#: needs). The model then holds at most GROWTH^2 n^2 doubles, and at most
-#: (1 + GROWTH^2) n^2 while the leading block is copied: within the dual engine's
-#: memory goal of 3 n^2 (``benchmarks/bench_dual_throughput.py``).
-GROWTH = 1.25
+#: needs). The model then holds at most GROWTH^2 = 1.32 n^2 doubles, and at most
+#: 2.32 n^2 while the leading block is copied: within the dual engine's memory goal
+#: of 3 n^2 (``benchmarks/bench_dual_throughput.py``, which counts the new buffer
+#: twice, as model and as allocation: 2.65 n^2 at worst). The copies cost O(n) per
+#: row amortised, against O(n^2) for the row's forward substitution.
+GROWTH = 1.15
 #: The smallest capacity a factor buffer gets.
 MIN_CAPACITY = 32
 
