@@ -23,6 +23,8 @@ copy of the leading block). Every solve runs on the leading block through
 :mod:`kernelcw._blas` (the buffer's leading dimension, no copies), so the cost of
 a call depends on the model's size only, not on how many calls came before. (The
 form's name, "panels", is from when each block kept its rows as a separate panel.)
+All products go through scipy's BLAS (one BLAS: numpy's and scipy's each bundle an
+OpenBLAS whose threads busy-wait after a call, and alternating them costs time).
 """
 
 from __future__ import annotations
