@@ -23,7 +23,7 @@ import scipy.linalg.cython_blas as _cb
 import scipy.linalg.cython_lapack as _cl
 from numba import njit
 
-__all__ = ["potrf_lower", "tpqrt_update", "trsm_lower_left", "gemm_sub"]
+__all__ = ["gemm_sub", "potrf_lower", "tpqrt_update", "trsm_lower_left", "trsv_lower"]
 
 _get = ctypes.pythonapi.PyCapsule_GetPointer
 _get.restype = ctypes.c_void_p
@@ -41,6 +41,7 @@ def _fn(module, name: str, nargs: int):
 
 
 _dtrsm = _fn(_cb, "dtrsm", 11)
+_dtrsv = _fn(_cb, "dtrsv", 8)
 _dgemm = _fn(_cb, "dgemm", 13)
 _dpotrf = _fn(_cl, "dpotrf", 5)
 _dtpqrt = _fn(_cl, "dtpqrt", 12)
@@ -75,16 +76,18 @@ def _ld(A: np.ndarray) -> int:
     return max(1, ld)
 
 
-def trsm_lower_left(L: np.ndarray, B: np.ndarray) -> None:
-    """B <- L^-1 B in place; L (n x n) lower triangular, B (n x m)."""
+def trsm_lower_left(L: np.ndarray, B: np.ndarray, trans: bool = False) -> None:
+    """B <- L^-1 B (``trans``: L'^-1 B) in place; L (n x n) lower triangular, B (n x m).
+    Only L's lower triangle is read (its strict upper triangle may hold other data)."""
     n, m = B.shape
     if n == 0 or m == 0:
         return
-    # C: L B' = B  <=>  Fortran: X L' = B' with X = B' (m x n), L' upper
+    # C: L X = B  <=>  Fortran: X' L' = B' with X' = B' (m x n), L' upper;
+    # C: L' X = B <=>  Fortran: X' L = B', i.e. X' (L')' = B'
     _dtrsm(
         _c("R"),
         _c("U"),
-        _c("N"),
+        _c("T" if trans else "N"),
         _c("N"),
         _i(m),
         _i(n),
@@ -93,6 +96,27 @@ def trsm_lower_left(L: np.ndarray, B: np.ndarray) -> None:
         _i(_ld(L)),
         _ptr(B),
         _i(_ld(B)),
+    )
+
+
+def trsv_lower(L: np.ndarray, x: np.ndarray, trans: bool = False) -> None:
+    """x <- L^-1 x (``trans``: L'^-1 x) in place for one contiguous vector x; L as in
+    :func:`trsm_lower_left` (one right-hand side: no packing of L, half the traffic)."""
+    n = x.shape[0]
+    if n == 0:
+        return
+    if x.dtype != np.float64 or x.ndim != 1 or x.strides[0] != 8:
+        raise ValueError("expected a contiguous float64 vector")
+    # C-ordered lower L is the Fortran upper L': L x = b is (L')' x = b
+    _dtrsv(
+        _c("U"),
+        _c("N" if trans else "T"),
+        _c("N"),
+        _i(n),
+        _ptr(L),
+        _i(_ld(L)),
+        _ptr(x),
+        _i(1),
     )
 
 

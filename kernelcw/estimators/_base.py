@@ -101,7 +101,7 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         """:meth:`partial_fit` that returns the (n, K) decision values ``mu . x`` each
         row saw before its update: the online protocol's predictions, at no extra
         cost (:func:`kernelcw.run_online` uses it)."""
-        checked = check_params(self)
+        checked = self._checked_params()
         first_call = not hasattr(self, "classes_")
         if not first_call:
             self._check_structure()
@@ -115,6 +115,20 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         if first_call:
             self._start(classes_, spec)
         return self._learn(X, self._label_matrix(y), checked[0])
+
+    def _checked_params(self):
+        """:func:`kernelcw.spec.check_params` of the current parameters, reused while they
+        stay the same (same types and equal values) and are all plain scalars or strings:
+        a call of ``partial_fit`` on one row spent a tenth of its time re-checking them.
+        Any other value (a callable kernel, a RandomState, ...) is checked every call."""
+        key = _params_key(self)
+        cached = self.__dict__.get("_checked_for")
+        if key is not None and cached is not None and cached[0] == key:
+            return cached[1]
+        checked = check_params(self)
+        if key is not None:
+            self._checked_for = (key, checked)
+        return checked
 
     def _validate(self, X, y, classes, first_call: bool, checked, square: bool = False):
         """Input checks, and on a first call the engine's specification and memory
@@ -209,6 +223,23 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         # rows of a Gram matrix: scikit-learn's splitters then cut K[train][:, train]
         tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
         return tags
+
+
+_PLAIN = (int, float, str, bool, type(None))
+_PARAM_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _params_key(est) -> tuple | None:
+    """The parameters as a hashable key of (name, type, value), or None if one is not a
+    plain scalar or string (whose checks could depend on more than its value)."""
+    d = est.__dict__
+    cls = type(est)
+    names = _PARAM_NAMES.get(cls)
+    if names is None:  # scikit-learn reads the signature with inspect on every call
+        names = _PARAM_NAMES[cls] = tuple(cls._get_param_names())
+    if any(type(d.get(k)) not in _PLAIN for k in names):
+        return None
+    return tuple((k, type(d[k]), d[k]) for k in names)
 
 
 def _engine_word(form: str) -> str:

@@ -43,7 +43,11 @@ def _canonical(X):
     return X
 
 
-def _check_finite_rows(X) -> None:
+def _check_finite_rows(X, extremes=None) -> None:
+    """ValueError naming the first row with NaN or infinity. ``extremes``: X's (max,
+    min) when the caller has them (finite extremes: every value is finite)."""
+    if extremes is not None and math.isfinite(extremes[0]) and math.isfinite(extremes[1]):
+        return
     row = _first_nonfinite_row(X)
     if row >= 0:
         raise ValueError(
@@ -51,16 +55,24 @@ def _check_finite_rows(X) -> None:
         )
 
 
-def _first_overflowing_row(X, a: float) -> int:
+def _extremes(X) -> tuple[float, float] | None:
+    """(max, min) of X's stored values (NaN if any is NaN), None for no values."""
+    v = _values(X)
+    if v.size == 0:
+        return None
+    return float(v.max()), float(v.min())
+
+
+def _first_overflowing_row(X, a: float, extremes=None) -> int:
     """First row whose squared norm times ``a`` overflows float64, or -1.
 
     The bound max|x_ij|^2 * (entries per row) * a settles the common case
-    without a pass over the rows.
+    without a pass over the rows. ``extremes``: X's (max, min) if known.
     """
-    v = _values(X)
-    if v.size == 0:
+    extremes = _extremes(X) if extremes is None else extremes
+    if extremes is None:
         return -1
-    big = max(abs(float(v.max())), abs(float(v.min())))
+    big = max(abs(extremes[0]), abs(extremes[1]))
     per_row = int(np.diff(X.indptr).max()) if sp.issparse(X) else X.shape[1]
     if math.isfinite(big * big * per_row * a):
         return -1
@@ -116,14 +128,40 @@ def validate_X(est, X, reset: bool):
     return X
 
 
-def _check_not_too_large(X, a: float) -> None:
+def _check_not_too_large(X, a: float, extremes=None) -> None:
     """The check ``fit`` makes: a row whose squared norm times ``a`` overflows float64
     would give an infinite margin variance (and ``predict_proba`` a silent 0.5)."""
-    row = _first_overflowing_row(X, float(a))
+    row = _first_overflowing_row(X, float(a), extremes)
     if row >= 0:
         raise ValueError(
             f"row {row} of X is too large: its squared norm times a overflows float64 (rescale X)"
         )
+
+
+def _plain_arrays(est, X, y):
+    """(X, y) unchanged when ``validate_data(est, X, y, reset=False, accept_sparse="csr",
+    dtype=np.float64, ensure_all_finite=False)`` would return them as they are and
+    neither raise nor warn, else None (then scikit-learn checks them).
+
+    That holds for exactly a float64 2-d ndarray with at least one row and the
+    feature count the model was fitted with, a 1-d ndarray y of the same length with
+    integer, bool or finite float labels, and a model fitted without feature names:
+    scikit-learn's checks would find nothing to convert, name or warn about. Calls
+    of one row at a time spend most of their time in those checks otherwise."""
+    if type(X) is not np.ndarray or type(y) is not np.ndarray:
+        return None
+    if X.dtype != np.float64 or X.ndim != 2 or y.ndim != 1:
+        return None
+    d = est.__dict__
+    n = X.shape[0]
+    if n == 0 or y.shape[0] != n or X.shape[1] != d.get("n_features_in_", -1):
+        return None
+    if "feature_names_in_" in d:
+        return None
+    kind = y.dtype.kind
+    if kind in "iub" or (kind == "f" and _all_finite(y)):
+        return X, y
+    return None
 
 
 def validate_training(est, X, y, classes, first_call: bool, square: bool = False, then=None):
@@ -138,17 +176,22 @@ def validate_training(est, X, y, classes, first_call: bool, square: bool = False
         k: est.__dict__[k] for k in ("n_features_in_", "feature_names_in_") if k in est.__dict__
     }
     try:
-        X, y = validate_data(
-            est,
-            X,
-            y,
-            accept_sparse="csr",
-            dtype=np.float64,
-            ensure_all_finite=False,
-            reset=first_call,
-        )
+        plain = None if first_call else _plain_arrays(est, X, y)
+        if plain is None:
+            X, y = validate_data(
+                est,
+                X,
+                y,
+                accept_sparse="csr",
+                dtype=np.float64,
+                ensure_all_finite=False,
+                reset=first_call,
+            )
+        else:
+            X, y = plain
         X = _canonical(X)
-        _check_finite_rows(X)
+        extremes = _extremes(X)
+        _check_finite_rows(X, extremes)
         if (
             square
             and isinstance(est.kernel, str)
@@ -159,7 +202,7 @@ def validate_training(est, X, y, classes, first_call: bool, square: bool = False
                 "kernel='precomputed': fit needs the square Gram matrix "
                 f"K(X_train, X_train), got X of shape {X.shape}"
             )
-        _check_not_too_large(X, est.a)
+        _check_not_too_large(X, est.a, extremes)
         _check_targets(y)
         classes_ = resolve_classes(est, y, classes, first_call)
         if then is not None:
@@ -200,7 +243,13 @@ def resolve_classes(est, y, classes, first_call: bool) -> np.ndarray:
                 f"to partial_fit ({classes_!r})"
             )
     try:
-        unknown = np.setdiff1d(_unique_labels(y, "y"), classes_)
+        labels = _unique_labels(y, "y")
+        if labels.dtype == classes_.dtype and labels.dtype.kind in "iub":
+            # classes_ is sorted and unique: a binary search instead of setdiff1d
+            at = np.minimum(np.searchsorted(classes_, labels), classes_.size - 1)
+            unknown = labels[classes_[at] != labels]
+        else:
+            unknown = np.setdiff1d(labels, classes_)
     except TypeError as exc:  # labels of another type than the classes
         raise ValueError(
             f"y holds labels of another type than the classes {classes_.tolist()!r}"

@@ -3,7 +3,7 @@
 - :mod:`.engine`: :class:`DualEngine`, the block loop over the one-vs-rest models;
 - :mod:`.store`: the shared support store and its kernel blocks;
 - :mod:`.form`: what every factor form keeps and implements;
-- :mod:`.panels`: the append-only Cholesky form in row panels;
+- :mod:`.panels`: the append-only Cholesky form in one growing buffer;
 - :mod:`.explicit`: nu and Pi updated in place (and first-order rules, and budgets);
 - :mod:`.queue`: the "oldest" budget's Cholesky queue;
 - :mod:`.convert`: switching forms when a budget binds;

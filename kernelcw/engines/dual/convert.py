@@ -15,7 +15,7 @@ import numpy as np
 from ...budget import make_policy
 from .explicit import ExplicitForm
 from .form import Context, Form
-from .panels import PanelForm, dense_gram
+from .panels import PanelForm
 from .queue import QueueForm
 
 __all__ = ["initial_form", "on_budget", "panels_to_explicit", "panels_to_queue"]
@@ -51,7 +51,7 @@ def panels_to_explicit(p: PanelForm, ctx: Context, need: int) -> ExplicitForm:
     x._nu[:n] = nu
     x._Pi = np.zeros((cap, cap))
     x._Pi[:n, :n] = Pi
-    G = dense_gram(p.gram, n) if n else np.zeros((0, 0))
+    G = p.dense_gram()
     x.policy.start(G, Pi, a, cap)
     x.zsv = np.zeros(cap)
     x.zsv[:n] = p.zeta
@@ -65,8 +65,7 @@ def panels_to_queue(p: PanelForm, ctx: Context, ks: np.ndarray):
     returns (the queue, ks permuted alike)."""
     q = QueueForm()
     q.take_slots(p)
-    n = ks.shape[0]
-    K = dense_gram(p.gram, n)
+    K = p.dense_gram()
     q.zeta = p.zeta
     q.qv = p.unlearning_weights()  # g / zeta = L r
     return q, q.rebuild(ctx, ks, K)

@@ -178,7 +178,8 @@ class DualEngine:
                 old[np.maximum(ks, 0)] if old.size else 0,
                 where[np.maximum(-1 - ks, 0)],
             )
-        if self._ctx.budget is not None:
+        # compaction keeps at most half the rows: not while one model uses more
+        if self._ctx.budget is not None and max(f.n for f in self.forms) <= self.store.n // 2:
             used = np.unique(np.concatenate([f.idx for f in self.forms]))
             new_pos = self.store.compact(used)
             if new_pos is not None:

@@ -1,4 +1,4 @@
-"""The append-only Cholesky form of a binary dual model, kept in row panels.
+"""The append-only Cholesky form of a binary dual model: one growing factor.
 
 ``Pi = -a^2 M^-1`` with ``M = D^-1 + a K(S, S)`` symmetric positive definite
 (``doc/dual-form.md`` section 2), kept as its append-only Cholesky factor
@@ -9,17 +9,21 @@ Nothing stored changes, so M stays positive definite by construction, and a call
 is undone by cutting the rows back.
 
 Blocks (section 3). For ``b`` inputs ``X_B`` and the support set ``S_0`` at the
-block's start: ``W0 = L^-1 K(S_0, X_B)`` is one blocked forward substitution
-(BLAS-3) and ``G = W0' W0`` one more product; the rows appended inside the block
-begin with ``a W0[:, s]``, so the walk (:func:`cholesky_walk`) runs in b x b space
-and never touches an n-vector.
+block's start: ``W0 = L^-1 K(S_0, X_B)`` is one forward substitution (BLAS-3
+``dtrsm``; ``dtrsv`` for one input) and ``G = W0' W0`` one more product; the rows
+appended inside the block begin with ``a W0[:, s]``, so the walk
+(:func:`cholesky_walk`) runs in b x b space and never touches an n-vector.
 
-Storage. L and the Gram cache K(S, S) are row panels, one per block that updated:
-panel j holds the ``u_j`` rows appended in that block as a rectangle ``R_j``
-(u_j x off_j) and a lower triangle ``T_j`` (u_j x u_j), both C-contiguous: the
-forward substitution over panels is a sequence of in-place ``dgemm`` and
-``dtrsm`` calls on transposed (Fortran-ordered) views, without copies. All
-products go through scipy's BLAS (one BLAS: numpy's and scipy's each bundle an
+Storage. One C-ordered square buffer ``LK`` (capacity x capacity) holds L in its
+lower triangle and the Gram cache K(S, S) in its strict upper triangle (as the
+"oldest" queue form does); the diagonal of K is ``kap``. A block that updates
+writes its rows of L and its columns of K in place past the leading n x n block,
+which no later call changes; the buffer grows by :data:`GROWTH` when full (one
+copy of the leading block). Every solve runs on the leading block through
+:mod:`kernelcw._blas` (the buffer's leading dimension, no copies), so the cost of
+a call depends on the model's size only, not on how many calls came before. (The
+form's name, "panels", is from when each block kept its rows as a separate panel.)
+All products go through scipy's BLAS (one BLAS: numpy's and scipy's each bundle an
 OpenBLAS whose threads busy-wait after a call, and alternating them costs time).
 """
 
@@ -29,15 +33,24 @@ import math
 
 import numpy as np
 from numba import njit
-from scipy.linalg import solve_triangular
-from scipy.linalg.blas import dgemm, dgemv, dtrsm
 
+from ... import _blas
 from ...rules import VAR_FLOOR
 from .form import Form, Walked
 from .status import OK, PSD_TOL, STOP
 from .steps import Block, NewRows, WalkResult, block_rows_part, checked_step
 
-__all__ = ["PanelForm", "backward", "cholesky_walk", "dense_gram", "forward", "panel_times"]
+__all__ = ["GROWTH", "PanelForm", "cholesky_walk", "lower_times"]
+
+#: The factor buffer's growth when full: capacity x GROWTH (at least what the block
+#: needs). The model then holds at most GROWTH^2 = 1.32 n^2 doubles, and at most
+#: 2.32 n^2 while the leading block is copied: within the dual engine's memory goal
+#: of 3 n^2 (``benchmarks/bench_dual_throughput.py``, which counts the new buffer
+#: twice, as model and as allocation: 2.65 n^2 at worst). The copies cost O(n) per
+#: row amortised, against O(n^2) for the row's forward substitution.
+GROWTH = 1.15
+#: The smallest capacity a factor buffer gets.
+MIN_CAPACITY = 32
 
 
 @njit(cache=True)
@@ -74,69 +87,38 @@ def cholesky_walk(blk, rule, limit, rows, f_out, e):
     return WalkResult(u, nfl, -1, OK)
 
 
-def forward(panels, K0: np.ndarray) -> np.ndarray:
-    """L^-1 K0 (n x b, C-ordered) for L stored as panels [(off, R, T)].
+@njit(cache=True)
+def lower_times(LK, n, r, out):
+    """out = L r for L the lower triangle of the leading n x n block of LK."""
+    for i in range(n):
+        acc = 0.0
+        for j in range(i + 1):
+            acc += LK[i, j] * r[j]
+        out[i] = acc
 
-    Row block j: ``W_j = T_j^-1 (K0_j - R_j W[:off_j])``. In Fortran terms (a
-    C-ordered M is the F-ordered M'): ``W_j' -= W[:off]' R_j'`` is one dgemm and
-    ``W_j' T_j' = rhs'`` one right-sided dtrsm, both in place.
-    """
-    W = np.array(K0, dtype=np.float64, order="C", copy=True)
-    for off, R, T in panels:
-        u = T.shape[0]
-        Wj = W[off : off + u]
-        if off:
-            out = dgemm(-1.0, W[:off].T, R.T, beta=1.0, c=Wj.T, overwrite_c=1)
-            if not np.shares_memory(out, Wj):  # pragma: no cover - f2py copied
-                Wj[...] = out.T
-        out = dtrsm(1.0, T.T, Wj.T, side=1, lower=0, overwrite_b=1)
-        if not np.shares_memory(out, Wj):  # pragma: no cover - f2py copied
-            Wj[...] = out.T
+
+def _solve(LK: np.ndarray, B: np.ndarray, n: int) -> np.ndarray:
+    """L^-1 B (n x m, a C-ordered copy) for L the lower triangle of LK[:n, :n]."""
+    W = np.array(B, dtype=np.float64, order="C", copy=True)
+    if n == 0:
+        return W
+    if W.shape[1] == 1:
+        _blas.trsv_lower(LK[:n, :n], W[:, 0])
+    else:
+        _blas.trsm_lower_left(LK[:n, :n], W)
     return W
 
 
-def panel_times(panels, r: np.ndarray, n: int) -> np.ndarray:
-    """L r for L stored as panels (the unlearning weights g / zeta = L r)."""
-    out = np.zeros(n)
-    for off, R, T in panels:
-        u = T.shape[0]
-        out[off : off + u] = T @ r[off : off + u] + (R @ r[:off] if off else 0.0)
-    return out
-
-
-def backward(panels, Rv: np.ndarray) -> np.ndarray:
-    """L'^-1 Rv (Rv of n rows, vector or matrix)."""
-    X = np.array(Rv, dtype=np.float64, copy=True)
-    for off, R, T in reversed(panels):
-        u = T.shape[0]
-        X[off : off + u] = solve_triangular(
-            T, X[off : off + u], lower=True, trans="T", check_finite=False
-        )
-        if off:
-            X[:off] -= R.T @ X[off : off + u]
-    return X
-
-
-def dense_gram(panels, n: int) -> np.ndarray:
-    """The symmetric Gram matrix held by its lower-triangular row panels."""
-    G = np.zeros((n, n))
-    for off, P in panels:
-        u = P.shape[0]
-        G[off : off + u, : off + u] = P
-    return np.tril(G) + np.tril(G, -1).T
-
-
 class PanelForm(Form):
-    """``L`` and ``gram`` as row panels ``(off, R, T)`` and ``(off, P)``, ``r`` and
-    ``zeta`` by slot (module docstring)."""
+    """``LK``: the factor buffer (L lower, K(S, S) strict upper, capacity x capacity);
+    ``r`` and ``zeta`` by slot (module docstring)."""
 
     name = "panels"
     code = 0
 
     def __init__(self):
         super().__init__()
-        self.L: list[tuple[int, np.ndarray, np.ndarray]] = []
-        self.gram: list[tuple[int, np.ndarray]] = []
+        self.LK = np.zeros((0, 0))
         self.r = np.zeros(0)
         self.zeta = np.zeros(0)
         self._nu_cache: np.ndarray | None = None
@@ -146,26 +128,54 @@ class PanelForm(Form):
     def nu(self, a: float) -> np.ndarray:
         """The dual mean coefficients by slot (cached until the model changes)."""
         if self._nu_cache is None:
-            self._nu_cache = a * backward(self.L, self.r) if self.n else np.zeros(0)
+            n = self.n
+            x = np.array(self.r, dtype=np.float64, copy=True)
+            if n:
+                _blas.trsv_lower(self.LK[:n, :n], x, trans=True)
+            self._nu_cache = a * x
         return self._nu_cache.copy()
 
     def Pi(self, a: float) -> np.ndarray:
         n = self.n
         if n == 0:
             return np.zeros((0, 0))
-        Linv = forward(self.L, np.eye(n))
+        Linv = _solve(self.LK, np.eye(n), n)
         return -(a * a) * (Linv.T @ Linv)
 
     def variance(self, Ks: np.ndarray, kap: np.ndarray, a: float) -> np.ndarray:
         if self.n == 0:
             return a * kap
-        W = forward(self.L, Ks)
+        W = _solve(self.LK, Ks, self.n)
         v = a * kap - a * a * np.einsum("ij,ij->j", W, W)
         return np.maximum(v, VAR_FLOOR * a * kap)
 
     def unlearning_weights(self) -> np.ndarray:
         """g / zeta = L r by slot."""
-        return panel_times(self.L, self.r, self.n)
+        out = np.empty(self.n)
+        lower_times(self.LK, self.n, self.r, out)
+        return out
+
+    def dense_gram(self) -> np.ndarray:
+        """The symmetric Gram matrix K(S, S) by slot (its diagonal: ``kap``)."""
+        n = self.n
+        U = np.triu(self.LK[:n, :n], 1)
+        G = U + U.T
+        G[np.diag_indices(n)] = self.kap
+        return G
+
+    @property
+    def capacity(self) -> int:
+        return int(self.LK.shape[0])
+
+    def _reserve(self, need: int) -> None:
+        """Room for ``need`` rows: a larger buffer holding the leading block if full."""
+        cap = self.capacity
+        if need <= cap:
+            return
+        new = np.empty((max(need, int(cap * GROWTH), MIN_CAPACITY),) * 2)
+        n = self.n
+        new[:n, :n] = self.LK[:n, :n]
+        self.LK = new
 
     # ------------------------------------------------------------ learning
 
@@ -188,84 +198,83 @@ class PanelForm(Form):
         K0, Kbb, kap = blk.K0, blk.Kbb, blk.kap
         b = blk.y.shape[0]
         n0 = self.n
-        if n0:
-            W0 = forward(self.L, K0)
-            G = dgemm(1.0, W0.T, W0.T, trans_b=1)  # W0' W0, symmetric (b x b)
-            rW = dgemv(1.0, W0.T, self.r)  # W0' r
+        W0 = _solve(self.LK, K0, n0)
+        if b == 1:
+            w = W0[:, 0]
+            G = np.array([[w @ w]])
+            rW = np.array([self.r @ w])
         else:
-            W0 = np.zeros((0, b))
-            G = np.zeros((b, b))
-            rW = np.zeros(b)
+            G = np.empty((b, b))
+            _blas.gemm_sub(1.0, W0, W0, 0.0, G, trans_a=True)  # W0' W0, symmetric
+            rW2 = np.empty((b, 1))
+            _blas.gemm_sub(1.0, W0, self.r.reshape(-1, 1), 0.0, rW2, trans_a=True)
+            rW = rW2[:, 0]
         rows = NewRows(np.empty((b, b)), np.empty(b), np.empty(b), np.empty(b), src)
-        walk_blk = Block(np.ascontiguousarray(G), np.ascontiguousarray(rW), Kbb, kap, blk.y)
+        walk_blk = Block(G, rW, Kbb, kap, blk.y)
         res = cholesky_walk(walk_blk, ctx.rule, limit, rows, f_blk, np.empty(b))
         if res.status not in (OK, STOP):
             return res
         u = res.n_new
         if u:
-            s = src[:u]
-            R = np.ascontiguousarray(W0[:, s].T)
-            R *= a
-            T = a * np.tril(rows.E[:u, :u], -1)
-            T[np.arange(u), np.arange(u)] = rows.Ld[:u]
-            self.L.append((n0, R, T))
-            self.r = np.concatenate([self.r, rows.rn[:u]])
-            self.zeta = np.concatenate([self.zeta, rows.zt[:u]])
-            Gp = np.empty((u, n0 + u))
-            Gp[:, :n0] = K0[:, s].T
-            Gp[:, n0:] = np.tril(Kbb[np.ix_(s, s)])
-            self.gram.append((n0, Gp))
-            self.kap = np.concatenate([self.kap, kap[s]])
-            self.entry = np.concatenate([self.entry, self.clock + np.arange(u)])
-            self.clock += u
+            self._append(a, rows, u, W0, K0, Kbb, kap)
         return res
+
+    def _append(self, a, rows, u, W0, K0, Kbb, kap) -> None:
+        """The u new rows of L (and columns of K) written past the leading block."""
+        s = rows.src[:u]
+        n0 = self.n
+        n1 = n0 + u
+        self._reserve(n1)
+        LK = self.LK
+        np.multiply(W0[:, s].T, a, out=LK[n0:n1, :n0])
+        D = np.triu(Kbb[np.ix_(s, s)], 1) + a * np.tril(rows.E[:u, :u], -1)
+        D[np.diag_indices(u)] = rows.Ld[:u]
+        LK[n0:n1, n0:n1] = D
+        LK[:n0, n0:n1] = K0[:, s]
+        self.r = np.concatenate([self.r, rows.rn[:u]])
+        self.zeta = np.concatenate([self.zeta, rows.zt[:u]])
+        self.kap = np.concatenate([self.kap, kap[s]])
+        self.entry = np.concatenate([self.entry, self.clock + np.arange(u)])
+        self.clock += u
 
     # ------------------------------------------------------------ rollback, state
 
     def checkpoint(self):
-        """Append-only: the panel lists' lengths and the arrays (replaced, never
-        changed in place) are enough to cut back."""
-        return (list(self.L), list(self.gram), self.r, self.zeta, self.idx, self.entry,
-                self.kap, self.clock)  # fmt: skip
+        """Append-only: the leading block of the buffer never changes and the arrays are
+        replaced, never changed in place, so references and the count cut back."""
+        return (self.LK, self.r, self.zeta, self.idx, self.entry, self.kap, self.clock)
 
     def restore(self, cp) -> None:
-        L, gram, self.r, self.zeta, self.idx, self.entry, self.kap, self.clock = cp
-        self.L, self.gram = list(L), list(gram)
+        self.LK, self.r, self.zeta, self.idx, self.entry, self.kap, self.clock = cp
         self._nu_cache = None
 
     @property
     def nbytes(self) -> int:
         total = self.slots_nbytes() + self.r.nbytes + self.zeta.nbytes
-        total += sum(R.nbytes + T.nbytes for _, R, T in self.L)
-        return total + sum(P.nbytes for _, P in self.gram)
+        return total + self.LK.nbytes
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        """L and the Gram cache as dense lower triangles, the panels' offsets."""
+        """The buffer's leading n x n block (L lower, K strict upper) and its capacity."""
         n = self.n
-        L = np.zeros((n, n))
-        for off, R, T in self.L:
-            u = T.shape[0]
-            L[off : off + u, :off] = R
-            L[off : off + u, off : off + u] = T
-        K = np.zeros((n, n))
-        for off, P in self.gram:
-            K[off : off + P.shape[0], : P.shape[1]] = P
-        offsets = np.array([off for off, _, _ in self.L] + [n], dtype=np.int64)
-        state = {"L": L, "gram": K, "offsets": offsets, "r": self.r.copy()}
-        return {**state, "zeta": self.zeta.copy(), **self.slots_state()}
+        state = {
+            "LK": self.LK[:n, :n].copy(),
+            "capacity": np.array(self.capacity, dtype=np.int64),
+            "r": self.r.copy(),
+            "zeta": self.zeta.copy(),
+        }
+        return {**state, **self.slots_state()}
 
     @classmethod
     def from_state(cls, state: dict[str, np.ndarray], ctx=None) -> PanelForm:
         new = cls()
         new.load_slots(state)
-        L = np.asarray(state["L"], dtype=np.float64)
-        K = np.asarray(state["gram"], dtype=np.float64)
-        off = [int(o) for o in state["offsets"]]
-        for lo, hi in zip(off[:-1], off[1:], strict=True):
-            R = np.ascontiguousarray(L[lo:hi, :lo])
-            T = np.ascontiguousarray(L[lo:hi, lo:hi])
-            new.L.append((lo, R, T))
-            new.gram.append((lo, np.ascontiguousarray(K[lo:hi, :hi])))
+        LK = np.asarray(state["LK"], dtype=np.float64)
+        n = LK.shape[0]
+        if n != new.n:
+            raise ValueError(f"the factor holds {n} rows but the state {new.n} slots")
+        cap = max(n, int(state["capacity"]))
+        new.LK = np.empty((cap, cap))
+        new.LK[:n, :n] = LK
         new.r = np.array(state["r"], dtype=np.float64)
         new.zeta = np.array(state["zeta"], dtype=np.float64)
         return new
