@@ -9,11 +9,12 @@ interface; save/load and model combination read :meth:`Engine.state_dict`.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Engine", "LearnResult"]
+__all__ = ["Engine", "LearnResult", "Locked"]
 
 
 class LearnResult(NamedTuple):
@@ -64,11 +65,13 @@ class Engine(Protocol):
         """(n, K) margin variances ``x' Sigma x``, floored as in learning."""
 
     def checkpoint(self, X) -> Any:
-        """What :meth:`restore` needs to undo a :meth:`learn` call on X (the engine
-        chooses: a length to cut back to, a copy of what the call can touch, ...)."""
+        """What :meth:`restore` needs to undo a :meth:`learn` call on X that raised (the
+        engine chooses: a length to cut back to, a copy of what the call can touch, or
+        nothing where a failed call changes nothing)."""
 
     def restore(self, checkpoint) -> None:
-        """Put the state back as it was when ``checkpoint`` was taken."""
+        """After a :meth:`learn` call on X raised: put the state back as it was when
+        ``checkpoint(X)`` was taken. (Not an undo of a call that succeeded.)"""
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """The fitted state as plain numpy arrays (scalars as 0-d arrays), enough for
@@ -77,3 +80,25 @@ class Engine(Protocol):
     @classmethod
     def from_state(cls, spec, state: dict[str, np.ndarray]) -> Engine:
         """An engine built from ``spec`` holding the state of :meth:`state_dict`."""
+
+
+class Locked:
+    """One re-entrant lock per engine, so that the estimator serialises learning and
+    prediction on one model across threads (a reader never sees, or caches, a state
+    half-way through an update). The lock is not part of the state: pickling and
+    copying drop it, and it is made again on first use."""
+
+    @property
+    def lock(self) -> threading.RLock:
+        lock = self.__dict__.get("_lock")
+        if lock is None:  # dict.setdefault is atomic: two threads get the same lock
+            lock = self.__dict__.setdefault("_lock", threading.RLock())
+        return lock
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)

@@ -35,7 +35,7 @@ from ._primal_common import (
     raise_nonfinite,
     rule_record,
 )
-from .base import LearnResult
+from .base import LearnResult, Locked
 
 __all__ = ["PrimalDiagEngine", "diag_fit"]
 
@@ -163,7 +163,7 @@ def diag_fit(mu, s, X, Y, params: RuleParams, out, method: str = "kl") -> Counts
     return counts
 
 
-class PrimalDiagEngine:
+class PrimalDiagEngine(Locked):
     """``mean`` and ``variance`` (K, d), C-contiguous float64."""
 
     def __init__(self, spec: EngineSpec):

@@ -38,7 +38,7 @@ from numba import njit
 from ..rules import VAR_FLOOR, RuleParams, step
 from ..spec import EngineSpec
 from ._primal_common import Counts, check_same_a, new_counts, raise_nonfinite, rule_record
-from .base import LearnResult
+from .base import LearnResult, Locked
 from .primal_diag import diag_fit
 
 __all__ = ["PrimalFullEngine", "default_block_size", "full_fit"]
@@ -186,7 +186,7 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
     return counts
 
 
-class PrimalFullEngine:
+class PrimalFullEngine(Locked):
     """``mean`` (K, d) and ``covariance`` (K, d, d), C-contiguous float64."""
 
     def __init__(self, spec: EngineSpec):

@@ -8,6 +8,7 @@ fitted attributes are the mixins of :mod:`._mixins`.
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import numpy as np
@@ -37,6 +38,9 @@ STRUCTURAL = (
     "budget",
     "budget_policy",
 )
+
+#: Held while a model's first partial_fit call starts it (creates its engine).
+_FIRST_CALL = threading.Lock()
 
 _FLOOR_WARNING = (
     "{name}: the margin variance fell below {floor:g} * a * |x|^2 on {n} round(s) and "
@@ -102,18 +106,20 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         row saw before its update: the online protocol's predictions, at no extra
         cost (:func:`kernelcw.run_online` uses it)."""
         checked = self._checked_params()
-        first_call = not hasattr(self, "classes_")
-        if not first_call:
-            self._check_structure()
-            if checked[1] != self._engine.spec.form:
-                raise ValueError(
-                    f"kernel={self.kernel!r}, mode={self.mode!r} selects the "
-                    f"{_engine_word(checked[1])} engine but this model was started in the "
-                    f"{_engine_word(self._engine.spec.form)} one; call fit to start over"
-                )
-        X, y, classes_, spec = self._validate(X, y, classes, first_call, checked)
-        if first_call:
-            self._start(classes_, spec)
+        if not hasattr(self, "classes_"):
+            with _FIRST_CALL:  # two threads starting one model: one starts, one continues
+                if not hasattr(self, "classes_"):
+                    X, y, classes_, spec = self._validate(X, y, classes, True, checked)
+                    self._start(classes_, spec)
+                    return self._learn(X, self._label_matrix(y), checked[0])
+        self._check_structure()
+        if checked[1] != self._engine.spec.form:
+            raise ValueError(
+                f"kernel={self.kernel!r}, mode={self.mode!r} selects the "
+                f"{_engine_word(checked[1])} engine but this model was started in the "
+                f"{_engine_word(self._engine.spec.form)} one; call fit to start over"
+            )
+        X, y, _, _ = self._validate(X, y, classes, False, checked)
         return self._learn(X, self._label_matrix(y), checked[0])
 
     def _checked_params(self):
@@ -191,22 +197,23 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         """One pass in the given order, all or nothing; returns the (n, K) decision
         values before each update."""
         engine = self._engine
-        engine.set_rule(rule)  # eta, C, r may be set_params'd between calls
-        checkpoint = engine.checkpoint(X)
-        try:
-            res = engine.learn(X, Y, positions)
-        except BaseException:
-            engine.restore(checkpoint)
-            raise
-        first_floor = not np.any(self.n_variance_floored_) and res.n_floored.any()
-        if engine.n_models == 1:
-            self.n_updates_ += int(res.n_updates[0])
-            self.n_mistakes_ += int(res.n_mistakes[0])
-            self.n_variance_floored_ += int(res.n_floored[0])
-        else:
-            self.n_updates_ += res.n_updates
-            self.n_mistakes_ += res.n_mistakes
-            self.n_variance_floored_ += res.n_floored
+        with engine.lock:  # learning and prediction on one model never interleave
+            engine.set_rule(rule)  # eta, C, r may be set_params'd between calls
+            checkpoint = engine.checkpoint(X)
+            try:
+                res = engine.learn(X, Y, positions)
+            except BaseException:
+                engine.restore(checkpoint)
+                raise
+            first_floor = not np.any(self.n_variance_floored_) and res.n_floored.any()
+            if engine.n_models == 1:
+                self.n_updates_ += int(res.n_updates[0])
+                self.n_mistakes_ += int(res.n_mistakes[0])
+                self.n_variance_floored_ += int(res.n_floored[0])
+            else:
+                self.n_updates_ += res.n_updates
+                self.n_mistakes_ += res.n_mistakes
+                self.n_variance_floored_ += res.n_floored
         if first_floor:
             warnings.warn(
                 _FLOOR_WARNING.format(

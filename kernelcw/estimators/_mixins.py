@@ -29,7 +29,8 @@ class PredictionMixin:
         """The mean margin ``mu . x``: (n_samples,) for two classes, else (n_samples, K)."""
         check_is_fitted(self)
         X = validate_X(self, X, reset=False)
-        f = self._engine.decision(X)
+        with self._engine.lock:
+            f = self._engine.decision(X)
         return f[:, 0] if f.shape[1] == 1 else f
 
     def predict_proba(self, X):
@@ -41,8 +42,9 @@ class PredictionMixin:
         """
         check_is_fitted(self)
         X = validate_X(self, X, reset=False)
-        f = self._engine.decision(X)
-        v = self._engine.margin_variance(X)
+        with self._engine.lock:
+            f = self._engine.decision(X)
+            v = self._engine.margin_variance(X)
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(v > 0, f / np.sqrt(np.maximum(v, 0)), np.sign(f) * np.inf)
         z = np.where(np.isnan(z), 0.0, z)
@@ -57,7 +59,8 @@ class PredictionMixin:
         """The sign of ``mu . x`` (``sign(0) = +1``, i.e. ``classes_[1]``); argmax for OvR."""
         check_is_fitted(self)
         X = validate_X(self, X, reset=False)
-        f = self._engine.decision(X)
+        with self._engine.lock:
+            f = self._engine.decision(X)
         if f.shape[1] == 1:
             return np.where(f[:, 0] >= 0.0, self.classes_[1], self.classes_[0])
         return self.classes_[np.argmax(f, axis=1)]
@@ -128,7 +131,9 @@ class DualAttributesMixin:
         entered: row indices of X after ``fit`` (with ``n_iter > 1`` an input can
         enter more than once), rows counted across calls after ``partial_fit``; a
         list per class for more than two classes."""
-        return _one_or_list(self._dual_engine("support_").support_positions())
+        eng = self._dual_engine("support_")
+        with eng.lock:
+            return _one_or_list(eng.support_positions())
 
     @property
     def support_vectors_(self):
@@ -136,22 +141,29 @@ class DualAttributesMixin:
         eng = self._dual_engine("support_vectors_")
         if eng.spec.kernel.precomputed:
             raise AttributeError("kernel='precomputed' keeps no inputs: see support_")
-        return _one_or_list(eng.support_vectors())
+        with eng.lock:
+            return _one_or_list(eng.support_vectors())
 
     @property
     def dual_coef_(self):
         """nu: mu = sum_p nu_p phi(x_p) over the support vectors."""
-        return _one_or_list(self._dual_engine("dual_coef_").dual_coef())
+        eng = self._dual_engine("dual_coef_")
+        with eng.lock:
+            return _one_or_list(eng.dual_coef())
 
     @property
     def covariance_coef_(self):
         """Pi: Sigma = a I + sum_pq Pi_pq phi(x_p) phi(x_q)'."""
-        return _one_or_list(self._dual_engine("covariance_coef_").covariance_coef())
+        eng = self._dual_engine("covariance_coef_")
+        with eng.lock:
+            return _one_or_list(eng.covariance_coef())
 
     @property
     def n_support_(self):
         """Number of support vectors (an array over classes for more than two)."""
-        n = self._dual_engine("n_support_").n_support()
+        eng = self._dual_engine("n_support_")
+        with eng.lock:
+            n = eng.n_support()
         return n[0] if len(n) == 1 else np.array(n)
 
 
@@ -175,9 +187,11 @@ def primal_from_dual(model) -> tuple[np.ndarray, np.ndarray]:
     d = model.n_features_in_
     a = eng.spec.a
     mus, sigmas = [], []
-    for S, nu, Pi in zip(
-        eng.support_vectors(), eng.dual_coef(), eng.covariance_coef(), strict=True
-    ):
+    with eng.lock:
+        parts = list(
+            zip(eng.support_vectors(), eng.dual_coef(), eng.covariance_coef(), strict=True)
+        )
+    for S, nu, Pi in parts:
         S = S.toarray() if sp.issparse(S) else np.asarray(S)
         mus.append(S.T @ nu if nu.size else np.zeros(d))
         sig = a * np.eye(d)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...rules import RuleParams
-from ..base import LearnResult
+from ..base import LearnResult, Locked
 from .convert import initial_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form
@@ -43,7 +43,7 @@ def _plain(rule: RuleParams) -> RuleParams:
     return RuleParams(int(rule.rule), float(rule.phi), float(rule.C), float(rule.r), float(rule.a))
 
 
-class DualEngine:
+class DualEngine(Locked):
     """``store``: the :class:`.store.SupportStore`; ``forms``: each binary model's
     factor form (one object per model)."""
 

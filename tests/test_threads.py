@@ -1,0 +1,117 @@
+"""One estimator used from several threads: learning and prediction are serialised by
+the engine's lock, so no reader sees (or caches) a half-updated model, and the model
+ends as a sequential run would leave it."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+from kernelcw import AROWClassifier, CWClassifier, SCWClassifier
+
+
+def _stream(seed=0, n=400, d=4):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (X[:, 0] * X[:, 1] + 0.3 * rng.normal(size=n) > 0).astype(int)
+    return X, y
+
+
+def _run_threads(targets):
+    errors = []
+
+    def wrap(fn):
+        def run():
+            try:
+                fn()
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        return run
+
+    threads = [threading.Thread(target=wrap(t)) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+@pytest.mark.filterwarnings("ignore:.*variance fell below")
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: SCWClassifier(kernel="rbf", block_size=16),
+        lambda: SCWClassifier(kernel="rbf", budget=30, budget_policy="project"),
+        lambda: AROWClassifier(kernel="rbf", budget=30, budget_policy="oldest"),
+        lambda: CWClassifier(rule="var"),
+        lambda: CWClassifier(covariance="diag"),
+    ],
+    ids=["rbf", "rbf-project", "rbf-oldest", "primal-full", "primal-diag"],
+)
+def test_reading_while_learning_leaves_the_sequential_model(make):
+    X, y = _stream()
+    est = make().partial_fit(X[:20], y[:20])
+    done = threading.Event()
+
+    def learn():
+        for lo in range(20, len(y), 10):
+            est.partial_fit(X[lo : lo + 10], y[lo : lo + 10])
+        done.set()
+
+    def read():
+        while not done.is_set():
+            p = est.predict_proba(X[:50])
+            assert np.all(np.isfinite(p))
+            est.decision_function(X[:50])
+            if est.get_params()["kernel"] != "linear":
+                assert all(np.isfinite(np.ravel(est.dual_coef_)))
+
+    _run_threads([learn, read])
+    ref = make().partial_fit(X[:20], y[:20])
+    for lo in range(20, len(y), 10):
+        ref.partial_fit(X[lo : lo + 10], y[lo : lo + 10])
+    np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))
+    np.testing.assert_array_equal(est.predict_proba(X), ref.predict_proba(X))
+    assert est.n_updates_ == ref.n_updates_
+
+
+def test_two_threads_learning_one_model_keep_it_consistent():
+    """Calls from two threads are applied one after the other (in an order the threads
+    decide): every row is learnt once and the model stays usable and picklable."""
+    X, y = _stream(1)
+    est = SCWClassifier(kernel="rbf")
+    halves = [(X[:200], y[:200]), (X[200:], y[200:])]
+
+    def learner(part):
+        Xp, yp = part
+
+        def run():
+            for lo in range(0, len(yp), 20):
+                est.partial_fit(Xp[lo : lo + 20], yp[lo : lo + 20], classes=[0, 1])
+
+        return run
+
+    _run_threads([learner(halves[0]), learner(halves[1])])
+    assert est.n_support_ == est.n_updates_
+    assert sorted(est.support_.tolist()) == sorted(set(est.support_.tolist()))
+    assert np.all(np.isfinite(est.predict_proba(X)))
+    again = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(again.decision_function(X), est.decision_function(X))
+
+
+def test_estimators_fitted_in_parallel_threads_equal_sequential_fits():
+    X, y = _stream(2)
+    makers = [
+        lambda: SCWClassifier(kernel="rbf", budget=40),
+        lambda: AROWClassifier(kernel="poly", degree=2),
+        lambda: CWClassifier(),
+    ]
+    parallel = [m() for m in makers]
+    _run_threads([lambda e=e: e.fit(X, y) for e in parallel])
+    for est, make in zip(parallel, makers, strict=True):
+        ref = make().fit(X, y)
+        np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))
