@@ -15,6 +15,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 
+from .._interrupt import deferred_interrupt
 from ..engines import build_engine
 from ..rules import VAR_FLOOR
 from ..spec import check_memory, check_params, engine_spec
@@ -200,20 +201,18 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         with engine.lock:  # learning and prediction on one model never interleave
             engine.set_rule(rule)  # eta, C, r may be set_params'd between calls
             checkpoint = engine.checkpoint(X)
+            first_floor = not np.any(self.n_variance_floored_)
+            counted = False
             try:
                 res = engine.learn(X, Y, positions)
-            except BaseException:
-                engine.restore(checkpoint)
+                with deferred_interrupt():  # the counters follow the model, whole
+                    self._count(res)
+                    counted = True
+            except BaseException:  # an error or a Ctrl-C: the model as before the call
+                if not counted:  # (a Ctrl-C held back until the count: the call is done)
+                    engine.restore(checkpoint)
                 raise
-            first_floor = not np.any(self.n_variance_floored_) and res.n_floored.any()
-            if engine.n_models == 1:
-                self.n_updates_ += int(res.n_updates[0])
-                self.n_mistakes_ += int(res.n_mistakes[0])
-                self.n_variance_floored_ += int(res.n_floored[0])
-            else:
-                self.n_updates_ += res.n_updates
-                self.n_mistakes_ += res.n_mistakes
-                self.n_variance_floored_ += res.n_floored
+            first_floor = first_floor and res.n_floored.any()
         if first_floor:
             warnings.warn(
                 _FLOOR_WARNING.format(
@@ -223,6 +222,16 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
                 stacklevel=3,
             )
         return res.margins
+
+    def _count(self, res) -> None:
+        if self._engine.n_models == 1:
+            self.n_updates_ += int(res.n_updates[0])
+            self.n_mistakes_ += int(res.n_mistakes[0])
+            self.n_variance_floored_ += int(res.n_floored[0])
+        else:
+            self.n_updates_ += res.n_updates
+            self.n_mistakes_ += res.n_mistakes
+            self.n_variance_floored_ += res.n_floored
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
