@@ -72,7 +72,7 @@ def panels_to_explicit(p: PanelForm, ctx: Context, need: int) -> ExplicitForm:
 
 def panels_to_pruned(p: PanelForm, ctx: Context) -> PrunedForm:
     """The batch-pruned form from the panel form's state (dense L, r, zeta, Gram
-    cache; slots in entry order); ``qv = L r`` and, for "project", ``M = L L'``."""
+    cache; slots in entry order); ``qv = L r``."""
     st = p.state_dict()
     n = p.n
     x = PrunedForm(ctx.policy, ctx.budget, ctx.batch, ctx.seed)
@@ -85,7 +85,6 @@ def panels_to_pruned(p: PanelForm, ctx: Context) -> PrunedForm:
     if x.projects:
         K = np.tril(np.asarray(st["gram"], dtype=np.float64))
         x.G[:n, :n] = K + np.tril(K, -1).T
-        x.M[:n, :n] = L @ L.T
     return x
 
 

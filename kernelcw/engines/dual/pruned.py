@@ -10,16 +10,17 @@ leave at once (``tests/reference_budget.py``, "Batch pruning"), chosen on the mo
 before the prune and removed with BLAS-3 work:
 
 - remove ("oldest", "random", "smallest"): ``M' = M_AA``. Rows of L above the first
-  leaver p0 are unchanged; the trailing kept rows satisfy
-  ``M'_tt = L_tt L_tt' + Lam Lam'`` with ``Lam = L[t, V]`` (their entries at the
-  leavers' columns): one blocked QR (dtpqrt, 2 n_t^2 q flops); ``qv' = qv_A``.
+  leaver p0 are unchanged; the trailing kept rows t satisfy
+  ``L'_tt L'_tt' = X X'``, ``X = L[t, p0:]`` (their columns from p0 on, the
+  leavers' included): one product and one dpotrf; ``qv' = qv_A``.
 - project (several points at once, Csato & Opper): with ``E = Kj_AA^-1 Kj_AV``
   (from ``Kj^-1``: ``E = -[Kj^-1]_AV [Kj^-1]_VV^-1``), ``T = [I_A; E']`` and
   ``U = [-E; I_V]`` (A, V order): ``nu' = nu_A + E nu_V`` and
   ``M' = (T' M^-1 T)^-1 = M_AA - m (U'MU)^-1 m'``, ``m = (M U)_A`` (block inverse
   plus Woodbury: ``T'M^-1T = M_AA^-1 + S Z^-1 S'``, ``Z = [M^-1]_VV``,
-  ``S = [M^-1]_AV + E Z``). M is kept (it is no longer ``D^-1 + a K``) and
-  refactored (dpotrf); ``qv' = M' nu' / a``.
+  ``S = [M^-1]_AV + E Z``). Computed without forming M' (which cancels badly when
+  a K dwarfs D^-1): ``M'^-1 = Z'Z``, ``Z = L^-1 T``, and a QR of Z with its columns
+  reversed, ``Z J = Q R``, gives ``L' = J R^-1 J``; ``qv' = M' nu' / a``.
 
 Scores, once per prune: "smallest" from ``m_p = [M^-1]_pp`` (column norms of
 ``L^-1``): with ``M - a K = diag(1/zeta)``, ``1 - s_p = m_p / zeta_p``,
@@ -53,21 +54,21 @@ PRUNE = 4
 
 class PrunedRows(NamedTuple):
     """The rows the walk appends: as :class:`.steps.NewRows`, plus ``qn``
-    (g / zeta) and ``md`` (the diagonal of M, ``|row of L|^2``)."""
+    (g / zeta, their entries of qv)."""
 
     E: np.ndarray
     Ld: np.ndarray
     rn: np.ndarray
     qn: np.ndarray
-    md: np.ndarray
     zt: np.ndarray
     src: np.ndarray
 
 
 @njit(cache=True)
-def pruned_walk(blk, rule, limit, rows, f_out, e):
+def pruned_walk(blk, rule, limit, psd_tol, rows, f_out, e):
     """The panel walk (``doc/dual-form.md`` section 3) that stops right *after* the
-    update that appends its ``limit``-th row (status PRUNE at that index)."""
+    update that appends its ``limit``-th row (status PRUNE at that index). A v below
+    ``-psd_tol * a * kappa`` is an error, above it is floored (counted)."""
     b = blk.rW.shape[0]
     a = rule.a
     u = 0
@@ -77,7 +78,7 @@ def pruned_walk(blk, rule, limit, rows, f_out, e):
         f *= a
         f_out[t] = f
         v = a * blk.kap[t] - a * a * (blk.G[t, t] + ee)
-        st = checked_step(rule, blk.y[t] * f, f, v, blk.kap[t], PSD_TOL)
+        st = checked_step(rule, blk.y[t] * f, f, v, blk.kap[t], psd_tol)
         if st.status != OK:
             return WalkResult(u, nfl, t, st.status)
         nfl += st.floored
@@ -87,7 +88,6 @@ def pruned_walk(blk, rule, limit, rows, f_out, e):
             rows.Ld[u] = lnn
             rows.rn[u] = ay * lnn
             rows.qn[u] = f + ay * lnn * lnn
-            rows.md[u] = a * a * (blk.G[t, t] + ee) + lnn * lnn
             rows.zt[u] = st.zeta
             for j in range(u):
                 rows.E[u, j] = e[j]
@@ -99,8 +99,8 @@ def pruned_walk(blk, rule, limit, rows, f_out, e):
 
 
 class PrunedForm(Form):
-    """``L``, ``r``, ``qv``, ``zeta`` (and for "project" the Gram cache ``G`` and
-    ``M``) in buffers of capacity budget + 1; the policy's name, seed and removal
+    """``L``, ``r``, ``qv``, ``zeta`` (and for "project" the Gram cache ``G``) in
+    buffers of capacity budget + 1; the policy's name, seed and removal
     counter; ``batch`` = q."""
 
     name = "pruned"
@@ -118,7 +118,6 @@ class PrunedForm(Form):
         self.zeta = np.zeros(cap)
         side = cap if self.projects else 0
         self.G = np.zeros((side, side))
-        self.M = np.zeros((side, side))
         self._nu_cache: np.ndarray | None = None
 
     @property
@@ -193,11 +192,15 @@ class PrunedForm(Form):
         _blas.gemm_sub(1.0, W, self.r[:n].reshape(n, 1), 0.0, rW, trans_a=True)
         Kss = np.ascontiguousarray(blk.Kbb[t0:, t0:])
         kap, y = np.ascontiguousarray(blk.kap[t0:]), np.ascontiguousarray(blk.y[t0:])
-        rows = PrunedRows(np.empty((bs, bs)), *(np.empty(bs) for _ in range(5)),
+        rows = PrunedRows(np.empty((bs, bs)), *(np.empty(bs) for _ in range(4)),
                           np.empty(bs, dtype=np.int64))  # fmt: skip
         f_sub = np.empty(bs)
         walk_blk = Block(G, np.ascontiguousarray(rW[:, 0]), Kss, kap, y)
-        res = pruned_walk(walk_blk, ctx.rule, self.budget + 1 - n, rows, f_sub, np.empty(bs))
+        # projections and refactorisations round: with a kernel known to be positive
+        # semi-definite a v below zero is that rounding, floored (and counted)
+        psd_tol = np.inf if ctx.known_psd else PSD_TOL
+        limit = self.budget + 1 - n
+        res = pruned_walk(walk_blk, ctx.rule, limit, psd_tol, rows, f_sub, np.empty(bs))
         f_blk[t0:] = f_sub
         u = res.n_new
         S = rows.src[:u].copy()
@@ -222,14 +225,10 @@ class PrunedForm(Form):
             self.G[new, :n] = Ksn.T
             self.G[:n, new] = Ksn
             self.G[new, new] = Kn
-            self.M[new, :n] = a * Ksn.T
-            self.M[:n, new] = a * Ksn
-            Mn = a * Kn
-            Mn[np.diag_indices(u)] = rows.md[:u]
-            self.M[new, new] = Mn
         self.entry = np.concatenate([self.entry, self.clock + np.arange(u)])
         self.clock += u
         self.kap = np.concatenate([self.kap, kap[S]])
+        self._nu_cache = None
         return np.concatenate([ks, -1 - (t0 + S)])
 
     # ------------------------------------------------------------ pruning
@@ -287,48 +286,50 @@ class PrunedForm(Form):
         return order[np.argsort(scores[order], kind="stable")[:q]], Kinv
 
     def _remove(self, A: np.ndarray, V: np.ndarray) -> None:
-        """M' = M_AA: the trailing kept rows' factor takes their leavers' columns in
-        (one dtpqrt); r' = L'^-1 qv_A."""
+        """M' = M_AA: rows above the first leaver p0 are unchanged; the trailing kept
+        rows t are refactored, ``L'_tt L'_tt' = X X'`` with ``X = L[t, p0:]`` (their
+        columns from p0 on, the leavers' included): one product and one dpotrf
+        (n_t^2 (n - p0) + n_t^3 / 3 flops, BLAS-3; dtpqrt with q = n_t / 8 columns
+        measured 20x slower); r' = L'^-1 qv_A."""
+        n = self.n
         p0 = int(V[0])
         tail = A[A > p0]
-        Lam = np.ascontiguousarray(self.L[np.ix_(tail, V)])
-        Lt = np.ascontiguousarray(self.L[np.ix_(tail, tail)])
-        _blas.tpqrt_update(Lt, Lam)
-        head = self.L[np.ix_(tail, np.arange(p0))]
         m = A.shape[0]
-        self.L[p0:m, :p0] = head
+        X = np.ascontiguousarray(self.L[tail, p0:n])
+        Lt = np.empty((tail.shape[0], tail.shape[0]))
+        _blas.gemm_sub(1.0, X, X.T.copy(), 0.0, Lt)
+        if _blas.potrf_lower(Lt):
+            raise np.linalg.LinAlgError("the pruned precision is not positive definite")
+        self.L[p0:m, :p0] = self.L[tail, :p0]
         self.L[p0:m, p0:m] = np.tril(Lt)
-        self._compact(A)
+        self.zeta[:m] = self.zeta[A]
         self.qv[:m] = self.qv[A]
         self._refresh_r(m)
 
     def _project(self, A, V, nu, Kinv, a: float) -> None:
-        """M' = M_AA - m (U'MU)^-1 m', nu' = nu_A + E nu_V (module docstring)."""
+        """M'^-1 = T' M^-1 T = Z'Z with Z = L^-1 T (one trsm); a QR of Z with its
+        columns reversed, ``Z J = Q R``, gives ``L' = J R^-1 J`` (lower, M' = L' L')
+        without forming M' (whose ``M_AA - m (U'MU)^-1 m'`` cancels badly when a K
+        dwarfs D^-1); nu' = nu_A + E nu_V, r' = L'' nu' / a, qv' = L' r'."""
         n = self.n
         m = A.shape[0]
         E = -cho_solve(cho_factor(Kinv[np.ix_(V, V)]), Kinv[np.ix_(V, A)]).T  # m x q
         nu2 = nu[A] + E @ nu[V]
-        M = self.M[:n, :n]
-        MU = M[:, V] - M[:, A] @ E
-        S = MU[V] - E.T @ MU[A]
-        C = np.linalg.cholesky((S + S.T) / 2.0)
-        N = solve_triangular(C, MU[A].T, lower=True, check_finite=False).T  # m C^-T
-        M2 = M[np.ix_(A, A)] - N @ N.T
-        M2 = (M2 + M2.T) / 2.0
-        Lf, info = dpotrf(M2, lower=1)
+        Z = np.zeros((n, m))
+        Z[A, np.arange(m)] = 1.0
+        Z[V, :] = E.T
+        _blas.trsm_lower_left(self._Ln(), Z)
+        R = np.linalg.qr(Z[:, ::-1], mode="r")
+        Rinv, info = dtrtri(R, lower=0)
         if info:
-            raise np.linalg.LinAlgError("the projected precision is not positive definite")
+            raise np.linalg.LinAlgError("the projected precision is singular")
+        Lp = np.ascontiguousarray(Rinv[::-1, ::-1])
+        Lp *= np.sign(np.diagonal(Lp))[None, :]
         self.G[:m, :m] = self.G[np.ix_(A, A)]
-        self.M[:m, :m] = M2
-        self.L[:m, :m] = np.tril(Lf)
+        self.L[:m, :m] = np.tril(Lp)
         self.zeta[:m] = self.zeta[A]
-        self.qv[:m] = M2 @ nu2 / a
-        self.r[:m] = self.L[:m, :m].T @ nu2 / a
-
-    def _compact(self, A: np.ndarray) -> None:
-        m = A.shape[0]
-        self.zeta[:m] = self.zeta[A]
-        self.r[m:] = 0.0
+        self.r[:m] = Lp.T @ nu2 / a
+        self.qv[:m] = Lp @ self.r[:m]
 
     def _refresh_r(self, m: int) -> None:
         R = self.qv[:m].reshape(m, 1).copy()
@@ -337,7 +338,7 @@ class PrunedForm(Form):
 
     # ------------------------------------------------------------ rollback, state
 
-    _ARRAYS = ("L", "r", "qv", "zeta", "G", "M")
+    _ARRAYS = ("L", "r", "qv", "zeta", "G")
 
     def checkpoint(self):
         saved = tuple(getattr(self, k).copy() for k in self._ARRAYS)
@@ -363,7 +364,6 @@ class PrunedForm(Form):
             "qv": self.qv[:n].copy(),
             "zeta": self.zeta[:n].copy(),
             "G": self.G[:m, :m].copy(),
-            "M": self.M[:m, :m].copy(),
             "counter": np.array(self.counter, dtype=np.int64),
         }
         return {**state, **self.slots_state()}
@@ -384,7 +384,6 @@ class PrunedForm(Form):
             getattr(self, k)[:n] = np.asarray(state[k], dtype=np.float64)
         if self.projects:
             self.G[:n, :n] = np.asarray(state["G"], dtype=np.float64)
-            self.M[:n, :n] = np.asarray(state["M"], dtype=np.float64)
         self._nu_cache = None
 
 
