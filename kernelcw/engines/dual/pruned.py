@@ -36,7 +36,8 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
-from scipy.linalg import cho_factor, cho_solve, solve_triangular
+from scipy.linalg import cho_factor, cho_solve, qr, solve_triangular
+from scipy.linalg.blas import dgemv
 from scipy.linalg.lapack import dpotrf, dpotri, dtrtri
 
 from ... import _blas
@@ -314,12 +315,12 @@ class PrunedForm(Form):
         n = self.n
         m = A.shape[0]
         E = -cho_solve(cho_factor(Kinv[np.ix_(V, V)]), Kinv[np.ix_(V, A)]).T  # m x q
-        nu2 = nu[A] + E @ nu[V]
+        nu2 = dgemv(1.0, E, nu[V], beta=1.0, y=nu[A].copy())
         Z = np.zeros((n, m))
         Z[A, np.arange(m)] = 1.0
         Z[V, :] = E.T
         _blas.trsm_lower_left(self._Ln(), Z)
-        R = np.linalg.qr(Z[:, ::-1], mode="r")
+        R = qr(Z[:, ::-1], mode="r", overwrite_a=True, check_finite=False)[0][:m]
         Rinv, info = dtrtri(R, lower=0)
         if info:
             raise np.linalg.LinAlgError("the projected precision is singular")
@@ -328,8 +329,8 @@ class PrunedForm(Form):
         self.G[:m, :m] = self.G[np.ix_(A, A)]
         self.L[:m, :m] = np.tril(Lp)
         self.zeta[:m] = self.zeta[A]
-        self.r[:m] = Lp.T @ nu2 / a
-        self.qv[:m] = Lp @ self.r[:m]
+        self.r[:m] = dgemv(1.0 / a, Lp, nu2, trans=1)
+        self.qv[:m] = dgemv(1.0, Lp, self.r[:m])
 
     def _refresh_r(self, m: int) -> None:
         R = self.qv[:m].reshape(m, 1).copy()
