@@ -50,7 +50,9 @@ class EngineSpec:
 
     ``form`` is one of :data:`FORMS`; ``rule`` carries the prior scale ``a``.
     ``kernel`` is set for the dual form only; ``block_size=None`` lets the engine
-    choose. ``seed`` drives the "random" budget policy.
+    choose. ``seed`` drives the "random" budget policy. ``budget_batch`` (q): how
+    many support vectors leave at once when an update takes a budgeted model past
+    its budget (1: one per round; q > 1: the batch-pruned Cholesky form).
     """
 
     form: str
@@ -64,6 +66,7 @@ class EngineSpec:
     budget: int | None = None
     budget_policy: str = "project"
     seed: int = 0
+    budget_batch: int = 1
 
     @property
     def a(self) -> float:
@@ -115,6 +118,21 @@ def _check_int(name: str, value, allow_none: bool) -> None:
         raise ValueError(f"{name}={value!r} must be {what}")
 
 
+def _check_batch(est, rule: RuleParams) -> None:
+    """``budget_batch`` (read with a default of 1 until every estimator has it)."""
+    q = getattr(est, "budget_batch", 1)
+    _check_int("budget_batch", q, allow_none=False)
+    if q == 1:
+        return
+    if est.budget is not None and q > est.budget:
+        raise ValueError(f"budget_batch={q!r} must be at most budget={est.budget!r}")
+    if est.solver != "cholesky" or rule.rule in FIRST_ORDER:
+        raise ValueError(
+            f"budget_batch={q!r} > 1 needs solver='cholesky' and a second-order rule "
+            "(the explicit nu/Pi form prunes one support vector per round)"
+        )
+
+
 def check_params(est) -> tuple[RuleParams, str]:
     """Validate every parameter of a kernelcw estimator; return its rule (with ``a``)
     and the engine form that will learn (one of :data:`FORMS`).
@@ -137,6 +155,7 @@ def check_params(est) -> tuple[RuleParams, str]:
         raise ValueError(f"shuffle={est.shuffle!r} must be True or False")
     _check_int("budget", est.budget, allow_none=True)
     check_option("budget_policy", est.budget_policy, POLICIES)
+    _check_batch(est, rule)
     # gamma, degree and coef0 are checked whatever the kernel, as scikit-learn's SVC does
     Kernel(est.kernel, est.gamma, est.degree, est.coef0, 1)
     linear = isinstance(est.kernel, str) and est.kernel == "linear"
@@ -192,5 +211,6 @@ def engine_spec(
         spec.solver = est.solver
         spec.budget = est.budget
         spec.budget_policy = est.budget_policy
+        spec.budget_batch = int(getattr(est, "budget_batch", 1))
         spec.seed = int(check_random_state(est.random_state).randint(0, 2**62))
     return spec

@@ -29,6 +29,34 @@ An alternative mean for "remove", ``remove_mean="unlearn"`` (nu' = -(1/a) Pi' (g
 p's natural-parameter term g_p phi(x_p) is taken out of h = Sigma^-1 mu too), with its KL
 score, is available for comparison; it is not the semantics above.
 
+Batch pruning (``batch`` = q >= 1, default 1): when an update takes the list to
+``budget + 1``, q of them leave at once, so that the list holds ``budget + 1 - q`` after the
+prune (and at most ``budget`` after every round). Which q (:meth:`RefBudgetLearner.choose_many`):
+
+- ``"oldest"``: the q that entered first.
+- ``"random"``: q successive draws without replacement, one counter step per draw: draw j
+  (j = 0..q-1, counter c + j) takes, from the list in entry order with the newest and the
+  j already drawn left out (m = n - 1 - j candidates), the min(floor(U m), m - 1)-th.
+- ``"smallest"``: the q smallest KL scores (all but the newest), computed ONCE on the model
+  before the prune (not recomputed between the q). Ties: oldest.
+- ``"project"``: the q smallest project scores (over all n), computed once. Ties: oldest.
+
+How the set V leaves (A = the rest; :func:`remove_many`, :func:`project_many`):
+
+- remove: Pi' = Pi_AA - Pi_AV Pi_VV^-1 Pi_VA (V's rows and columns of M deleted:
+  M' = M_AA); nu' = nu_A ("drop") or nu' = -(1/a) Pi' (g/zeta)_A ("unlearn"). This is
+  exactly q successive single removals of V's members (a principal submatrix of a
+  principal submatrix), so the set is all that batching changes for remove policies.
+- project (Csato & Opper, several points at once): E = Kj_AA^-1 Kj_AV (|A| x |V|: each
+  removed input written in the kept ones), T = [I_A ; E'] in the (A, V) ordering,
+  nu' = T' nu = nu_A + E nu_V, Pi' = T' Pi T. This is the KL-optimal Gaussian on the span
+  of A (mu' = P_A mu, Sigma' = a (I - P_A) + P_A Sigma P_A, P_A the orthogonal projection
+  onto span Phi_A in the feature space of the jittered kernel, where Kj is a Gram matrix);
+  since P_A P_{A+p} = P_A, it also equals projecting V's members one at a time onto the
+  shrinking rest (same set V), to rounding.
+
+``batch=1`` is the round-by-round reference above, exactly (same code path).
+
 Everything with plain ``np.linalg`` (inv / solve) each round. The support list stays in
 entry order (oldest first), as the estimators' attributes are.
 
@@ -56,8 +84,10 @@ __all__ = [
     "kl_scores_primal",
     "one_minus_s",
     "project",
+    "project_many",
     "project_scores",
     "remove",
+    "remove_many",
     "run_ref_budget",
     "seed_from",
     "splitmix64_uniform",
@@ -210,6 +240,44 @@ def project(nu, Pi, K, p: int, first_order: bool) -> tuple[np.ndarray, np.ndarra
     return nu2, A @ np.asarray(Pi, dtype=float) @ A.T
 
 
+def remove_many(
+    nu, Pi, V, first_order: bool, a: float | None = None, gz=None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Remove the set V (indices) at once: Pi' = Pi_AA - Pi_AV Pi_VV^-1 Pi_VA, nu' = nu_A
+    (or, ``gz`` given, the "unlearn" mean nu' = -(1/a) Pi' gz_A). First order: only nu."""
+    n = len(nu)
+    V = np.asarray(sorted(V), dtype=int)
+    keep = np.setdiff1d(np.arange(n), V)
+    nu2 = np.asarray(nu, dtype=float)[keep]
+    if first_order:
+        return nu2, np.zeros((keep.size, keep.size))
+    Pi = np.asarray(Pi, dtype=float)
+    PAV = Pi[np.ix_(keep, V)]
+    Pi2 = Pi[np.ix_(keep, keep)] - PAV @ np.linalg.solve(Pi[np.ix_(V, V)], PAV.T)
+    Pi2 = (Pi2 + Pi2.T) / 2.0
+    if gz is not None:
+        nu2 = -(Pi2 @ np.asarray(gz, dtype=float)[keep]) / a
+    return nu2, Pi2
+
+
+def project_many(nu, Pi, K, V, first_order: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Project the set V at once onto the span of the rest A: E = Kj_AA^-1 Kj_AV,
+    nu' = nu_A + E nu_V, Pi' = T' Pi T with T = [I_A ; E'] in the (A, V) ordering."""
+    n = len(nu)
+    V = np.asarray(sorted(V), dtype=int)
+    keep = np.setdiff1d(np.arange(n), V)
+    Kj = _jittered(K)
+    E = np.linalg.solve(Kj[np.ix_(keep, keep)], Kj[np.ix_(keep, V)])
+    nu = np.asarray(nu, dtype=float)
+    nu2 = nu[keep] + E @ nu[V]
+    if first_order:
+        return nu2, np.zeros((keep.size, keep.size))
+    T = np.zeros((n, keep.size))
+    T[keep, np.arange(keep.size)] = 1.0
+    T[V, :] = E.T
+    return nu2, T.T @ np.asarray(Pi, dtype=float) @ T
+
+
 # ---------------------------------------------------------------------------------------
 # A budgeted binary learner
 # ---------------------------------------------------------------------------------------
@@ -249,7 +317,8 @@ class RefBudgetLearner(rd.RefDualLearner):
     :class:`Removal` each) and ``support_log`` (the support list after every round).
     ``budget=None``: the unbudgeted learner. ``remove_mean``: "drop" (nu' = nu_{-p}, the
     semantics under test) or "unlearn" (see :func:`remove`; keeps ``g`` per support
-    vector, g = zeta f + alpha y (1 + zeta v) with f, v before its update).
+    vector, g = zeta f + alpha y (1 + zeta v) with f, v before its update). ``batch``: q,
+    how many leave at once when the list reaches ``budget + 1`` (module docstring).
     """
 
     def __init__(
@@ -259,9 +328,15 @@ class RefBudgetLearner(rd.RefDualLearner):
         policy: str = "project",
         seed: int = 0,
         remove_mean: str = "drop",
+        batch: int = 1,
         **params,
     ) -> None:
         super().__init__(rule, **params)
+        if not (isinstance(batch, int) and batch >= 1):
+            raise ValueError(f"batch must be an int >= 1, got {batch!r}")
+        if budget is not None and batch > budget:
+            raise ValueError(f"batch {batch} > budget {budget}")
+        self.batch = batch
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}")
         if remove_mean not in ("drop", "unlearn"):
@@ -289,7 +364,10 @@ class RefBudgetLearner(rd.RefDualLearner):
             G[n0, n0] = kappa
             self.gram = G
             if self.budget is not None and self.nu.size > self.budget:
-                self._evict(pos)
+                if self.batch == 1:
+                    self._evict(pos)
+                else:
+                    self._evict_many(pos)
         self.support_log.append(tuple(self.support))
         return step
 
@@ -309,6 +387,47 @@ class RefBudgetLearner(rd.RefDualLearner):
         else:
             scores = project_scores(self.nu, self.gram)
         return int(np.argmin(scores)), scores  # first of ties = the oldest
+
+    def choose_many(self, q: int) -> tuple[list[int], np.ndarray | None]:
+        """(indices in entry order of the q victims, in the order chosen; the scores or
+        None): module docstring, "Batch pruning"."""
+        n = self.nu.size
+        if self.policy == "oldest":
+            return list(range(q)), None
+        if self.policy == "random":
+            pool = list(range(n - 1))  # the newest is left out
+            out = []
+            for j in range(q):
+                u = splitmix64_uniform(self.seed, self.n_removed + j)
+                m = len(pool)
+                out.append(pool.pop(min(int(math.floor(u * m)), m - 1)))
+            return out, None
+        if self.policy == "smallest":
+            scores = kl_scores(self.nu, self.Pi, self.gram, self.a, self.first_order, self._gz())
+            scores = scores[: n - 1]
+        else:
+            scores = project_scores(self.nu, self.gram)
+        order = np.argsort(scores, kind="stable")  # ties: the oldest first
+        return [int(i) for i in order[:q]], scores
+
+    def _evict_many(self, pos: int) -> None:
+        q = self.batch
+        V, scores = self.choose_many(q)
+        if self.policy == "project":
+            self.nu, self.Pi = project_many(self.nu, self.Pi, self.gram, V, self.first_order)
+        else:
+            self.nu, self.Pi = remove_many(
+                self.nu, self.Pi, V, self.first_order, a=self.a, gz=self._gz()
+            )
+        keep = np.setdiff1d(np.arange(self.gram.shape[0]), V)
+        self.gram = self.gram[np.ix_(keep, keep)]
+        victims = [self.support[p] for p in V]
+        self.support = [self.support[i] for i in keep]
+        self.zeta = [self.zeta[i] for i in keep]
+        self.g = [self.g[i] for i in keep]
+        for p, victim in zip(V, victims, strict=True):
+            self.removals.append(Removal(int(pos), int(victim), int(p), scores))
+        self.n_removed += q
 
     def _gz(self):
         """g / zeta per support vector for the "unlearn" mean, else None."""
@@ -342,8 +461,8 @@ class RefBudgetLearner(rd.RefDualLearner):
 
 class RefBudgetModel(rd.RefDualModel):
     """:class:`reference_dual.RefDualModel` whose binary learners carry a budget:
-    ``budget``, ``budget_policy``, ``seed`` (shared by the one-vs-rest models) and
-    ``remove_mean``."""
+    ``budget``, ``budget_policy``, ``seed`` (shared by the one-vs-rest models),
+    ``remove_mean`` and ``batch``."""
 
     def __init__(
         self,
@@ -357,12 +476,15 @@ class RefBudgetModel(rd.RefDualModel):
         budget_policy: str = "project",
         seed: int = 0,
         remove_mean: str = "drop",
+        batch: int = 1,
         **params,
     ) -> None:
         super().__init__(rule, classes, kernel, gamma, degree, coef0, **params)
         name = rd.kernel_name(kernel)
         self.learners = [
-            RefBudgetLearner(rule, budget, budget_policy, seed, remove_mean, name=name, **params)
+            RefBudgetLearner(
+                rule, budget, budget_policy, seed, remove_mean, batch, name=name, **params
+            )
             for _ in self.learners
         ]
 
@@ -372,8 +494,8 @@ def run_ref_budget(
 ) -> rd.RefDualResult:
     """Feed (X, y) ``n_passes`` times to a fresh :class:`RefBudgetModel`.
 
-    ``params``: budget, budget_policy, seed, remove_mean, gamma, degree, coef0 and the learner's
-    parameters. The result's ``support`` / ``nu`` / ``Pi`` are in entry order."""
+    ``params``: budget, budget_policy, seed, remove_mean, batch, gamma, degree, coef0 and
+    the learner's parameters. The result's ``support`` / ``nu`` / ``Pi`` are in entry order."""
     return rd.run_ref_dual(
         rule, X, y, kernel, classes, n_passes, model_cls=RefBudgetModel, **params
     )

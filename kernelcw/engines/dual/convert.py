@@ -3,9 +3,10 @@
 A model starts in the append-only panel form (second-order rules, solver
 "cholesky") or in the explicit form (solver "explicit", first-order rules). When a
 budget first binds on a panel form, part-way through a block, the model continues
-from that round in the queue form (policy "oldest") or the explicit form (the other
-policies). Each switch is once per model; the new form takes the slots over and the
-old one is left unchanged (so a checkpoint of it still restores it).
+from that round in the batch-pruned form (``budget_batch`` q > 1, every policy),
+the queue form (policy "oldest") or the explicit form (the other policies). Each
+switch is once per model; the new form takes the slots over and the old one is
+left unchanged (so a checkpoint of it still restores it).
 """
 
 from __future__ import annotations
@@ -16,9 +17,16 @@ from ...budget import make_policy
 from .explicit import ExplicitForm
 from .form import Context, Form
 from .panels import PanelForm
+from .pruned import PrunedForm
 from .queue import QueueForm
 
-__all__ = ["initial_form", "on_budget", "panels_to_explicit", "panels_to_queue"]
+__all__ = [
+    "initial_form",
+    "on_budget",
+    "panels_to_explicit",
+    "panels_to_pruned",
+    "panels_to_queue",
+]
 
 
 def initial_form(ctx: Context, solver: str) -> Form:
@@ -32,6 +40,8 @@ def initial_form(ctx: Context, solver: str) -> Form:
 def on_budget(form: PanelForm, ctx: Context, ks: np.ndarray, remaining: int):
     """The form a panel model continues in when its budget binds with ``remaining``
     block inputs to go; returns (the new form, ks in its slot order)."""
+    if ctx.batch > 1:
+        return panels_to_pruned(form, ctx), ks
     if ctx.policy == "oldest":
         return panels_to_queue(form, ctx, ks)
     return panels_to_explicit(form, ctx, min(form.n + remaining, ctx.budget) + 1), ks
@@ -57,6 +67,21 @@ def panels_to_explicit(p: PanelForm, ctx: Context, need: int) -> ExplicitForm:
     x.zsv[:n] = p.zeta
     x.gsv = np.zeros(cap)
     x.gsv[:n] = p.zeta * p.unlearning_weights()
+    return x
+
+
+def panels_to_pruned(p: PanelForm, ctx: Context) -> PrunedForm:
+    """The batch-pruned form from the panel form's state (dense L, r, zeta, Gram
+    cache; slots in entry order); ``qv = L r``."""
+    n = p.n
+    x = PrunedForm(ctx.policy, ctx.budget, ctx.batch, ctx.seed)
+    x.take_slots(p)
+    x.L[:n, :n] = np.tril(p.LK[:n, :n])
+    x.r[:n] = p.r
+    x.qv[:n] = p.unlearning_weights()
+    x.zeta[:n] = p.zeta
+    if x.projects:
+        x.G[:n, :n] = p.dense_gram()
     return x
 
 

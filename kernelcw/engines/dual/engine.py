@@ -29,13 +29,14 @@ from .convert import initial_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form
 from .panels import PanelForm
+from .pruned import PrunedForm
 from .queue import QueueForm
 from .status import STOP, raise_for, unusable
 from .store import SupportStore
 
 __all__ = ["DualEngine"]
 
-_FORMS = {c.code: c for c in (PanelForm, ExplicitForm, QueueForm)}
+_FORMS = {c.code: c for c in (PanelForm, ExplicitForm, QueueForm, PrunedForm)}
 
 
 def _plain(rule: RuleParams) -> RuleParams:
@@ -58,6 +59,7 @@ class DualEngine(Locked):
             seed=int(spec.seed),
             block_size=int(spec.block_size),
             known_psd=spec.kernel.known_psd,
+            batch=int(spec.budget_batch),
         )
         self.store = SupportStore(spec.kernel)
         self.forms: list[Form] = [
@@ -87,8 +89,9 @@ class DualEngine(Locked):
 
     def factor_forms(self) -> list[str]:
         """The factor form each binary model is in: "panels" (append-only Cholesky),
-        "explicit" (nu/Pi), "queue" (the "oldest" budget's Cholesky queue) or
-        "first_order" (nu alone)."""
+        "explicit" (nu/Pi), "queue" (the "oldest" budget's Cholesky queue),
+        "pruned" (a budget pruned q at a time, :mod:`.pruned`) or "first_order" (nu
+        alone)."""
         return [f.name for f in self.forms]
 
     @property

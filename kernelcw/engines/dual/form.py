@@ -1,7 +1,7 @@
 """What every factor form of a binary dual model is: its slots and its interface.
 
 A binary model lives in exactly one form at a time (:mod:`.panels`, :mod:`.explicit`,
-:mod:`.queue`; :mod:`.convert` switches between them). Support vector i lives in
+:mod:`.queue`, :mod:`.pruned`; :mod:`.convert` switches between them). Support vector i lives in
 slot i; every form keeps, by slot, ``idx`` (its row in the engine's support store),
 ``entry`` (when it entered: removals move the last slot into the freed one, so
 the dual attributes are sorted by entry) and ``kap`` (its k(x, x)), and the count
@@ -27,8 +27,9 @@ __all__ = ["BlockData", "Context", "Form", "Walked"]
 class Context(NamedTuple):
     """What the engine tells a form's walk: the rule (a
     :class:`kernelcw.rules.RuleParams`), the prior scale, the budget (None for
-    none), the budget policy's name and seed, the block size, and whether the kernel
-    is positive semi-definite by construction."""
+    none), the budget policy's name and seed, the block size, whether the kernel
+    is positive semi-definite by construction, and ``batch``: how many support
+    vectors leave at once when the budget overflows (:mod:`.pruned` for q > 1)."""
 
     rule: object
     a: float
@@ -37,6 +38,7 @@ class Context(NamedTuple):
     seed: int
     block_size: int
     known_psd: bool
+    batch: int = 1
 
 
 class BlockData(NamedTuple):
