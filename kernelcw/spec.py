@@ -119,8 +119,8 @@ def _check_int(name: str, value, allow_none: bool) -> None:
 
 
 def _check_batch(est, rule: RuleParams) -> None:
-    """``budget_batch`` (read with a default of 1 until every estimator has it)."""
-    q = getattr(est, "budget_batch", 1)
+    """``budget_batch``: an integer in [1, budget]; q > 1 only where it is built."""
+    q = est.budget_batch
     _check_int("budget_batch", q, allow_none=False)
     if q == 1:
         return
@@ -211,6 +211,6 @@ def engine_spec(
         spec.solver = est.solver
         spec.budget = est.budget
         spec.budget_policy = est.budget_policy
-        spec.budget_batch = int(getattr(est, "budget_batch", 1))
+        spec.budget_batch = int(est.budget_batch)
         spec.seed = int(check_random_state(est.random_state).randint(0, 2**62))
     return spec

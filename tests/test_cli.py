@@ -217,6 +217,14 @@ def test_option_that_applies_to_no_algorithm_is_noted(capsys):
     assert "arow" in table_rows(captured.out)
 
 
+def test_budget_batch_prunes_in_batches(capsys):
+    argv = ["run", "--kernel", "rbf", "--budget", "60", "-a", "scw1", "--limit", "300", "--json"]
+    assert main([*argv, "--budget-batch", "15"]) == 0
+    row = json.loads(capsys.readouterr().out)["results"][0]
+    assert row["params"]["budget_batch"] == 15
+    assert 0 < row["support"] <= 60
+
+
 def test_option_ignored_by_some_algorithms_names_them(capsys):
     assert main(["run", "--limit", "30", "-a", "scw1,arow", "--eta", "0.9"]) == 0
     captured = capsys.readouterr()

@@ -277,6 +277,14 @@ def _add_kernel_options(run: argparse.ArgumentParser) -> None:
         "projection onto the others moves the model least, and its weight is projected "
         "onto them)",
     )
+    g.add_argument(
+        "--budget-batch",
+        type=_positive_int,
+        metavar="Q",
+        help="how many support vectors leave at once when the budget overflows (default 1, "
+        "round by round; Q > 1 prunes in batches, much faster at large budgets, "
+        "second-order rules only)",
+    )
 
 
 def _add_data_options(run: argparse.ArgumentParser) -> None:

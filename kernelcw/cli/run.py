@@ -36,6 +36,7 @@ _SHARED_OPTIONS = (
     "solver",
     "budget",
     "budget_policy",
+    "budget_batch",
 )
 
 
@@ -91,6 +92,7 @@ def _unused_options(args: argparse.Namespace) -> list[str]:
         "coef0": kernel == "poly",
         "solver": dual,
         "budget_policy": args.budget is not None,
+        "budget_batch": args.budget is not None,
         "diag_method": args.covariance == "diag" and not dual,
     }
     why = {
@@ -100,6 +102,7 @@ def _unused_options(args: argparse.Namespace) -> list[str]:
         "solver": "the solver is the dual form's, and this run is primal (linear kernel, "
         "no --budget, no --dual)",
         "budget_policy": "there is no --budget",
+        "budget_batch": "there is no --budget",
         "diag_method": "it needs --covariance diag in the primal form",
     }
     return [

@@ -38,6 +38,7 @@ STRUCTURAL = (
     "covariance",
     "budget",
     "budget_policy",
+    "budget_batch",
 )
 
 #: Held while a model's first partial_fit call starts it (creates its engine).

@@ -42,6 +42,14 @@ COMMON_DOC = """
         ``random_state``), the one whose removal moves the mean least, or the one
         whose projection onto the others moves it least, projected KL-optimally
         (Csato & Opper 2002). Every policy keeps Sigma positive definite.
+    budget_batch : int, default=1
+        How many support vectors leave at once when an update takes the model past
+        its budget (q). 1 is the round-by-round policy of the papers. q > 1 prunes
+        the q lowest-scored (the q oldest, q random draws) at once, leaving
+        ``budget + 1 - q``, in a Cholesky form maintained with BLAS-3 once per q
+        overflows (second-order rules, ``solver="cholesky"``): much faster at large
+        budgets, and a different (batch) policy, so results change (on magic,
+        "project" at q = budget / 8 stayed within 0.25 points of q = 1).
     block_size : int or None, default=None
         Inputs per block of the blocked learners (the dual engine, and the primal
         one with full covariance); None picks 256 for the dual and

@@ -40,6 +40,7 @@ class AROWClassifier(CWEstimator):
         block_size=None,
         budget=None,
         budget_policy="project",
+        budget_batch=1,
         covariance="full",
         diag_method="kl",
         n_iter=1,
@@ -57,6 +58,7 @@ class AROWClassifier(CWEstimator):
         self.block_size = block_size
         self.budget = budget
         self.budget_policy = budget_policy
+        self.budget_batch = budget_batch
         self.covariance = covariance
         self.diag_method = diag_method
         self.n_iter = n_iter

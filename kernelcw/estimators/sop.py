@@ -60,6 +60,7 @@ class SOPClassifier(CWEstimator):
         block_size=None,
         budget=None,
         budget_policy="project",
+        budget_batch=1,
         covariance="full",
         diag_method="kl",
         n_iter=1,
@@ -76,6 +77,7 @@ class SOPClassifier(CWEstimator):
         self.block_size = block_size
         self.budget = budget
         self.budget_policy = budget_policy
+        self.budget_batch = budget_batch
         self.covariance = covariance
         self.diag_method = diag_method
         self.n_iter = n_iter
