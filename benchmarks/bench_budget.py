@@ -116,12 +116,9 @@ def accuracy(args) -> tuple[str, dict]:
 
 
 def _batched(est, args):
-    """``est`` pruning ``--batch`` support vectors at once (a spec field the estimators
-    read with a default of 1 until they take it as a parameter)."""
+    """``est`` pruning ``--batch`` support vectors at once (``budget_batch``)."""
     q = min(args.batch, est.budget) if est.budget else 1
-    if q > 1:
-        est.budget_batch = q
-    return est
+    return est.set_params(budget_batch=q) if q > 1 else est
 
 
 def plot(curves: dict, path) -> None:
@@ -158,8 +155,7 @@ def throughput(args) -> str:
     AROWClassifier(kernel="rbf").fit(X[:300], y[:300])
     full = AROWClassifier(kernel="rbf")
     buds = {
-        p: _batched(AROWClassifier(kernel="rbf", budget=B, budget_policy=p), args)
-        for p in policies
+        p: _batched(AROWClassifier(kernel="rbf", budget=B, budget_policy=p), args) for p in policies
     }
     # past the budget first: the one-time switch of form (O(B^3)) is not timed
     warm = B + 16
@@ -273,9 +269,11 @@ def main(argv=None):
             f"{args.tp_budget + 16} (the unbudgeted model: {args.tp_rounds} rounds, from "
             f"n_sv = {args.tp_budget + 16}).\n\n" + throughput(args) + "\n"
         )
-        path = write_result(
-            "budget_throughput", f"Budgets: throughput at B = {args.tp_budget}", body
+        name = "budget_throughput" + (f"_batch{args.batch}" if args.batch > 1 else "")
+        title = f"Budgets: throughput at B = {args.tp_budget}" + (
+            f", budget_batch = {args.batch}" if args.batch > 1 else ""
         )
+        path = write_result(name, title, body)
         print(path.read_text())
     if "memory" in parts:
         body = (
