@@ -229,13 +229,14 @@ class PrimalDiagEngine:
         self.rule = spec.rule
         w = np.empty((spec.n_features, spec.n_models, 2))
         w[...] = (0.0, spec.a)  # one contiguous pass
-        self._set_buffer(w)
+        self._set_buffer(w, prior=True)
 
-    def _set_buffer(self, w: np.ndarray) -> None:
+    def _set_buffer(self, w: np.ndarray, prior: bool) -> None:
         self._w = w
         self.mean = w[:, :, 0].T
         self.variance = w[:, :, 1].T
         self._armed = None  # the log the next learn call writes
+        self._prior = prior  # the state is still the prior N(0, a I)
 
     @property
     def n_models(self) -> int:
@@ -248,25 +249,34 @@ class PrimalDiagEngine:
     def learn(self, X, Y: np.ndarray, positions=None) -> LearnResult:
         out = np.empty((X.shape[0], self.n_models))
         log, self._armed = self._armed, None
+        self._prior = False
         counts = diag_fit(
             self.mean, self.variance, X, Y, self.rule, out, self.spec.diag_method, log
         )
         return LearnResult(out, *counts)
 
-    def checkpoint(self, X) -> UndoLog:
+    def checkpoint(self, X) -> UndoLog | None:
         """Arms an undo log for the next :meth:`learn` call (on X): the walk records each
         coordinate it first writes, O(coordinates written) per call instead of a copy
-        of the (K, d) state; :meth:`restore` writes them back."""
+        of the (K, d) state; :meth:`restore` writes them back. While the state is
+        still the prior (a ``fit``), nothing: :meth:`restore` rebuilds the prior."""
+        self._armed = None
+        if self._prior:
+            return None
         d, K, _ = self._w.shape
         cap = min(d, X.nnz) if sp.issparse(X) else (d if X.shape[0] else 0)
         idx = np.empty(cap, dtype=np.int64)
         self._armed = UndoLog(idx, np.empty((cap, K, 2)), np.zeros(1, np.int64))
         return self._armed
 
-    def restore(self, checkpoint: UndoLog) -> None:
+    def restore(self, checkpoint: UndoLog | None) -> None:
+        self._armed = None
+        if checkpoint is None:
+            self._w[...] = (0.0, self.spec.a)
+            self._prior = True
+            return
         n = int(checkpoint.n[0])
         self._w[checkpoint.idx[:n]] = checkpoint.val[:n]
-        self._armed = None
 
     def decision(self, X) -> np.ndarray:
         return np.asarray(X @ self.mean.T)
@@ -292,5 +302,5 @@ class PrimalDiagEngine:
         w = np.empty((d, K, 2))
         w[:, :, 0] = np.asarray(state["mean"], dtype=np.float64).reshape(K, d).T
         w[:, :, 1] = var.T + 0.0  # -0.0 -> +0.0: a variance's sign bit is the undo mark
-        eng._set_buffer(w)
+        eng._set_buffer(w, prior=False)
         return eng
