@@ -228,8 +228,14 @@ class PrimalDiagEngine:
         self.spec = spec
         self.rule = spec.rule
         w = np.empty((spec.n_features, spec.n_models, 2))
-        w[...] = (0.0, spec.a)  # one contiguous pass
         self._set_buffer(w, prior=True)
+        self._fill_prior()
+
+    def _fill_prior(self) -> None:
+        # (mean, variance) = (0, a) as one complex128 per pair: a contiguous fill at
+        # memory speed (broadcasting a 2-tuple runs numpy's inner loop 2 elements at a
+        # time: 5x slower, 0.24 s at d = 2^24)
+        self._w.view(np.complex128).fill(complex(0.0, self.spec.a))
 
     def _set_buffer(self, w: np.ndarray, prior: bool) -> None:
         self._w = w
@@ -272,7 +278,7 @@ class PrimalDiagEngine:
     def restore(self, checkpoint: UndoLog | None) -> None:
         self._armed = None
         if checkpoint is None:
-            self._w[...] = (0.0, self.spec.a)
+            self._fill_prior()
             self._prior = True
             return
         n = int(checkpoint.n[0])
