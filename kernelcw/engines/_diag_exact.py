@@ -45,7 +45,7 @@ def u_and_du(z, idx, val, s):
     du = 0.0
     for q in range(idx.shape[0]):
         x = val[q]
-        t = s[idx[q]] * x * x
+        t = abs(s[idx[q]]) * x * x  # abs: the undo log's mark (primal_diag.UndoLog)
         w = 1.0 / (1.0 + z * t)
         u += t * w
         du -= (t * w) * (t * w)
