@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._threads import BlasThreads
 from ...rules import RuleParams
 from ..base import LearnResult
 from .convert import initial_form, on_budget
@@ -115,25 +116,28 @@ class DualEngine:
         n_mis = np.zeros(K, dtype=np.int64)
         n_fl = np.zeros(K, dtype=np.int64)
         b = self._ctx.block_size
-        for lo in range(0, n, b):
-            hi = min(n, lo + b)
-            XB = X[lo:hi]
-            cols = positions[lo:hi]
-            Kbb, kap = store.kernel_block(XB, cols)
-            Ks = store.kernel_store(XB)
-            entered: list[np.ndarray] = []
-            slots: list[np.ndarray] = []
-            for k in range(K):
-                yk = np.ascontiguousarray(Y[lo:hi, k])
-                blk = BlockData(_rows(Ks, self.forms[k]), Kbb, kap, yk)
-                f_blk, src, ks, nfl = self._walk_model(k, blk, cols)
-                out[lo:hi, k] = f_blk
-                n_mis[k] += np.count_nonzero(np.where(f_blk >= 0.0, 1.0, -1.0) != yk)
-                n_upd[k] += src.shape[0]
-                n_fl[k] += nfl
-                entered.append(src)
-                slots.append(ks)
-            self._place(XB, cols, entered, slots)
+        d = 0 if self.spec.kernel.precomputed else X.shape[1]
+        with BlasThreads() as threads:  # the BLAS threads of each block (kernelcw._threads)
+            for lo in range(0, n, b):
+                hi = min(n, lo + b)
+                XB = X[lo:hi]
+                threads.block(_block_flops(store.n, hi - lo, d))
+                cols = positions[lo:hi]
+                Kbb, kap = store.kernel_block(XB, cols)
+                Ks = store.kernel_store(XB)
+                entered: list[np.ndarray] = []
+                slots: list[np.ndarray] = []
+                for k in range(K):
+                    yk = np.ascontiguousarray(Y[lo:hi, k])
+                    blk = BlockData(_rows(Ks, self.forms[k]), Kbb, kap, yk)
+                    f_blk, src, ks, nfl = self._walk_model(k, blk, cols)
+                    out[lo:hi, k] = f_blk
+                    n_mis[k] += np.count_nonzero(np.where(f_blk >= 0.0, 1.0, -1.0) != yk)
+                    n_upd[k] += src.shape[0]
+                    n_fl[k] += nfl
+                    entered.append(src)
+                    slots.append(ks)
+                self._place(XB, cols, entered, slots)
         return LearnResult(out, n_upd, n_mis, n_fl)
 
     def _walk_model(self, k: int, blk: BlockData, cols: np.ndarray):
@@ -217,6 +221,12 @@ class DualEngine:
 
     def _predict(self, X, with_variance: bool = False, chunk: int = 1024):
         """(f, v) for new data, each (n, K); v is None unless asked for."""
+        d = 0 if self.spec.kernel.precomputed else X.shape[1]
+        flops = _block_flops(self.store.n, min(chunk, X.shape[0]), d)
+        with BlasThreads(flops):
+            return self._predict_chunks(X, with_variance, chunk)
+
+    def _predict_chunks(self, X, with_variance: bool, chunk: int):
         self.check_usable()
         n = X.shape[0]
         K = self.n_models
@@ -288,6 +298,12 @@ class DualEngine:
             sub = _under(state, f"model{i}.")
             eng.forms[i] = _FORMS[int(sub["form"])].from_state(sub, eng._ctx)
         return eng
+
+
+def _block_flops(n_sv: int, b: int, d: int) -> float:
+    """The flops of one block's BLAS-3 work against n_sv support vectors: the
+    triangular solve (n_sv^2 b) and the kernel block (n_sv b d)."""
+    return float(n_sv) * b * (n_sv + d)
 
 
 def _under(state: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:

@@ -1,0 +1,161 @@
+"""BLAS threads: the ``blas_threads`` setting and the limit the engines enter per call.
+
+numpy and scipy each bundle an OpenBLAS (two thread pools). The engines make many
+small BLAS calls (one kernel block, one triangular solve, a few b x b products per
+block); with OpenBLAS's default threads every call wakes the pool, and its threads
+busy-wait after the call. On an idle machine that costs little, but when another
+process holds a core the spinning threads and the one doing the work fight over it:
+fits ran 12-40x slower than with one thread. So each engine call runs inside a
+:class:`BlasThreads` limit that covers both pools (threadpoolctl, as scikit-learn
+does), chosen from the work per call:
+
+- ``"auto"`` (the default): one thread for a block whose products take fewer than
+  :data:`AUTO_MIN_FLOPS` flops, BLAS's own setting (the thread count found on entry,
+  e.g. ``OPENBLAS_NUM_THREADS`` or the cores) for larger ones;
+- an int ``n``: exactly ``n`` threads in every call;
+- ``None``: leave BLAS alone (a user's own ``threadpoolctl.threadpool_limits``
+  applies).
+
+Users choose with :func:`set_config` (process-wide) or :func:`config_context` (a
+``with`` block, this thread only), in the style of scikit-learn's. Nothing happens
+at import: the threadpoolctl controller is made on first use and reused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+import threading
+from collections.abc import Iterator
+
+__all__ = ["AUTO_MIN_FLOPS", "BlasThreads", "config_context", "get_config", "set_config"]
+
+#: Flops per block (the block's BLAS-3 products: ``n_sv^2 b`` for the dual engine's
+#: triangular solve, ``d^2 b`` for the primal products) from which "auto" lets BLAS
+#: use its threads. Below it, one thread: 2 threads gained at most 1.5-2x on an idle
+#: 2-core machine there, and lost 5-50x on a busy one (``python -m benchmarks
+#: under_load`` and its results file).
+AUTO_MIN_FLOPS = 1e8
+
+_UNSET = object()
+_global = {"blas_threads": "auto"}
+_local = threading.local()
+
+
+def _check_blas_threads(value):
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+        return int(value)
+    raise ValueError(
+        f"blas_threads={value!r} must be 'auto', None or an integer >= 1 "
+        "(the number of BLAS threads)"
+    )
+
+
+def get_config() -> dict:
+    """kernelcw's settings as a dict: ``{"blas_threads": ...}`` (see :func:`set_config`)."""
+    override = getattr(_local, "stack", None)
+    return dict(override[-1]) if override else dict(_global)
+
+
+def set_config(blas_threads=_UNSET) -> None:
+    """Set kernelcw's settings for the whole process.
+
+    ``blas_threads``: how many threads the BLAS calls of ``fit``, ``partial_fit`` and
+    prediction use. ``"auto"`` (default): one thread for small blocks of work, BLAS's
+    own setting for large ones; an int: exactly that many; ``None``: leave BLAS as it
+    is (your own ``threadpoolctl.threadpool_limits`` applies).
+    """
+    if blas_threads is not _UNSET:
+        _global["blas_threads"] = _check_blas_threads(blas_threads)
+
+
+@contextlib.contextmanager
+def config_context(*, blas_threads=_UNSET) -> Iterator[None]:
+    """kernelcw's settings within a ``with`` block (this thread only), restored on
+    exit, also on error. Same values as :func:`set_config`::
+
+        with kernelcw.config_context(blas_threads=1):
+            clf.fit(X, y)
+    """
+    cfg = get_config()
+    if blas_threads is not _UNSET:
+        cfg["blas_threads"] = _check_blas_threads(blas_threads)
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    stack.append(cfg)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+_libs: list | None = None
+
+
+def blas_libraries() -> list:
+    """threadpoolctl's controllers of the BLAS libraries loaded (numpy's and scipy's
+    OpenBLAS), found once, on first use."""
+    global _libs
+    if _libs is None:
+        import scipy.linalg  # noqa: F401  (loads scipy's BLAS before the controller looks)
+        from threadpoolctl import ThreadpoolController
+
+        ctl = ThreadpoolController()
+        _libs = [lib for lib in ctl.lib_controllers if lib.user_api == "blas"]
+    return _libs
+
+
+class BlasThreads:
+    """The BLAS thread limit of one engine call (a context manager).
+
+    On entry it reads the configured ``blas_threads`` and each BLAS library's thread
+    count; :meth:`block` (before each block of work, with its flops) sets the count
+    "auto" chooses, touching the libraries only when the choice changes; on exit every
+    library gets back the count it had. With an int, the count is set on entry; with
+    None nothing is touched. About 2 us per library to enter and leave, when the
+    count changes (``python -m benchmarks under_load`` measures it).
+    """
+
+    __slots__ = ("_mode", "_saved", "_now", "_flops")
+
+    def __init__(self, flops: float = 0.0):
+        self._flops = flops
+
+    def __enter__(self) -> BlasThreads:
+        mode = get_config()["blas_threads"]
+        self._mode = mode
+        self._now = None
+        if mode is None:
+            self._saved = []
+            return self
+        self._saved = [(lib, lib.get_num_threads()) for lib in blas_libraries()]
+        if mode == "auto":
+            self.block(self._flops)
+        else:
+            self._set(mode)
+        return self
+
+    def block(self, flops: float) -> None:
+        """Before a block of ``flops`` flops: "auto" picks one thread or BLAS's own."""
+        if self._mode == "auto":
+            self._set(1 if flops < AUTO_MIN_FLOPS else 0)
+
+    def _set(self, n: int) -> None:
+        """n threads in every library; 0: each library's count on entry."""
+        if n == self._now:
+            return
+        for lib, saved in self._saved:
+            want = saved if n == 0 else n
+            if want is not None and want != (saved if self._now in (None, 0) else self._now):
+                lib.set_num_threads(want)
+        self._now = n
+
+    def __exit__(self, *exc) -> None:
+        if self._now not in (None, 0):
+            for lib, saved in self._saved:
+                if saved is not None and saved != self._now:
+                    lib.set_num_threads(saved)
+        self._now = None
