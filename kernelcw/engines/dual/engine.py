@@ -121,7 +121,7 @@ class DualEngine:
             for lo in range(0, n, b):
                 hi = min(n, lo + b)
                 XB = X[lo:hi]
-                threads.block(_block_flops(store.n, hi - lo, d))
+                threads.block(self._call_flops(hi - lo, d))
                 cols = positions[lo:hi]
                 Kbb, kap = store.kernel_block(XB, cols)
                 Ks = store.kernel_store(XB)
@@ -189,6 +189,20 @@ class DualEngine:
                 for f in self.forms:
                     f.idx = new_pos[f.idx]
 
+    def _call_flops(self, b: int, d: int) -> float:
+        """The flops of the largest BLAS call that b inputs (a block, or a chunk to
+        predict) make; it decides their BLAS threads (:class:`kernelcw._threads.BlasThreads`).
+        That is the kernel block (n_store b d) or a step of model k's forward solve
+        ``L^-1 K0``: the factor is kept in row panels, one per block that updated, and
+        the solve makes one call per panel, n_k x u x b for a panel of u rows, with u
+        estimated as the model's share of the rows seen, n_k B / n_seen (at most the
+        block size B). (A factor held as one triangle would make one n_k^2 b call.)"""
+        seen = max(1, self.store.n_seen)
+        n = max((f.n for f in self.forms), default=0)
+        bs = self._ctx.block_size
+        u = min(bs, n * bs / seen)
+        return max(float(self.store.n) * b * d, float(n) * b * u)
+
     # ------------------------------------------------------------ rollback
 
     def checkpoint(self, X):
@@ -222,8 +236,7 @@ class DualEngine:
     def _predict(self, X, with_variance: bool = False, chunk: int = 1024):
         """(f, v) for new data, each (n, K); v is None unless asked for."""
         d = 0 if self.spec.kernel.precomputed else X.shape[1]
-        flops = _block_flops(self.store.n, min(chunk, X.shape[0]), d)
-        with BlasThreads(flops):
+        with BlasThreads(self._call_flops(min(chunk, X.shape[0]), d)):
             return self._predict_chunks(X, with_variance, chunk)
 
     def _predict_chunks(self, X, with_variance: bool, chunk: int):
@@ -298,12 +311,6 @@ class DualEngine:
             sub = _under(state, f"model{i}.")
             eng.forms[i] = _FORMS[int(sub["form"])].from_state(sub, eng._ctx)
         return eng
-
-
-def _block_flops(n_sv: int, b: int, d: int) -> float:
-    """The flops of one block's BLAS-3 work against n_sv support vectors: the
-    triangular solve (n_sv^2 b) and the kernel block (n_sv b d)."""
-    return float(n_sv) * b * (n_sv + d)
 
 
 def _under(state: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
