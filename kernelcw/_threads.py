@@ -108,30 +108,49 @@ def blas_libraries() -> list:
     return _libs
 
 
+_lock = threading.Lock()
+_active = 0  # BlasThreads limits entered and not yet left, in all Python threads
+_base: list = []  # (library, its thread count) before the first of them was entered
+
+
+def _setter(lib):
+    """The library's own setter. threadpoolctl >= 3.6 lets only one Python thread (the
+    first to set a limit, while it lives) change OpenBLAS's process-wide count and
+    ignores the others silently: after a fit in a worker thread, every limit set from
+    the main thread was a no-op, and fits ran with all threads (4-30x slower on a busy
+    machine). The limit of an engine call must hold whichever thread makes it."""
+    return getattr(lib, "_real_set_num_threads", lib.set_num_threads)
+
+
 class BlasThreads:
     """The BLAS thread limit of one engine call (a context manager).
 
-    On entry it reads the configured ``blas_threads`` and each BLAS library's thread
-    count; :meth:`block` (before each block of work, with its flops) sets the count
-    "auto" chooses, touching the libraries only when the choice changes; on exit every
-    library gets back the count it had. With an int, the count is set on entry; with
-    None nothing is touched. About 2 us per library to enter and leave, when the
-    count changes (``python -m benchmarks under_load`` measures it).
+    On entry it reads the configured ``blas_threads``; :meth:`block` (before each
+    block of work, with the flops of its largest BLAS call) sets the count "auto"
+    chooses, touching the libraries only when the choice changes; when the last limit
+    entered in the process is left, every library gets back the count it had before
+    the first. With an int, the count is set on entry; with None nothing is touched.
+    Entering and leaving costs a few microseconds (``python -m benchmarks under_load
+    --parts overhead``).
     """
 
-    __slots__ = ("_mode", "_saved", "_now", "_flops")
+    __slots__ = ("_mode", "_now", "_flops")
 
     def __init__(self, flops: float = 0.0):
         self._flops = flops
 
     def __enter__(self) -> BlasThreads:
+        global _active, _base
         mode = get_config()["blas_threads"]
         self._mode = mode
         self._now = None
         if mode is None:
-            self._saved = []
             return self
-        self._saved = [(lib, lib.get_num_threads()) for lib in blas_libraries()]
+        libs = blas_libraries()
+        with _lock:
+            if _active == 0:
+                _base = [(lib, lib.get_num_threads()) for lib in libs]
+            _active += 1
         if mode == "auto":
             self.block(self._flops)
         else:
@@ -139,23 +158,29 @@ class BlasThreads:
         return self
 
     def block(self, flops: float) -> None:
-        """Before a block of ``flops`` flops: "auto" picks one thread or BLAS's own."""
+        """Before a block whose largest BLAS call takes ``flops``: "auto" picks one
+        thread below :data:`AUTO_MIN_FLOPS`, BLAS's own count (before any limit) above."""
         if self._mode == "auto":
             self._set(1 if flops < AUTO_MIN_FLOPS else 0)
 
     def _set(self, n: int) -> None:
-        """n threads in every library; 0: each library's count on entry."""
+        """n threads in every library; 0: each library's count before any limit."""
         if n == self._now:
             return
-        for lib, saved in self._saved:
-            want = saved if n == 0 else n
-            if want is not None and want != (saved if self._now in (None, 0) else self._now):
-                lib.set_num_threads(want)
+        for lib, base in _base:
+            want = base if n == 0 else n
+            if want is not None and lib.get_num_threads() != want:
+                _setter(lib)(want)
         self._now = n
 
     def __exit__(self, *exc) -> None:
-        if self._now not in (None, 0):
-            for lib, saved in self._saved:
-                if saved is not None and saved != self._now:
-                    lib.set_num_threads(saved)
+        global _active
+        if self._mode is None:
+            return
+        with _lock:
+            _active -= 1
+            if _active == 0:
+                for lib, base in _base:
+                    if base is not None and lib.get_num_threads() != base:
+                        _setter(lib)(base)
         self._now = None

@@ -206,3 +206,30 @@ def test_full_learner_scratch_never_reaches_its_products(monkeypatch):
     got = SCWClassifier(C=1.0, block_size=16).fit(X, y)
     assert np.array_equal(got.mean_, ref.mean_)
     assert np.array_equal(got.covariance_, ref.covariance_)
+
+
+def test_limit_holds_whichever_thread_fits(two_threads, monkeypatch):
+    """threadpoolctl >= 3.6 lets only the first Python thread that set a limit (while it
+    lives) change OpenBLAS's count: the cause of primal fits running 4-30x slower after
+    other fits in a worker thread (their one-thread limit was silently ignored). The
+    engines' limit must hold in every thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    seen = []
+    real = primal_full.full_fit
+
+    def spy(*args, **kw):
+        seen.append(_blas_threads())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(primal_full, "full_fit", spy)
+    X, y = _data(d=20)
+    with ThreadPoolExecutor(1) as pool:  # a worker takes control of OpenBLAS, stays alive
+        pool.submit(lambda: threadpool_limits(2, user_api="blas").restore_original_limits())
+        pool.submit(lambda: AROWClassifier().fit(X, y)).result()  # a worker thread's fit
+        AROWClassifier().fit(X, y)  # and the main thread's, while the worker lives
+        k = _SpyKernel()
+        pool.submit(lambda: SCWClassifier(kernel=k).fit(X, y)).result()
+    assert seen == [[1, 1], [1, 1]]
+    assert k.seen and all(s == [1, 1] for s in k.seen)
+    assert _blas_threads() == [2, 2]
