@@ -240,7 +240,14 @@ def part_floor(n_sv: int, repeats: int, setting) -> str:
         [n_now, f"{te * 1e3:.1f}", f"{min(t['engine']) * 1e3:.1f}", f"{tf * 1e3:.1f}",
          f"{min(t['floor']) * 1e3:.1f}", f"{te / tf:.2f}"]
     ]  # fmt: skip
-    head = ["n_sv", "engine ms/block", "(min)", "floor ms/block", "(min)", "engine / floor"]
+    head = [
+        f"n_sv (blas_threads={setting!r})",
+        "engine ms/block",
+        "(min)",
+        "floor ms/block",
+        "(min)",
+        "engine / floor",
+    ]
     return md_table(head, rows)
 
 
@@ -399,8 +406,10 @@ def main(argv=None):
             "## Dual engine against its floor\n\nOne block of 256 rows through the engine "
             "(`DualEngine.learn`, AROW, RBF, d = 50) against the BLAS-3 calls it must make "
             "(kernel block K(S, X_B), the triangular solve L^-1 K on the dense factor, "
-            "W'W), in one run, default setting:\n\n"
+            "W'W), in one run, with the default setting and with one thread:\n\n"
             + part_floor(args.floor_n, args.repeats, "auto")
+            + "\n\n"
+            + part_floor(args.floor_n, args.repeats, 1)
         )
     if "overhead" in parts:
         body.append("## Cost of the thread limit\n\n" + part_overhead(2000))

@@ -9,8 +9,8 @@ fits ran 12-40x slower than with one thread. So each engine call runs inside a
 :class:`BlasThreads` limit that covers both pools (threadpoolctl, as scikit-learn
 does), chosen from the work per call:
 
-- ``"auto"`` (the default): one thread for a block whose products take fewer than
-  :data:`AUTO_MIN_FLOPS` flops, BLAS's own setting (the thread count found on entry,
+- ``"auto"`` (the default): one thread for a block whose largest BLAS call takes
+  fewer than :data:`AUTO_MIN_FLOPS` flops, BLAS's own setting (the thread count found on entry,
   e.g. ``OPENBLAS_NUM_THREADS`` or the cores) for larger ones;
 - an int ``n``: exactly ``n`` threads in every call;
 - ``None``: leave BLAS alone (a user's own ``threadpoolctl.threadpool_limits``
@@ -30,12 +30,13 @@ from collections.abc import Iterator
 
 __all__ = ["AUTO_MIN_FLOPS", "BlasThreads", "config_context", "get_config", "set_config"]
 
-#: Flops per block (the block's BLAS-3 products: ``n_sv^2 b`` for the dual engine's
-#: triangular solve, ``d^2 b`` for the primal products) from which "auto" lets BLAS
-#: use its threads. Below it, one thread: 2 threads gained at most 1.5-2x on an idle
-#: 2-core machine there, and lost 5-50x on a busy one (``python -m benchmarks
-#: under_load`` and its results file).
-AUTO_MIN_FLOPS = 1e8
+#: Flops of a block's largest BLAS call (``n_sv u b`` for a step of the dual engine's
+#: forward solve, ``d^2 b`` for the primal products) from which "auto" lets BLAS use
+#: its threads. Measured on a shared 2-core machine (``python -m benchmarks under_load
+#: --parts rule``): from about 5e8 flops two threads gained 1.1-1.3x, idle and under
+#: load; below, they gained at most 1.8x on calls of well under a millisecond but lost
+#: up to 14x (a call waiting for a descheduled thread) where another process was busy.
+AUTO_MIN_FLOPS = 5e8
 
 _UNSET = object()
 _global = {"blas_threads": "auto"}
