@@ -339,7 +339,8 @@ def part_history(rounds: int) -> tuple[str, float]:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     res = {k: [] for k in HISTORIES}
     subs = set()
-    with progress(total=rounds * len(HISTORIES), desc="history", unit="process") as bar:
+    bar = progress(total=rounds * len(HISTORIES), desc="history", unit="process")
+    with bar, Load():  # the case of the reports: another process busy beside the fit
         for _ in range(rounds):
             for name, (dirty, worker, setting, env) in HISTORIES.items():
                 code = HISTORY_CODE.format(root=root, dirty=dirty, worker=worker, setting=setting)
@@ -417,7 +418,8 @@ def main(argv=None):
         table, worst = part_history(args.history_rounds)
         body.append(
             "## Primal full-covariance time against the process's history\n\n"
-            "SCW-I full on the adult-like stand-in, three fits per process, each process "
+            "SCW-I full on the adult-like stand-in, three fits per process, with a busy "
+            "loop pinned to core 0 beside it, each process "
             "under the user's `threadpool_limits(1)` (the setting of the reports: one BLAS "
             "thread), with kernelcw's default setting unless named 'old'. threadpoolctl >= 3.6 "
             "lets only the first Python thread that set a limit (while it lives) change "
