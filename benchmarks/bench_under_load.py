@@ -301,10 +301,10 @@ if {dirty}:
     for d in (30, 300, 784):
         Z = rng.normal(size=(3000, d)); AROWClassifier().fit(Z, (Z[:, 0] > 0).astype(int))
 pool = ThreadPoolExecutor(1)
-if {worker}:  # other data fitted in a worker thread that stays alive, under a user's limit
-    def other():
-        with threadpool_limits(1, user_api="blas"):
-            SCWClassifier().fit(X[:2000], y[:2000])
+if {worker}:  # a job in a worker thread that stays alive set BLAS threads (a bare call:
+    def other():  # threadpoolctl >= 3.6 then lets only that thread change them)
+        threadpool_limits(2, user_api="blas")
+        SCWClassifier().fit(X[:2000], y[:2000])
     pool.submit(other).result()
 ts = []
 with threadpool_limits(1, user_api="blas"), kernelcw.config_context(blas_threads={setting!r}):
@@ -329,9 +329,9 @@ HISTORIES = {
         "auto",
         {"MALLOC_TOP_PAD_": "1000000000", "MALLOC_PERTURB_": "165"},
     ),
-    "after a fit in a worker thread": (False, True, "auto", {}),
+    "after a worker thread set BLAS threads": (False, True, "auto", {}),
     "old (blas_threads=None), fresh process": (False, False, None, {}),
-    "old (blas_threads=None), after a fit in a worker thread": (False, True, None, {}),
+    "old (blas_threads=None), after a worker thread set BLAS threads": (False, True, None, {}),
 }
 
 
@@ -423,8 +423,8 @@ def main(argv=None):
             "under the user's `threadpool_limits(1)` (the setting of the reports: one BLAS "
             "thread), with kernelcw's default setting unless named 'old'. threadpoolctl >= 3.6 "
             "lets only the first Python thread that set a limit (while it lives) change "
-            "OpenBLAS's count: after a fit in a worker thread, the main thread's one-thread "
-            "limit is silently ignored. Worst history / fresh process: "
+            "OpenBLAS's count: after a worker thread set the threads, the main thread's "
+            "one-thread limit is silently ignored. Worst history / fresh process: "
             f"{worst:.2f}.\n\n" + table
         )
     path = write_result(
