@@ -19,6 +19,9 @@ _PUBLIC = {
     "SCWClassifier": "estimators",
     "SOPClassifier": "estimators",
     "primal_from_dual": "estimators",
+    "config_context": "_threads",
+    "get_config": "_threads",
+    "set_config": "_threads",
     "OnlineResult": "online",
     "run_online": "online",
 }

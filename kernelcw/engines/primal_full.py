@@ -35,6 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from .._threads import BlasThreads
 from ..rules import VAR_FLOOR, RuleParams, step
 from ..spec import EngineSpec
 from ._primal_common import Counts, check_same_a, new_counts, raise_nonfinite, rule_record
@@ -216,9 +217,11 @@ class PrimalFullEngine(Locked):
             s = np.full((K, d), self.rule.a)
             counts = diag_fit(self.mean, s, X, Y, self.rule, out, self.spec.diag_method)
         else:
-            counts = full_fit(
-                self.mean, self.covariance, X, Y, self.rule, out, block_size=self.spec.block_size
-            )
+            b = min(self._block(), max(1, X.shape[0]))
+            with BlasThreads(float(d) * d * b):  # BLAS threads by the flops of a product
+                counts = full_fit(
+                    self.mean, self.covariance, X, Y, self.rule, out, self.spec.block_size
+                )
         return LearnResult(out, *counts)
 
     def checkpoint(self, X):

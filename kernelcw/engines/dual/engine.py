@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._threads import BlasThreads
 from ...rules import RuleParams
 from ..base import LearnResult, Locked
 from .convert import initial_form, on_budget
@@ -118,25 +119,28 @@ class DualEngine(Locked):
         n_mis = np.zeros(K, dtype=np.int64)
         n_fl = np.zeros(K, dtype=np.int64)
         b = self._ctx.block_size
-        for lo in range(0, n, b):
-            hi = min(n, lo + b)
-            XB = X[lo:hi]
-            cols = positions[lo:hi]
-            Kbb, kap = store.kernel_block(XB, cols)
-            Ks = store.kernel_store(XB)
-            entered: list[np.ndarray] = []
-            slots: list[np.ndarray] = []
-            for k in range(K):
-                yk = np.ascontiguousarray(Y[lo:hi, k])
-                blk = BlockData(_rows(Ks, self.forms[k]), Kbb, kap, yk)
-                f_blk, src, ks, nfl = self._walk_model(k, blk, cols)
-                out[lo:hi, k] = f_blk
-                n_mis[k] += np.count_nonzero(np.where(f_blk >= 0.0, 1.0, -1.0) != yk)
-                n_upd[k] += src.shape[0]
-                n_fl[k] += nfl
-                entered.append(src)
-                slots.append(ks)
-            self._place(XB, cols, entered, slots)
+        d = 0 if self.spec.kernel.precomputed else X.shape[1]
+        with BlasThreads() as threads:  # the BLAS threads of each block (kernelcw._threads)
+            for lo in range(0, n, b):
+                hi = min(n, lo + b)
+                XB = X[lo:hi]
+                threads.block(self._call_flops(hi - lo, d))
+                cols = positions[lo:hi]
+                Kbb, kap = store.kernel_block(XB, cols)
+                Ks = store.kernel_store(XB)
+                entered: list[np.ndarray] = []
+                slots: list[np.ndarray] = []
+                for k in range(K):
+                    yk = np.ascontiguousarray(Y[lo:hi, k])
+                    blk = BlockData(_rows(Ks, self.forms[k]), Kbb, kap, yk)
+                    f_blk, src, ks, nfl = self._walk_model(k, blk, cols)
+                    out[lo:hi, k] = f_blk
+                    n_mis[k] += np.count_nonzero(np.where(f_blk >= 0.0, 1.0, -1.0) != yk)
+                    n_upd[k] += src.shape[0]
+                    n_fl[k] += nfl
+                    entered.append(src)
+                    slots.append(ks)
+                self._place(XB, cols, entered, slots)
         return LearnResult(out, n_upd, n_mis, n_fl)
 
     def _walk_model(self, k: int, blk: BlockData, cols: np.ndarray):
@@ -189,6 +193,14 @@ class DualEngine(Locked):
                 for f in self.forms:
                     f.idx = new_pos[f.idx]
 
+    def _call_flops(self, b: int, d: int) -> float:
+        """The flops of the largest BLAS call that b inputs (a block, or a chunk to
+        predict) make; it decides their BLAS threads (:class:`kernelcw._threads.BlasThreads`).
+        That is the kernel block (n_store b d) or model k's forward solve ``L^-1 K0``,
+        one triangular solve on its factor (n_k^2 b)."""
+        n = max((f.n for f in self.forms), default=0)
+        return max(float(self.store.n) * b * d, float(n) * n * b)
+
     # ------------------------------------------------------------ rollback
 
     def checkpoint(self, X):
@@ -221,6 +233,11 @@ class DualEngine(Locked):
 
     def _predict(self, X, with_variance: bool = False, chunk: int = 1024):
         """(f, v) for new data, each (n, K); v is None unless asked for."""
+        d = 0 if self.spec.kernel.precomputed else X.shape[1]
+        with BlasThreads(self._call_flops(min(chunk, X.shape[0]), d)):
+            return self._predict_chunks(X, with_variance, chunk)
+
+    def _predict_chunks(self, X, with_variance: bool, chunk: int):
         self.check_usable()
         n = X.shape[0]
         K = self.n_models

@@ -1,0 +1,187 @@
+"""BLAS threads: the ``blas_threads`` setting and the limit the engines enter per call.
+
+numpy and scipy each bundle an OpenBLAS (two thread pools). The engines make many
+small BLAS calls (one kernel block, one triangular solve, a few b x b products per
+block); with OpenBLAS's default threads every call wakes the pool, and its threads
+busy-wait after the call. On an idle machine that costs little, but when another
+process holds a core the spinning threads and the one doing the work fight over it:
+fits ran 12-40x slower than with one thread. So each engine call runs inside a
+:class:`BlasThreads` limit that covers both pools (threadpoolctl, as scikit-learn
+does), chosen from the work per call:
+
+- ``"auto"`` (the default): one thread for a block whose largest BLAS call takes
+  fewer than :data:`AUTO_MIN_FLOPS` flops, BLAS's own setting (the thread count found on entry,
+  e.g. ``OPENBLAS_NUM_THREADS`` or the cores) for larger ones;
+- an int ``n``: exactly ``n`` threads in every call;
+- ``None``: leave BLAS alone (a user's own ``threadpoolctl.threadpool_limits``
+  applies).
+
+Users choose with :func:`set_config` (process-wide) or :func:`config_context` (a
+``with`` block, this thread only), in the style of scikit-learn's. Nothing happens
+at import: the threadpoolctl controller is made on first use and reused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+import threading
+from collections.abc import Iterator
+
+__all__ = ["AUTO_MIN_FLOPS", "BlasThreads", "config_context", "get_config", "set_config"]
+
+#: Flops of a block's largest BLAS call (``n_sv u b`` for a step of the dual engine's
+#: forward solve, ``d^2 b`` for the primal products) from which "auto" lets BLAS use
+#: its threads. Measured on a shared 2-core machine (``python -m benchmarks under_load
+#: --parts rule``): from about 5e8 flops two threads gained 1.1-1.3x, idle and under
+#: load; below, they gained at most 1.8x on calls of well under a millisecond but lost
+#: up to 14x (a call waiting for a descheduled thread) where another process was busy.
+AUTO_MIN_FLOPS = 5e8
+
+_UNSET = object()
+_global = {"blas_threads": "auto"}
+_local = threading.local()
+
+
+def _check_blas_threads(value):
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+        return int(value)
+    raise ValueError(
+        f"blas_threads={value!r} must be 'auto', None or an integer >= 1 "
+        "(the number of BLAS threads)"
+    )
+
+
+def get_config() -> dict:
+    """kernelcw's settings as a dict: ``{"blas_threads": ...}`` (see :func:`set_config`)."""
+    override = getattr(_local, "stack", None)
+    return dict(override[-1]) if override else dict(_global)
+
+
+def set_config(blas_threads=_UNSET) -> None:
+    """Set kernelcw's settings for the whole process.
+
+    ``blas_threads``: how many threads the BLAS calls of ``fit``, ``partial_fit`` and
+    prediction use. ``"auto"`` (default): one thread for small blocks of work, BLAS's
+    own setting for large ones; an int: exactly that many; ``None``: leave BLAS as it
+    is (your own ``threadpoolctl.threadpool_limits`` applies).
+    """
+    if blas_threads is not _UNSET:
+        _global["blas_threads"] = _check_blas_threads(blas_threads)
+
+
+@contextlib.contextmanager
+def config_context(*, blas_threads=_UNSET) -> Iterator[None]:
+    """kernelcw's settings within a ``with`` block (this thread only), restored on
+    exit, also on error. Same values as :func:`set_config`::
+
+        with kernelcw.config_context(blas_threads=1):
+            clf.fit(X, y)
+    """
+    cfg = get_config()
+    if blas_threads is not _UNSET:
+        cfg["blas_threads"] = _check_blas_threads(blas_threads)
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    stack.append(cfg)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+_libs: list | None = None
+
+
+def blas_libraries() -> list:
+    """threadpoolctl's controllers of the BLAS libraries loaded (numpy's and scipy's
+    OpenBLAS), found once, on first use."""
+    global _libs
+    if _libs is None:
+        import scipy.linalg  # noqa: F401  (loads scipy's BLAS before the controller looks)
+        from threadpoolctl import ThreadpoolController
+
+        ctl = ThreadpoolController()
+        _libs = [lib for lib in ctl.lib_controllers if lib.user_api == "blas"]
+    return _libs
+
+
+_lock = threading.Lock()
+_active = 0  # BlasThreads limits entered and not yet left, in all Python threads
+_base: list = []  # (library, its thread count) before the first of them was entered
+
+
+def _setter(lib):
+    """The library's own setter. threadpoolctl >= 3.6 lets only one Python thread (the
+    first to set a limit, while it lives) change OpenBLAS's process-wide count and
+    ignores the others silently: after a fit in a worker thread, every limit set from
+    the main thread was a no-op, and fits ran with all threads (4-30x slower on a busy
+    machine). The limit of an engine call must hold whichever thread makes it."""
+    return getattr(lib, "_real_set_num_threads", lib.set_num_threads)
+
+
+class BlasThreads:
+    """The BLAS thread limit of one engine call (a context manager).
+
+    On entry it reads the configured ``blas_threads``; :meth:`block` (before each
+    block of work, with the flops of its largest BLAS call) sets the count "auto"
+    chooses, touching the libraries only when the choice changes; when the last limit
+    entered in the process is left, every library gets back the count it had before
+    the first. With an int, the count is set on entry; with None nothing is touched.
+    Entering and leaving costs a few microseconds (``python -m benchmarks under_load
+    --parts overhead``).
+    """
+
+    __slots__ = ("_mode", "_now", "_flops")
+
+    def __init__(self, flops: float = 0.0):
+        self._flops = flops
+
+    def __enter__(self) -> BlasThreads:
+        global _active, _base
+        mode = get_config()["blas_threads"]
+        self._mode = mode
+        self._now = None
+        if mode is None:
+            return self
+        libs = blas_libraries()
+        with _lock:
+            if _active == 0:
+                _base = [(lib, lib.get_num_threads()) for lib in libs]
+            _active += 1
+        if mode == "auto":
+            self.block(self._flops)
+        else:
+            self._set(mode)
+        return self
+
+    def block(self, flops: float) -> None:
+        """Before a block whose largest BLAS call takes ``flops``: "auto" picks one
+        thread below :data:`AUTO_MIN_FLOPS`, BLAS's own count (before any limit) above."""
+        if self._mode == "auto":
+            self._set(1 if flops < AUTO_MIN_FLOPS else 0)
+
+    def _set(self, n: int) -> None:
+        """n threads in every library; 0: each library's count before any limit."""
+        if n == self._now:
+            return
+        for lib, base in _base:
+            want = base if n == 0 else n
+            if want is not None and lib.get_num_threads() != want:
+                _setter(lib)(want)
+        self._now = n
+
+    def __exit__(self, *exc) -> None:
+        global _active
+        if self._mode is None:
+            return
+        with _lock:
+            _active -= 1
+            if _active == 0:
+                for lib, base in _base:
+                    if base is not None and lib.get_num_threads() != base:
+                        _setter(lib)(base)
+        self._now = None

@@ -1,0 +1,235 @@
+"""The BLAS thread setting (kernelcw._threads): respected inside fit, restored after it,
+results independent of it; and the full learner's scratch never reaching its products."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+import kernelcw
+from kernelcw import AROWClassifier, SCWClassifier
+from kernelcw._threads import AUTO_MIN_FLOPS, BlasThreads, blas_libraries
+from kernelcw.engines import primal_full
+
+
+def _blas_threads() -> list[int]:
+    blas_libraries()  # scipy's BLAS loaded, as in any fit
+    return sorted(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+
+def _data(n=200, d=6, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (X[:, 0] + 0.5 * rng.normal(size=n) > 0).astype(int)
+    return X, y
+
+
+class _SpyKernel:
+    """An RBF kernel that records the BLAS thread counts it sees."""
+
+    __name__ = "spy"
+
+    def __init__(self):
+        self.seen: list[list[int]] = []
+
+    def __call__(self, A, B):
+        self.seen.append(_blas_threads())
+        D = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2 * A @ B.T
+        return np.exp(-0.1 * np.maximum(D, 0.0))
+
+
+@pytest.fixture
+def two_threads():
+    """Both BLAS pools at 2 threads for the test (whatever the environment set)."""
+    blas_libraries()
+    with threadpool_limits(2, user_api="blas"):
+        yield
+
+
+@pytest.mark.parametrize(
+    ("setting", "inside"),
+    [("auto", [1, 1]), (1, [1, 1]), (2, [2, 2])],
+)
+def test_dual_fit_runs_under_the_setting_and_restores(two_threads, setting, inside):
+    X, y = _data()
+    k = _SpyKernel()
+    with kernelcw.config_context(blas_threads=setting):
+        SCWClassifier(kernel=k).fit(X, y)
+        assert k.seen and all(s == inside for s in k.seen)
+        est = SCWClassifier(kernel=k).partial_fit(X[:5], y[:5], classes=[0, 1])
+        est.partial_fit(X[5:6], y[5:6])  # one row
+        assert k.seen[-1] == inside
+    assert _blas_threads() == [2, 2]
+
+
+def test_none_leaves_the_users_limit_alone(two_threads):
+    X, y = _data()
+    k = _SpyKernel()
+    with kernelcw.config_context(blas_threads=None):
+        SCWClassifier(kernel=k).fit(X, y)
+        assert all(s == [2, 2] for s in k.seen)
+        with threadpool_limits(1, user_api="blas"):
+            k.seen.clear()
+            SCWClassifier(kernel=k).fit(X, y)
+            assert k.seen and all(s == [1, 1] for s in k.seen)
+    assert _blas_threads() == [2, 2]
+
+
+def test_auto_uses_blas_threads_for_large_blocks(two_threads):
+    seen = []
+    with BlasThreads(0.0) as t:
+        seen.append(_blas_threads())
+        t.block(AUTO_MIN_FLOPS)
+        seen.append(_blas_threads())
+        t.block(1.0)
+        seen.append(_blas_threads())
+    assert seen == [[1, 1], [2, 2], [1, 1]]
+    assert _blas_threads() == [2, 2]
+
+
+def test_primal_full_fit_runs_under_the_setting(two_threads, monkeypatch):
+    seen = []
+    real = primal_full.full_fit
+
+    def spy(*args, **kw):
+        seen.append(_blas_threads())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(primal_full, "full_fit", spy)
+    X, y = _data(d=20)
+    for setting, inside in [("auto", [1, 1]), (2, [2, 2]), (None, [2, 2])]:
+        with kernelcw.config_context(blas_threads=setting):
+            AROWClassifier().fit(X, y)
+        assert seen[-1] == inside, setting
+        assert _blas_threads() == [2, 2]
+
+
+def test_config_context_restores_on_exit_and_on_error():
+    assert kernelcw.get_config()["blas_threads"] == "auto"
+    with kernelcw.config_context(blas_threads=1):
+        assert kernelcw.get_config() == {"blas_threads": 1}
+        with kernelcw.config_context(blas_threads=None):
+            assert kernelcw.get_config() == {"blas_threads": None}
+        assert kernelcw.get_config() == {"blas_threads": 1}
+    with pytest.raises(RuntimeError, match="boom"):
+        with kernelcw.config_context(blas_threads=3):
+            raise RuntimeError("boom")
+    assert kernelcw.get_config() == {"blas_threads": "auto"}
+
+
+def test_limit_restored_when_fit_raises(two_threads):
+    def bad(A, B):
+        raise RuntimeError("kernel failed")
+
+    X, y = _data()
+    with kernelcw.config_context(blas_threads=1):
+        with pytest.raises(RuntimeError, match="kernel failed"):
+            SCWClassifier(kernel=bad).fit(X, y)
+    assert _blas_threads() == [2, 2]
+
+
+def test_set_config_and_validation():
+    try:
+        kernelcw.set_config(blas_threads=1)
+        assert kernelcw.get_config() == {"blas_threads": 1}
+        with kernelcw.config_context(blas_threads="auto"):
+            assert kernelcw.get_config() == {"blas_threads": "auto"}
+        kernelcw.set_config()  # nothing given: nothing changes
+        assert kernelcw.get_config() == {"blas_threads": 1}
+    finally:
+        kernelcw.set_config(blas_threads="auto")
+    for bad in (0, -1, 1.5, True, "two"):
+        with pytest.raises(ValueError, match="blas_threads"):
+            kernelcw.set_config(blas_threads=bad)
+        with pytest.raises(ValueError, match="blas_threads"):
+            with kernelcw.config_context(blas_threads=bad):
+                pass
+    assert kernelcw.get_config() == {"blas_threads": "auto"}
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: SCWClassifier(kernel="rbf", gamma=0.2, block_size=64),
+        lambda: AROWClassifier(block_size=32),
+    ],
+    ids=["dual-rbf", "primal-full"],
+)
+def test_results_identical_with_one_or_two_threads(two_threads, make):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(1200, 120))
+    y = (X[:, :3].sum(1) + rng.normal(size=1200) > 0).astype(int)
+    fits = {}
+    for n in (1, 2):
+        with kernelcw.config_context(blas_threads=n):
+            fits[n] = make().fit(X, y)
+    a, b = fits[1], fits[2]
+    dec_a, dec_b = a.decision_function(X), b.decision_function(X)
+    assert np.allclose(dec_a, dec_b, rtol=1e-12, atol=1e-12 * np.abs(dec_a).max())
+    assert a.n_mistakes_ == b.n_mistakes_ and a.n_updates_ == b.n_updates_
+
+
+def test_import_changes_nothing():
+    code = (
+        "import sys, kernelcw, kernelcw._threads as t\n"
+        "kernelcw.config_context; kernelcw.get_config()\n"
+        "assert t._libs is None and 'threadpoolctl' not in sys.modules\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"
+
+
+def test_full_learner_scratch_never_reaches_its_products(monkeypatch):
+    """Uninitialised scratch (``np.empty``) holding garbage (here subnormals and NaN)
+    must not change, nor slow, any product: the results stay bit for bit."""
+    X, y = _data(n=300, d=30)
+    ref = SCWClassifier(C=1.0, block_size=16).fit(X, y)
+
+    class Dirty:
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def empty(shape, dtype=float, **kw):
+            out = np.empty(shape, dtype=dtype, **kw)
+            if np.dtype(dtype).kind == "f":
+                out.fill(np.nan)
+                out.flat[::2] = 1e-310
+            return out
+
+    monkeypatch.setattr(primal_full, "np", Dirty())
+    got = SCWClassifier(C=1.0, block_size=16).fit(X, y)
+    assert np.array_equal(got.mean_, ref.mean_)
+    assert np.array_equal(got.covariance_, ref.covariance_)
+
+
+def test_limit_holds_whichever_thread_fits(two_threads, monkeypatch):
+    """threadpoolctl >= 3.6 lets only the first Python thread that set a limit (while it
+    lives) change OpenBLAS's count: the cause of primal fits running 4-30x slower after
+    other fits in a worker thread (their one-thread limit was silently ignored). The
+    engines' limit must hold in every thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    seen = []
+    real = primal_full.full_fit
+
+    def spy(*args, **kw):
+        seen.append(_blas_threads())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(primal_full, "full_fit", spy)
+    X, y = _data(d=20)
+    with ThreadPoolExecutor(1) as pool:  # a worker takes control of OpenBLAS, stays alive
+        pool.submit(lambda: threadpool_limits(2, user_api="blas").restore_original_limits())
+        pool.submit(lambda: AROWClassifier().fit(X, y)).result()  # a worker thread's fit
+        AROWClassifier().fit(X, y)  # and the main thread's, while the worker lives
+        k = _SpyKernel()
+        pool.submit(lambda: SCWClassifier(kernel=k).fit(X, y)).result()
+    assert seen == [[1, 1], [1, 1]]
+    assert k.seen and all(s == [1, 1] for s in k.seen)
+    assert _blas_threads() == [2, 2]
