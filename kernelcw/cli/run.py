@@ -43,11 +43,13 @@ _SHARED_OPTIONS = (
 def run_command(args: argparse.Namespace) -> int:
     """``kernelcw run``: check, build, load, learn, report; returns the exit code."""
     names = parse_algorithms(args.algorithms)
-    _check_options(args, names)
+    notes = _check_options(args, names)
     estimators = {name: make_estimator(name, args) for name in names}
     check_parameters(estimators)
     if args.plot:
         report.check_plot(args.plot)
+    for note in notes:  # after the checks: an error stays one line
+        print(f"{PROG} run: note: {note}; ignored", file=sys.stderr)
 
     data, info = _prepare(_load(args), args)
     _check_classes(data, info, shuffled=args.shuffle)
@@ -69,17 +71,17 @@ def run_command(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------ checks
 
 
-def _check_options(args: argparse.Namespace, names: list[str]) -> None:
-    """Refuse --seed without --shuffle; note the options this run does not use."""
+def _check_options(args: argparse.Namespace, names: list[str]) -> list[str]:
+    """Refuse --seed without --shuffle; return notes on the options this run does not
+    use (or some of its algorithms ignore)."""
     if args.seed is not None and not args.shuffle:
         raise CLIError("--seed only applies with --shuffle")
+    notes = []
     for p, option in RULE_OPTIONS.items():
         ignoring = [n for n in names if p not in ALGORITHMS[n].params]
         if getattr(args, p) is not None and ignoring:
-            whom = ", ".join(ignoring)
-            print(f"{PROG} run: note: {option} does not apply to {whom}; ignored", file=sys.stderr)
-    for note in _unused_options(args):
-        print(f"{PROG} run: note: {note}; ignored", file=sys.stderr)
+            notes.append(f"{option} does not apply to {', '.join(ignoring)}")
+    return notes + _unused_options(args)
 
 
 def _unused_options(args: argparse.Namespace) -> list[str]:
