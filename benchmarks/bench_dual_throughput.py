@@ -30,7 +30,7 @@ from ._common import argument_parser, md_table, progress, pyplot, require_matplo
 
 def model_bytes(est) -> int:
     """Bytes of the fitted model's arrays (the engine's own count)."""
-    return est._engine.nbytes
+    return est.engine_.nbytes
 
 
 def floor_per_input(n: int, reps: int, rng) -> float:

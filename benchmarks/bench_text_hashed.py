@@ -69,7 +69,7 @@ def loop_runner(make, X, y):
     that ``prepare`` builds outside the timer."""
     est = make().fit(X[:2], np.array([0, 1]))  # the classes and engine spec
     Y = np.where(y == 1, 1.0, -1.0)[:, None]
-    spec, cls = est._engine.spec, type(est._engine)
+    spec, cls = est.engine_.spec, type(est.engine_)
     box = {}
 
     def prepare():

@@ -207,7 +207,7 @@ def part_floor(n_sv: int, repeats: int, setting) -> str:
     y = rng.integers(0, 2, size=X.shape[0])
     with kernelcw.config_context(blas_threads=setting):
         est = AROWClassifier(kernel="rbf", block_size=b).fit(X[:n_sv], y[:n_sv])
-    eng = est._engine
+    eng = est.engine_
     n_now = est.n_support_
     XB = np.ascontiguousarray(X[n_sv : n_sv + b])
     Y = np.where(y[n_sv : n_sv + b] == 1, 1.0, -1.0)[:, None]

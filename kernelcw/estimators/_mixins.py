@@ -107,6 +107,14 @@ class PredictionMixin:
         return eng.mean
 
     @property
+    def engine_(self):
+        """The fitted engine (:mod:`kernelcw.engines`) that holds the model: its state as
+        plain arrays (``engine_.state_dict()``), its form (``engine_.spec.form``) and, for
+        the dual engine, its size in bytes (``engine_.nbytes``)."""
+        check_is_fitted(self)
+        return self._engine
+
+    @property
     def intercept_(self) -> np.ndarray:
         """Always zero: the papers' learners have no bias (append a constant feature)."""
         check_is_fitted(self)
