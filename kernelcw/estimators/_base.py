@@ -110,10 +110,12 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         checked = self._checked_params()
         if not hasattr(self, "classes_"):
             with _FIRST_CALL:  # two threads starting one model: one starts, one continues
-                if not hasattr(self, "classes_"):
+                starts = not hasattr(self, "classes_")
+                if starts:
                     X, y, classes_, spec = self._validate(X, y, classes, True, checked)
                     self._start(classes_, spec)
-                    return self._learn(X, self._label_matrix(y), checked[0])
+            if starts:  # learning holds the engine's lock only
+                return self._learn(X, self._label_matrix(y), checked[0])
         self._check_structure()
         if checked[1] != self._engine.spec.form:
             raise ValueError(
