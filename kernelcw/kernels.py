@@ -69,9 +69,9 @@ NEAR = 1e-4
 
 
 @njit(cache=True)
-def _expand_sqdist(D, sa, sb, near):
-    """D (the products a.b) becomes -|a - b|^2 in place; returns the count of pairs whose
-    expansion cancelled (see NEAR), their (i, j) written to the front of ``near``."""
+def _expand_sqdist(D, sa, sb):
+    """D (the products a.b) becomes -|a - b|^2 in place; pairs whose expansion cancelled
+    (see NEAR) are set to exactly 0 and counted (the caller recomputes them)."""
     n, m = D.shape
     c = 0
     for i in range(n):
@@ -79,9 +79,6 @@ def _expand_sqdist(D, sa, sb, near):
             scale = sa[i] + sb[j]
             d2 = scale - 2.0 * D[i, j]
             if d2 <= NEAR * scale:
-                if c < near.shape[0]:
-                    near[c, 0] = i
-                    near[c, 1] = j
                 c += 1
                 d2 = 0.0
             D[i, j] = -d2
@@ -132,12 +129,9 @@ def _neg_sqdist(A, B) -> np.ndarray:
     if D.size == 0:
         return D
     sa, sb = _sqnorms(A), _sqnorms(B)
-    near = np.empty((min(D.size, 4 * (D.shape[0] + D.shape[1])), 2), dtype=np.int64)
-    c = _expand_sqdist(D, sa, sb, near)
-    if c:
-        if c > near.shape[0]:  # more than the buffer kept: find them all
-            near = np.argwhere(D == 0.0)
-        pairs = np.ascontiguousarray(near[:c] if c <= near.shape[0] else near)
+    if _expand_sqdist(D, sa, sb):
+        # the cancelled pairs, and only they, are exactly 0 (the rest are < 0)
+        pairs = np.argwhere(D == 0.0)
         if sp.issparse(A) or sp.issparse(B):
             Ac, Bc = sp.csr_matrix(A), sp.csr_matrix(B)
             Ac.sort_indices()

@@ -99,6 +99,3 @@ class Locked:
         state = self.__dict__.copy()
         state.pop("_lock", None)
         return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)

@@ -123,8 +123,9 @@ def validate_X(est, X, reset: bool):
         est, X, accept_sparse="csr", dtype=np.float64, ensure_all_finite=False, reset=reset
     )
     X = _canonical(X)
-    _check_finite_rows(X)
-    _check_not_too_large(X, est._engine.spec.a)
+    extremes = _extremes(X)  # one pass serves both checks
+    _check_finite_rows(X, extremes)
+    _check_not_too_large(X, est._engine.spec.a, extremes)
     return X
 
 
