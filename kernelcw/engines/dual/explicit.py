@@ -21,6 +21,7 @@ import numpy as np
 from numba import njit
 
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
+from ...budget.kernels import symv
 from ...budget.policies import grown
 from ...rules import FIRST_ORDER, VAR_FLOOR, step
 from .form import BlockData, Form, Walked
@@ -81,13 +82,10 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr):
         kap_t = blk.kap[t]
         y_t = blk.y[t]
         if second:
+            symv(n, Pi, kv, c)
             q = 0.0
             for i in range(n):
-                acc = 0.0
-                for j in range(n):
-                    acc += Pi[i, j] * kv[j]
-                c[i] = acc
-                q += kv[i] * acc
+                q += kv[i] * c[i]
             v_raw = a * kap_t + q
             st = checked_step(rule, y_t * f, f, v_raw, kap_t, psd_tol)
             if st.status != OK:
@@ -110,9 +108,10 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr):
             if second:
                 for i in range(n):
                     nu[i] += ay * c[i]
-                    bci = beta * c[i]
-                    for j in range(n):
-                        Pi[i, j] -= bci * c[j]
+                    ci = c[i]
+                    row = Pi[i]
+                    for j in range(n):  # beta (c_i c_j): Pi stays exactly symmetric
+                        row[j] -= beta * (ci * c[j])
                     Pi[n, i] = -beta * a * c[i]
                     Pi[i, n] = -beta * a * c[i]
                 Pi[n, n] = -beta * a * a
@@ -204,7 +203,8 @@ class ExplicitForm(Form):
             _filled(np.zeros(cap, dtype=np.int64), self.entry),
             _filled(np.zeros(cap, dtype=np.int64), ks),
         )
-        scr = Scratch(f_blk, np.empty(b, dtype=np.int64), *(np.empty(cap) for _ in range(3)))
+        scr = Scratch(f_blk, np.empty(b, dtype=np.int64), np.empty(cap), np.empty(cap),
+                      np.empty(2 * cap))  # fmt: skip
         # Pi's recursion drifts in floating point: a v below zero from a kernel known to
         # be positive semi-definite is that drift, floored (and counted), not an error
         psd_tol = np.inf if ctx.known_psd else PSD_TOL
