@@ -222,3 +222,36 @@ def test_soft_rule_advice_for_cw_stdev_and_var():
         warnings.simplefilter("ignore", RuntimeWarning)
         with pytest.raises(FloatingPointError, match="use a soft rule such as SCW or AROW"):
             est.fit(X, y)
+
+
+def test_one_fit_grows_the_factor_buffer_a_few_times(monkeypatch):
+    """A fit sizes the growing factor by the rows still to come (at the update rate
+    seen so far): a handful of copies of the leading block, not one per GROWTH step
+    (a fit of 12,000 rows spent 7 of its 26 s in 47 copies), and a final capacity
+    near the model's size on a stream whose update rate holds."""
+    from kernelcw.engines.dual import panels
+
+    grows = []
+    real = panels.PanelForm._reserve
+
+    def counting(self, need, expected=0):
+        cap = self.capacity
+        real(self, need, expected)
+        if self.capacity != cap:
+            grows.append(self.capacity)
+
+    monkeypatch.setattr(panels.PanelForm, "_reserve", counting)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 5))
+    y = rng.integers(0, 2, 3000)  # random labels: AROW updates on most rows
+    est = AROWClassifier(kernel="rbf", block_size=64).fit(X, y)
+    form = est.engine_.forms[0]
+    steps = np.log(form.n / panels.MIN_CAPACITY) / np.log(panels.GROWTH)
+    assert len(grows) <= 12 < steps
+    assert form.capacity <= 1.25 * form.n
+    # calls cut at block boundaries learn the same model bit for bit (the capacity is
+    # no part of it)
+    ref = AROWClassifier(kernel="rbf", block_size=64)
+    for lo in range(0, 3000, 640):
+        ref.partial_fit(X[lo : lo + 640], y[lo : lo + 640], classes=[0, 1])
+    np.testing.assert_array_equal(ref.dual_coef_, est.dual_coef_)

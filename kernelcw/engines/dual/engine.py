@@ -133,7 +133,7 @@ class DualEngine(Locked):
                 for k in range(K):
                     yk = np.ascontiguousarray(Y[lo:hi, k])
                     blk = BlockData(_rows(Ks, self.forms[k]), Kbb, kap, yk)
-                    f_blk, src, ks, nfl = self._walk_model(k, blk, cols)
+                    f_blk, src, ks, nfl = self._walk_model(k, blk, cols, n - hi)
                     out[lo:hi, k] = f_blk
                     n_mis[k] += np.count_nonzero(np.where(f_blk >= 0.0, 1.0, -1.0) != yk)
                     n_upd[k] += src.shape[0]
@@ -143,11 +143,11 @@ class DualEngine(Locked):
                 self._place(XB, cols, entered, slots)
         return LearnResult(out, n_upd, n_mis, n_fl)
 
-    def _walk_model(self, k: int, blk: BlockData, cols: np.ndarray):
+    def _walk_model(self, k: int, blk: BlockData, cols: np.ndarray, rows_after: int):
         """Walk one block for model k, switching its form where a budget binds.
         Returns (f, the block inputs that entered, each slot's kernel source after
         the block, floored rounds)."""
-        ctx = self._ctx
+        ctx = self._ctx._replace(rows_after=rows_after)
         b = blk.y.shape[0]
         f_blk = np.empty(b)
         form = self.forms[k]

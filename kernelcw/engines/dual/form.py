@@ -28,8 +28,10 @@ class Context(NamedTuple):
     """What the engine tells a form's walk: the rule (a
     :class:`kernelcw.rules.RuleParams`), the prior scale, the budget (None for
     none), the budget policy's name and seed, the block size, whether the kernel
-    is positive semi-definite by construction, and ``batch``: how many support
-    vectors leave at once when the budget overflows (:mod:`.pruned` for q > 1)."""
+    is positive semi-definite by construction, ``batch``: how many support
+    vectors leave at once when the budget overflows (:mod:`.pruned` for q > 1),
+    and ``rows_after``: how many inputs of the current call come after this block
+    (a growing buffer sizes itself by it, :mod:`.panels`)."""
 
     rule: object
     a: float
@@ -39,6 +41,7 @@ class Context(NamedTuple):
     block_size: int
     known_psd: bool
     batch: int = 1
+    rows_after: int = 0
 
 
 class BlockData(NamedTuple):

@@ -42,12 +42,13 @@ from .steps import Block, NewRows, WalkResult, block_rows_part, checked_step
 
 __all__ = ["GROWTH", "PanelForm", "cholesky_walk", "lower_times"]
 
-#: The factor buffer's growth when full: capacity x GROWTH (at least what the block
-#: needs). The model then holds at most GROWTH^2 = 1.32 n^2 doubles, and at most
-#: 2.32 n^2 while the leading block is copied: within the dual engine's memory goal
-#: of 3 n^2 (``benchmarks/bench_dual_throughput.py``, which counts the new buffer
-#: twice, as model and as allocation: 2.65 n^2 at worst). The copies cost O(n) per
-#: row amortised, against O(n^2) for the row's forward substitution.
+#: The factor buffer's growth when full: capacity x GROWTH at least (and what the block
+#: needs); within a call that has more rows to come, up to 2x, towards the size the
+#: call's update rate so far predicts (:meth:`PanelForm._reserve`). At GROWTH alone the
+#: model holds at most GROWTH^2 = 1.32 n^2 doubles (2.32 n^2 while the leading block is
+#: copied); a prediction that overshoots because the update rate fell can leave up to
+#: twice the capacity the model needs, which the memory benchmark
+#: (``benchmarks/bench_dual_throughput.py``) measures.
 GROWTH = 1.15
 #: The smallest capacity a factor buffer gets.
 MIN_CAPACITY = 32
@@ -167,12 +168,18 @@ class PanelForm(Form):
     def capacity(self) -> int:
         return int(self.LK.shape[0])
 
-    def _reserve(self, need: int) -> None:
-        """Room for ``need`` rows: a larger buffer holding the leading block if full."""
+    def _reserve(self, need: int, expected: int = 0) -> None:
+        """Room for ``need`` rows: a larger buffer holding the leading block if full,
+        of at least GROWTH times the capacity and, when the call is expected to
+        bring more (``expected`` rows in all, :meth:`_append`), of up to twice it
+        (each new buffer is a copy of the leading block into memory the system must
+        first hand over: 0.2-0.4 GB/s measured here, so a fit that grew by GROWTH
+        alone spent 7 of its 26 s in 47 copies)."""
         cap = self.capacity
         if need <= cap:
             return
-        new = np.empty((max(need, int(cap * GROWTH), MIN_CAPACITY),) * 2)
+        grow = max(need, int(cap * GROWTH), MIN_CAPACITY, min(expected, 2 * cap))
+        new = np.empty((grow, grow))
         n = self.n
         new[:n, :n] = self.LK[:n, :n]
         self.LK = new
@@ -216,15 +223,19 @@ class PanelForm(Form):
             return res
         u = res.n_new
         if u:
-            self._append(a, rows, u, W0, K0, Kbb, kap)
+            # the call's later rows are expected to update at this block's rate
+            expected = self.n + u + math.ceil(ctx.rows_after * u / b)
+            if ctx.budget is not None:
+                expected = min(expected, ctx.budget)
+            self._append(a, rows, u, W0, K0, Kbb, kap, expected)
         return res
 
-    def _append(self, a, rows, u, W0, K0, Kbb, kap) -> None:
+    def _append(self, a, rows, u, W0, K0, Kbb, kap, expected: int = 0) -> None:
         """The u new rows of L (and columns of K) written past the leading block."""
         s = rows.src[:u]
         n0 = self.n
         n1 = n0 + u
-        self._reserve(n1)
+        self._reserve(n1, expected)
         LK = self.LK
         np.multiply(W0[:, s].T, a, out=LK[n0:n1, :n0])
         D = np.triu(Kbb[np.ix_(s, s)], 1) + a * np.tril(rows.E[:u, :u], -1)
