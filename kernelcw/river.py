@@ -31,6 +31,7 @@ as negatives); declare ``classes`` when the labels are known in advance.
 from __future__ import annotations
 
 import math
+import warnings
 
 try:
     from river import base as _river_base
@@ -42,9 +43,12 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 import numpy as np
 from sklearn.base import clone
 
+from ._diag_stream import DiagStream, fast_engine, sum_of_squares
 from .estimators import CWClassifier
+from .estimators._base import _FLOOR_WARNING
 from .estimators._mixins import margin_proba
 from .grow import add_models, mirror, widen
+from .rules import VAR_FLOOR
 from .spec import check_memory, check_params, engine_spec
 
 __all__ = ["Classifier"]
@@ -106,7 +110,9 @@ class Classifier(_river_base.MiniBatchClassifier):
         self._rows_y: dict = {}
         self._pending: list[np.ndarray] = []
         self._model = None
-        self._rule = None
+        self._fast = None  # a DiagStream while the model is binary primal-diagonal
+        self._last = None  # (keys, columns, order) of the last dict: one lookup a row
+        self._floored = False  # whether a round's variance was floored (warned once)
         self._declared = None if classes is None else _declared(classes)
         self._known = frozenset(self._declared or ())
 
@@ -132,7 +138,15 @@ class Classifier(_river_base.MiniBatchClassifier):
 
     @property
     def estimator_(self):
+        self._sync()
         return self._model
+
+    def __getstate__(self) -> dict:
+        self._sync()
+        state = self.__dict__.copy()
+        state["_fast"] = None  # views of the engine: made again on first use
+        state["_last"] = None
+        return state
 
     @property
     def feature_names(self) -> list:
@@ -145,6 +159,15 @@ class Classifier(_river_base.MiniBatchClassifier):
     def learn_one(self, x: dict, y) -> None:
         if self._declared is not None and y not in self._known:
             raise ValueError(f"label {y!r} is not one of classes={self.classes!r}")
+        fast = self._fast_path()
+        if fast is not None and y in self._rows_y:
+            row = self._sparse(x)
+            if row is not None:
+                with fast.engine.lock:
+                    fast.learn(row[0], row[1], float(self._rows_y[y][0, 0]))
+                if not self._floored and fast.counts.n_floored[0]:
+                    self._warn_floor(int(fast.counts.n_floored[0]))
+                return
         self._learn(self._row(x), [y])
 
     def learn_many(self, X, y) -> None:
@@ -159,11 +182,24 @@ class Classifier(_river_base.MiniBatchClassifier):
             self._learn(self._frame(X), labels)
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
-        P = self._proba(self._row(x))
+        fast = self._fast_path()
+        row = None if fast is None else self._sparse(x)
+        if row is not None:
+            with fast.engine.lock:
+                f, v, _ = fast.margin(*row)
+            P = margin_proba(np.array([[f]]), np.array([[v]]))
+        else:
+            P = self._proba(self._row(x))
         return {} if P is None else dict(zip(self._out_labels(), P[0].tolist(), strict=True))
 
     def predict_one(self, x: dict, **kwargs):
-        return self._predict(self._row(x))[0]
+        fast = self._fast_path()
+        row = None if fast is None else self._sparse(x)
+        if row is None:
+            return self._predict(self._row(x))[0]
+        with fast.engine.lock:
+            f = fast.margin(*row)[0]
+        return self._labels[1] if f >= 0.0 else self._labels[0]
 
     def predict_proba_many(self, X):
         import pandas as pd
@@ -180,10 +216,61 @@ class Classifier(_river_base.MiniBatchClassifier):
 
     # ------------------------------------------------------------ rows
 
+    def _fast_path(self) -> DiagStream | None:
+        """The row-at-a-time path of a binary primal-diagonal model, else None."""
+        model, fast = self._model, self._fast
+        if model is None or (fast is not None and fast.engine is model._engine):
+            return fast
+        self._sync()
+        self._fast = DiagStream(model._engine) if fast_engine(model._engine) else None
+        return self._fast
+
+    def _sync(self) -> None:
+        """Adds the fast path's counters to the estimator's."""
+        fast = self._fast
+        if fast is not None:
+            est = self._model
+            u, m, f = fast.take_counts()
+            est.n_updates_ += u
+            est.n_mistakes_ += m
+            est.n_variance_floored_ += f
+
+    def _sparse(self, x: dict) -> tuple[np.ndarray, np.ndarray] | None:
+        """``x``'s columns (increasing) and values for the fast path, or None where the
+        general path must take it: a new name, a value that is not a finite number, or
+        a row too large."""
+        keys = tuple(x)
+        last = self._last
+        if last is not None and last[0] == keys:
+            idx, order = last[1], last[2]
+        else:
+            index = self._index
+            try:
+                idx = np.array([index[k] for k in keys], dtype=np.int64)
+            except KeyError:
+                return None
+            order = np.argsort(idx, kind="stable") if np.any(idx[1:] < idx[:-1]) else None
+            if order is not None:
+                idx = idx[order]
+            self._last = (keys, idx, order)
+        try:
+            val = np.fromiter(x.values(), np.float64, len(keys))
+        except (TypeError, ValueError):
+            return None
+        if order is not None:
+            val = val[order]
+        if not math.isfinite(sum_of_squares(val) * self._fast.engine.spec.a):
+            return None
+        return idx, val
+
     def _row(self, x: dict) -> np.ndarray:
         """``x`` as a (1, width) row, values checked, then new names added."""
         names = list(x)
-        cols, width = self._columns(names)
+        index = self._index
+        try:
+            cols, width, new = [index[k] for k in names], self._width, False
+        except KeyError:
+            (cols, width), new = self._columns(names), True
         row = np.zeros((1, width))
         try:
             row[0, cols] = list(x.values())
@@ -194,7 +281,7 @@ class Classifier(_river_base.MiniBatchClassifier):
                 "(encode categories first, e.g. river.preprocessing.OneHotEncoder)"
             ) from exc
         self._check(row, lambda i, j: f"feature {names[cols.index(j)]!r}")
-        return self._commit(names, row)
+        return self._commit(names, row) if new else row
 
     def _frame(self, X) -> np.ndarray:
         """A pandas frame as (n, width) rows, its columns placed by name."""
@@ -216,10 +303,6 @@ class Classifier(_river_base.MiniBatchClassifier):
         """The columns of ``names`` (new ones after the index) and the width they
         need, without changing the index."""
         index = self._index
-        try:
-            return [index[k] for k in names], self._width
-        except KeyError:
-            pass
         cols, n = [], len(index)
         for k in names:
             j = index.get(k)
@@ -252,14 +335,9 @@ class Classifier(_river_base.MiniBatchClassifier):
         """ValueError for NaN, infinity, or a row whose squared norm times ``a``
         overflows (the estimator's own checks), naming where."""
         a = self._template().a if self._model is None else self._model._engine.spec.a
-        if M.shape[0] == 1:
-            if math.isfinite(float(M[0] @ M[0]) * a):
-                return
-            sq = [float(M[0] @ M[0])]
-        else:
-            sq = np.einsum("ij,ij->i", M, M).tolist()
-            if all(math.isfinite(s * a) for s in sq):
-                return
+        sq = [sum_of_squares(r) for r in M]
+        if all(math.isfinite(s * a) for s in sq):
+            return
         bad = np.argwhere(~np.isfinite(M))
         if bad.size:
             i, j = bad[0]
@@ -294,7 +372,42 @@ class Classifier(_river_base.MiniBatchClassifier):
                 return
         Y = self._rows_y
         T = Y[labels[0]] if len(labels) == 1 else np.vstack([Y[v] for v in labels])
-        self._model._learn(X, T, self._rule)
+        self._learn_rows(X, T)
+
+    def _learn_rows(self, X: np.ndarray, T: np.ndarray) -> None:
+        """The estimator's ``_learn`` without its per-call costs (a signal handler
+        swapped twice, the rule re-set): all or nothing, counters included, and
+        the variance-floor warning the first time it happens."""
+        self._sync()
+        est = self._model
+        engine = est._engine
+        saved = (est.n_updates_, est.n_mistakes_, est.n_variance_floored_)
+        with engine.lock:
+            checkpoint = engine.checkpoint(X)
+            try:  # an error or a Ctrl-C anywhere in here: the model as before the call
+                res = engine.learn(X, T)
+                if engine.n_models == 1:
+                    est.n_updates_ = saved[0] + int(res.n_updates[0])
+                    est.n_mistakes_ = saved[1] + int(res.n_mistakes[0])
+                    est.n_variance_floored_ = saved[2] + int(res.n_floored[0])
+                else:
+                    est.n_updates_ = saved[0] + res.n_updates
+                    est.n_mistakes_ = saved[1] + res.n_mistakes
+                    est.n_variance_floored_ = saved[2] + res.n_floored
+            except BaseException:
+                engine.restore(checkpoint)
+                est.n_updates_, est.n_mistakes_, est.n_variance_floored_ = saved
+                raise
+        if not self._floored and res.n_floored.any():
+            self._warn_floor(int(res.n_floored.sum()))
+
+    def _warn_floor(self, n: int) -> None:
+        """The estimator's warning, the first time a round's variance is floored."""
+        self._floored = True
+        name = type(self._model).__name__
+        warnings.warn(
+            _FLOOR_WARNING.format(name=name, floor=VAR_FLOOR, n=n), RuntimeWarning, stacklevel=4
+        )
 
     def _new_label(self, y) -> None:
         if self._declared is not None:  # checked on entry; the model starts on first rows
@@ -312,6 +425,7 @@ class Classifier(_river_base.MiniBatchClassifier):
             return
         if K < 2:
             return
+        self._sync()
         model = self._model
         engine = mirror(model._engine) if K == 3 else model._engine
         model._engine = add_models(engine, 1)
@@ -335,7 +449,6 @@ class Classifier(_river_base.MiniBatchClassifier):
         est.n_features_in_ = self._width
         self._labels = list(labels)
         self._rows_y = _label_rows(self._labels)
-        self._rule = checked[0]
         self._model = est
 
     # ------------------------------------------------------------ prediction

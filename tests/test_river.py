@@ -238,7 +238,23 @@ def test_learn_many_equals_learn_one_in_order(form):
     np.testing.assert_allclose(P.to_numpy(), pd.DataFrame(map(many.predict_proba_one, dicts)))
 
 
-@pytest.mark.parametrize("form", ["primal_full", "dual_project", "dual_panels"])
+def test_fast_path_ignores_the_order_of_a_dicts_keys():
+    """A binary diagonal model learns each dict's non-zeros in column order (the
+    order of the engine's dense walk), whatever order the dict lists them in."""
+    _, y, dicts = _stream()
+    rng = np.random.default_rng(3)
+    shuffled = [dict(sorted(x.items(), key=lambda _: rng.random())) for x in dicts]
+    plain, mixed = (Classifier(CWClassifier(covariance="diag"), (0, 1)) for _ in range(2))
+    for x, xs, v in zip(dicts, shuffled, y.tolist(), strict=True):
+        assert plain.predict_proba_one(x) == mixed.predict_proba_one(xs)
+        plain.learn_one(x, v)
+        mixed.learn_one(xs, v)
+    assert plain._fast is not None  # the fast path ran
+    np.testing.assert_array_equal(plain.estimator_.mean_, mixed.estimator_.mean_)
+    np.testing.assert_array_equal(plain.estimator_.covariance_, mixed.estimator_.covariance_)
+
+
+@pytest.mark.parametrize("form", ["primal_full", "primal_diag", "dual_project", "dual_panels"])
 def test_pickle_mid_stream_continues_exactly(form):
     _, y, dicts = _stream()
     model = Classifier(FORMS[form]())
@@ -299,9 +315,10 @@ def test_added_models_are_the_prior_and_widen_refuses_to_shrink(form):
 # ------------------------------------------------------------------ errors and import
 
 
-def test_bad_values_are_named_and_leave_the_model_unchanged():
+@pytest.mark.parametrize("form", ["primal_full", "primal_diag"])  # diag: the fast path
+def test_bad_values_are_named_and_leave_the_model_unchanged(form):
     _, y, dicts = _stream(n=30)
-    model = Classifier(SCWClassifier(), classes=(0, 1))
+    model = Classifier(FORMS[form](), classes=(0, 1))
     for x, v in zip(dicts, y.tolist(), strict=True):
         model.learn_one(x, v)
     before = pickle.dumps(model)
