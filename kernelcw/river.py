@@ -31,6 +31,7 @@ as negatives); declare ``classes`` when the labels are known in advance.
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 
 try:
@@ -45,7 +46,7 @@ from sklearn.base import clone
 
 from ._diag_stream import DiagStream, fast_engine, sum_of_squares
 from .estimators import CWClassifier
-from .estimators._base import _FLOOR_WARNING
+from .estimators._base import _FLOOR_WARNING, CWEstimator
 from .estimators._mixins import margin_proba
 from .grow import add_models, mirror, widen
 from .rules import VAR_FLOOR
@@ -275,7 +276,7 @@ class Classifier(_river_base.MiniBatchClassifier):
         try:
             row[0, cols] = list(x.values())
         except (TypeError, ValueError) as exc:
-            bad = next(k for k, v in x.items() if not _is_number(v))
+            bad = next(k for k, v in x.items() if not isinstance(v, numbers.Real))
             raise TypeError(
                 f"feature {bad!r} is {x[bad]!r}: kernelcw learns from numbers only "
                 "(encode categories first, e.g. river.preprocessing.OneHotEncoder)"
@@ -348,7 +349,15 @@ class Classifier(_river_base.MiniBatchClassifier):
     # ------------------------------------------------------------ learning
 
     def _template(self):
-        return _default_estimator() if self.estimator is None else self.estimator
+        if self.estimator is None:
+            return _default_estimator()
+        if not isinstance(self.estimator, CWEstimator):
+            raise TypeError(
+                f"estimator={self.estimator!r} is not a kernelcw estimator (CWClassifier, "
+                "SCWClassifier, AROWClassifier, PAClassifier, PerceptronClassifier, "
+                "SOPClassifier); river's own learners need no adapter"
+            )
+        return self.estimator
 
     def _learn(self, X: np.ndarray, labels: list) -> None:
         """Rows in order: runs of known labels learnt in one engine call, each new
@@ -370,6 +379,8 @@ class Classifier(_river_base.MiniBatchClassifier):
             else:  # one label so far: kept until the second
                 self._pending.extend(r.copy() for r in X)
                 return
+        if X.shape[1] < self._width:  # rows made before the model started (width 0)
+            X = np.hstack([X, np.zeros((X.shape[0], self._width - X.shape[1]))])
         Y = self._rows_y
         T = Y[labels[0]] if len(labels) == 1 else np.vstack([Y[v] for v in labels])
         self._learn_rows(X, T)
@@ -502,11 +513,3 @@ def _label_rows(labels: list) -> dict:
         return {labels[0]: np.array([[-1.0]]), labels[1]: np.array([[1.0]])}
     eye = 2.0 * np.eye(len(labels)) - 1.0
     return {v: eye[i : i + 1].copy() for i, v in enumerate(labels)}
-
-
-def _is_number(v) -> bool:
-    try:
-        float(v)
-    except (TypeError, ValueError):
-        return False
-    return True

@@ -18,7 +18,7 @@ import pytest
 river = pytest.importorskip("river")
 pd = pytest.importorskip("pandas")
 
-from river import datasets, evaluate, metrics, preprocessing  # noqa: E402
+from river import datasets, evaluate, linear_model, metrics, preprocessing  # noqa: E402
 from river.checks import check_estimator  # noqa: E402
 
 from kernelcw import (  # noqa: E402
@@ -344,8 +344,24 @@ def test_predictions_before_learning():
     one = Classifier()
     one.learn_one({"a": 1.0}, "x")
     assert one.predict_proba_one({"a": 2.0}) == {"x": 1.0}
+    with pytest.raises(TypeError, match="not a kernelcw estimator"):
+        Classifier(linear_model.PAClassifier()).learn_one({"a": 1.0}, 0)
     with pytest.raises(ValueError, match="precomputed"):
         Classifier(SCWClassifier(kernel="precomputed"), classes=(0, 1)).learn_one({"a": 1.0}, 0)
+
+
+@pytest.mark.parametrize("form", ["primal_full", "primal_diag", "dual_project"])
+def test_empty_dicts_are_zero_rows(form):
+    est = FORMS[form]()
+    ref = FORMS[form]().partial_fit(np.array([[0.0], [0.0], [2.0]]), ["x", "y", "y"])
+    model = Classifier(est)
+    for x, v in [({}, "x"), ({}, "y"), ({"a": 2.0}, "y")]:
+        model.learn_one(x, v)
+    M = np.array([[0.0], [1.0]])
+    np.testing.assert_array_equal(model.estimator_.decision_function(M), ref.decision_function(M))
+    model.learn_one({}, "z")  # a third label at a zero row
+    assert model.labels == ["x", "y", "z"]
+    assert set(model.predict_proba_one({})) == {"x", "y", "z"}
 
 
 def test_import_kernelcw_does_not_import_river_and_its_absence_is_explained():
