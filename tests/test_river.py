@@ -211,6 +211,8 @@ def test_a_third_label_keeps_both_binary_models():
     assert set(model.predict_proba_one(dicts[0])) == {0, 1, "new"}
     updates = model.estimator_.n_updates_
     assert updates.shape == (3,) and updates[0] == updates[1] and updates[2] == 1
+    fresh = SCWClassifier(kernel="rbf", gamma=0.3, budget=20).partial_fit(row, [1], classes=[0, 1])
+    np.testing.assert_allclose(after[:, 2], fresh.decision_function(M), rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("form", ["primal_full", "primal_diag", "dual_panels", "dual_pruned"])
