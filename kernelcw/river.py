@@ -281,7 +281,9 @@ class Classifier(_river_base.MiniBatchClassifier):
                 f"feature {bad!r} is {x[bad]!r}: kernelcw learns from numbers only "
                 "(encode categories first, e.g. river.preprocessing.OneHotEncoder)"
             ) from exc
-        self._check(row, lambda i, j: f"feature {names[cols.index(j)]!r}")
+        self._check(
+            row, lambda i, j: f"feature {names[cols.index(j)]!r} is {x[names[cols.index(j)]]!r}"
+        )
         return self._commit(names, row) if new else row
 
     def _frame(self, X) -> np.ndarray:
@@ -297,7 +299,9 @@ class Classifier(_river_base.MiniBatchClassifier):
             ) from exc
         M = np.zeros((values.shape[0], width))
         M[:, cols] = values
-        self._check(M, lambda i, j: f"row {i}, column {names[cols.index(j)]!r}")
+        self._check(
+            M, lambda i, j: f"row {i}, column {names[cols.index(j)]!r} is {float(M[i, j])!r}"
+        )
         return self._commit(names, M)
 
     def _columns(self, names: list) -> tuple[list[int], int]:
@@ -342,7 +346,7 @@ class Classifier(_river_base.MiniBatchClassifier):
         bad = np.argwhere(~np.isfinite(M))
         if bad.size:
             i, j = bad[0]
-            raise ValueError(f"{where(i, j)} is {float(M[i, j])!r}: remove or impute it first")
+            raise ValueError(f"{where(i, j)}: remove or impute it first")
         i = next(i for i, s in enumerate(sq) if not math.isfinite(s * a))
         raise ValueError(f"row {i} is too large: its squared norm times a overflows float64")
 

@@ -328,6 +328,8 @@ def test_bad_values_are_named_and_leave_the_model_unchanged(form):
         model.learn_one({"f0": 1.0, "colour": "red"}, 1)
     with pytest.raises(ValueError, match=re.escape("feature 'f1' is nan")):
         model.learn_one({"f0": 1.0, "f1": float("nan")}, 1)
+    with pytest.raises(ValueError, match="feature 'f1' is None"):
+        model.learn_one({"f0": 1.0, "f1": None}, 1)
     with pytest.raises(ValueError, match="too large"):
         model.learn_one({"f0": 1e200}, 1)
     with pytest.raises(ValueError, match="label 7 is not one of classes"):
