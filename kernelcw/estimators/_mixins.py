@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._input import validate_X
 
-__all__ = ["DualAttributesMixin", "PredictionMixin", "primal_from_dual"]
+__all__ = ["DualAttributesMixin", "PredictionMixin", "margin_proba", "primal_from_dual"]
 
 
 def _is_dual(est) -> bool:
@@ -20,6 +20,20 @@ def _is_dual(est) -> bool:
 
 def _one_or_list(values: list):
     return values[0] if len(values) == 1 else values
+
+
+def margin_proba(f: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """:meth:`PredictionMixin.predict_proba` from the (n, K) mean margins ``f`` and margin
+    variances ``v`` (shared with :mod:`kernelcw.river`, which has them per row)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(v > 0, f / np.sqrt(np.maximum(v, 0)), np.sign(f) * np.inf)
+    z = np.where(np.isnan(z), 0.0, z)
+    p = ndtr(z)
+    if p.shape[1] == 1:
+        return np.hstack([1.0 - p, p])
+    tot = p.sum(axis=1, keepdims=True)
+    K = p.shape[1]
+    return np.where(tot > 0, p / np.where(tot > 0, tot, 1.0), 1.0 / K)
 
 
 class PredictionMixin:
@@ -45,15 +59,7 @@ class PredictionMixin:
         with self._engine.lock:
             f = self._engine.decision(X)
             v = self._engine.margin_variance(X)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            z = np.where(v > 0, f / np.sqrt(np.maximum(v, 0)), np.sign(f) * np.inf)
-        z = np.where(np.isnan(z), 0.0, z)
-        p = ndtr(z)
-        if p.shape[1] == 1:
-            return np.hstack([1.0 - p, p])
-        tot = p.sum(axis=1, keepdims=True)
-        K = p.shape[1]
-        return np.where(tot > 0, p / np.where(tot > 0, tot, 1.0), 1.0 / K)
+        return margin_proba(f, v)
 
     def predict(self, X):
         """The sign of ``mu . x`` (``sign(0) = +1``, i.e. ``classes_[1]``); argmax for OvR."""
