@@ -184,8 +184,11 @@ class Kernel:
     evaluated row by row, one ``k(a, a)`` call per row.
     """
 
-    def __init__(self, kernel, gamma, degree, coef0, n_features: int):
+    def __init__(self, kernel, gamma, degree, coef0, n_features: int, offset: float = 0.0):
         self.kernel = kernel
+        #: A constant added to every value: ``k(x, z) + offset`` is the kernel of the
+        #: feature map with one more coordinate, sqrt(offset) (an intercept's).
+        self.offset = float(offset)
         self.name = getattr(kernel, "__name__", repr(kernel)) if callable(kernel) else kernel
         if callable(kernel):
             self._f: Callable | None = kernel
@@ -237,6 +240,8 @@ class Kernel:
                 )
         else:
             K = kernel_matrix(A, B, self.kernel, self.gamma, self.degree, self.coef0)
+        if self.offset:
+            K += self.offset
         if not (math.isfinite(K.max(initial=0.0)) and math.isfinite(K.min(initial=0.0))):
             raise ValueError(
                 f"kernel {self.name!r} returned NaN or infinity (e.g. a poly kernel whose "
@@ -248,4 +253,7 @@ class Kernel:
         if self._f is not None:
             rows = (A[i : i + 1] for i in range(A.shape[0]))
             return np.array([self.block(x, x)[0, 0] for x in rows])
-        return kernel_diag(A, self.kernel, self.gamma, self.degree, self.coef0)
+        d = kernel_diag(A, self.kernel, self.gamma, self.degree, self.coef0)
+        if self.offset:
+            d += self.offset
+        return d

@@ -83,15 +83,24 @@ class PredictionMixin:
 
     @property
     def mean_(self) -> np.ndarray:
-        """mu: (n_features,) for two classes, else (n_classes, n_features)."""
-        mean = self._primal_attr("mean_").mean
+        """mu: (n_features,) for two classes, else (n_classes, n_features). With
+        ``fit_intercept`` the weights of the features only (the intercept's is in
+        ``intercept_``)."""
+        eng = self._primal_attr("mean_")
+        mean = eng.mean[:, : self.n_features_in_]
         return mean[0] if mean.shape[0] == 1 else mean
 
     @property
     def covariance_(self) -> np.ndarray:
-        """Sigma: (d, d) or its diagonal (d,) for two classes; stacked per class else."""
+        """Sigma: (d, d) or its diagonal (d,) for two classes; stacked per class else.
+        With ``fit_intercept``, the covariance of the features' weights (the marginal:
+        the intercept's row and column left out)."""
         eng = self._primal_attr("covariance_")
-        cov = eng.covariance if eng.spec.form == "primal_full" else eng.variance
+        d = self.n_features_in_
+        if eng.spec.form == "primal_full":
+            cov = eng.covariance[:, :d, :d]
+        else:
+            cov = eng.variance[:, :d]
         return cov[0] if cov.shape[0] == 1 else cov
 
     @property
@@ -110,7 +119,7 @@ class PredictionMixin:
                     "vector here: see dual_coef_ and support_vectors_"
                 )
             return primal_from_dual(self)[0].reshape(eng.n_models, -1)
-        return eng.mean
+        return eng.mean[:, : self.n_features_in_]
 
     @property
     def engine_(self):
@@ -122,9 +131,19 @@ class PredictionMixin:
 
     @property
     def intercept_(self) -> np.ndarray:
-        """Always zero: the papers' learners have no bias (append a constant feature)."""
+        """The mean intercept b (decision ``mu . x + b``), (1,) for two classes, (K,)
+        else; zero without ``fit_intercept`` (the papers' learners have none). The
+        intercept is the weight of a constant feature c = ``intercept_scaling`` with
+        prior variance ``a c^2``: ``b = c mu_c`` (primal), ``b = c^2 sum(nu)`` (dual)."""
         check_is_fitted(self)
-        return np.zeros(self._engine.n_models)
+        eng = self._engine
+        c = eng.spec.intercept
+        if not c:
+            return np.zeros(eng.n_models)
+        if _is_dual(self):
+            with eng.lock:
+                return np.array([c * c * float(np.sum(nu)) for nu in eng.dual_coef()])
+        return c * eng.mean[:, -1]
 
 
 class DualAttributesMixin:
