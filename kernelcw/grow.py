@@ -50,6 +50,11 @@ def widen(engine: Engine, n_features: int) -> Engine:
     resolved at the first width), so the kernel of past inputs does not change.
     """
     spec = engine.spec
+    if spec.intercept:
+        raise ValueError(
+            "widen: this model has an intercept (fit_intercept=True), whose column must stay "
+            "last; widening it is not supported"
+        )
     d = spec.n_features
     if n_features < d:
         raise ValueError(f"widen: n_features={n_features} is below the current {d}")

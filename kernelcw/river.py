@@ -361,6 +361,13 @@ class Classifier(_river_base.MiniBatchClassifier):
                 "SCWClassifier, AROWClassifier, PAClassifier, PerceptronClassifier, "
                 "SOPClassifier); river's own learners need no adapter"
             )
+        if getattr(self.estimator, "fit_intercept", False):
+            raise ValueError(
+                "kernelcw.river does not take fit_intercept=True yet (the adapter grows "
+                "the model's columns as feature names appear, and the intercept's column "
+                "would have to stay last): leave fit_intercept=False and give every dict "
+                "a constant feature instead, e.g. x['bias'] = 1.0"
+            )
         return self.estimator
 
     def _learn(self, X: np.ndarray, labels: list) -> None:

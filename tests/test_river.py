@@ -388,3 +388,12 @@ def test_readme_river_example_runs_and_prints_what_it_says(capsys):
     printed = capsys.readouterr().out.strip().splitlines()
     claimed = [ln.split("# ", 1)[1] for ln in code.splitlines() if "print(" in ln and "# " in ln]
     assert printed == claimed
+
+
+def test_fit_intercept_is_refused_with_advice():
+    from kernelcw import SCWClassifier
+    from kernelcw.river import Classifier
+
+    model = Classifier(SCWClassifier(fit_intercept=True))
+    with pytest.raises(ValueError, match="bias"):
+        model.learn_one({"a": 1.0}, True)
