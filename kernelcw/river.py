@@ -9,12 +9,10 @@ validation), so a row costs a few microseconds on top of the update itself.
 Features. Names map to columns in the order they first appear; a name absent from a
 dict is 0. When new names appear the model widens (:func:`kernelcw.grow.widen`): the
 primal mean gets 0 and the covariance the prior ``a I`` in the new coordinates, the
-support vectors a 0 column. That is exactly the model that had the wider inputs from
-the start, since the new features were 0 in every past input. The width grows by
-half at a time, so that a stream of new names costs amortised O(1) copies: columns
-beyond the named features stay 0 in every row, and change nothing. A kernel's
-``gamma=None`` becomes ``1 / n_features`` at the first width and stays fixed as the
-model widens (the kernel of past inputs must not change).
+support vectors a 0 column: exactly the model that had the wider inputs from the
+start (the new features were 0 in every past input). The width grows by half at a
+time (amortised O(1) copies; unnamed columns stay 0). A kernel's ``gamma=None``
+becomes ``1 / n_features`` at the first width and stays fixed as the model widens.
 
 Labels. With ``classes`` given the model learns exactly as the estimator's
 ``partial_fit(X, y, classes=classes)`` on the zero-padded rows. Without it, labels are
@@ -53,6 +51,7 @@ from .rules import VAR_FLOOR
 from .spec import check_memory, check_params, engine_spec
 
 __all__ = ["Classifier"]
+_NO_INTERCEPT = "kernelcw.river does not take fit_intercept=True yet: give each dict x['bias'] = 1"
 
 
 def _default_estimator():
@@ -70,8 +69,8 @@ class Classifier(_river_base.MiniBatchClassifier):
         The learner and its hyper-parameters, e.g. ``AROWClassifier(r=1.0)`` or
         ``SCWClassifier(kernel="rbf", gamma=0.1, budget=200)``; it is cloned, never
         fitted itself. None: ``AROWClassifier(covariance="diag")`` (soft, linear, O(d)
-        a row). ``n_iter`` and
-        ``shuffle`` do not apply to a stream; ``kernel="precomputed"`` is refused.
+        a row). ``n_iter`` and ``shuffle`` do not apply to a stream;
+        ``kernel="precomputed"`` and ``fit_intercept=True`` are refused.
     classes : tuple, default=None
         All labels of the stream, if known in advance: the model then learns exactly
         as ``estimator.partial_fit(X, y, classes=classes)`` and a label outside them
@@ -362,12 +361,7 @@ class Classifier(_river_base.MiniBatchClassifier):
                 "SOPClassifier); river's own learners need no adapter"
             )
         if getattr(self.estimator, "fit_intercept", False):
-            raise ValueError(
-                "kernelcw.river does not take fit_intercept=True yet (the adapter grows "
-                "the model's columns as feature names appear, and the intercept's column "
-                "would have to stay last): leave fit_intercept=False and give every dict "
-                "a constant feature instead, e.g. x['bias'] = 1.0"
-            )
+            raise ValueError(_NO_INTERCEPT)
         return self.estimator
 
     def _learn(self, X: np.ndarray, labels: list) -> None:
