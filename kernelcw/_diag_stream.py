@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from .engines._primal_common import new_counts, raise_nonfinite, rule_record
-from .engines.primal_diag import _diag_row, no_log
+from .engines.primal_diag import _diag_row, _var, no_log
 from .rules import DIAG_METHODS
 
 __all__ = ["DiagStream", "fast_engine", "sum_of_squares"]
@@ -53,7 +53,7 @@ def sum_of_squares(val):
 
 
 @njit(cache=True)
-def _margin(mu, s, idx, val, out):
+def _margin(mu, s, idx, val, out, a):
     """``out = (mu . x, x' diag(s) x)`` of model 0 over the non-zeros (idx, val), in
     their order (the rounds' order); returns ``|x|^2``."""
     f = 0.0
@@ -63,7 +63,7 @@ def _margin(mu, s, idx, val, out):
         p = idx[q]
         x = val[q]
         f += mu[0, p] * x
-        v += abs(s[0, p]) * x * x
+        v += _var(s[0, p], a) * x * x
         sq += x * x
     out[0] = f
     out[1] = v
@@ -80,7 +80,7 @@ class DiagStream:
 
     def __init__(self, engine):
         self.engine = engine
-        self.mu, self.s = engine.mean, engine.variance
+        self.mu, self.s = engine.mean, engine._s  # stored variances (0: the prior)
         self.rp = rule_record(engine.rule)
         self.method = DIAG_METHODS[engine.spec.diag_method]
         self.counts = new_counts(1)
@@ -103,7 +103,7 @@ class DiagStream:
 
     def margin(self, idx: np.ndarray, val: np.ndarray) -> tuple[float, float, float]:
         """(mean margin, margin variance, |x|^2) of the row, without learning."""
-        args = (self.mu, self.s, idx, val, self.out)
+        args = (self.mu, self.s, idx, val, self.out, self.rp.a)
         if self._margin is None:
             sq = _margin(*args)
             self._margin = _entry(_margin, args)
