@@ -25,7 +25,7 @@ LAYERS = [
     {"spec"},
     {"engines"},
     {"estimators"},
-    {"online", "registry", "datasets"},
+    {"online", "registry", "datasets", "persistence"},
     {"cli", "__main__"},
 ]
 MAX_MODULE_LINES = 520
