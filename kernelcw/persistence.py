@@ -427,7 +427,10 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
     try:
         engine = engine_class(spec.form).from_state(spec, state)
         probe = np.zeros((1, d))  # the rebuilt engine must predict
-        f, v = engine.decision(probe), engine.margin_variance(probe)
+        f = engine.decision(probe)
+        # (with kernel="precomputed" no variance without k(x, x) of the probe)
+        precomputed = spec.kernel is not None and spec.kernel.precomputed
+        v = np.zeros_like(f) if precomputed else engine.margin_variance(probe)
     except (ValueError, TypeError, KeyError, IndexError) as e:
         raise bad(f"the {spec.form} engine's arrays are inconsistent: {e!r}") from e
     if f.shape != (1, K) or v.shape != (1, K) or not np.all(np.isfinite(v)):
@@ -463,6 +466,35 @@ def _check_engine_state(spec, state: dict[str, np.ndarray], bad) -> None:
             raise bad(f"engine.{k} has shape {state[k].shape}; the parameters need {shape}")
     if spec.form == "dual" and int(state["n_models"]) != K:
         raise bad(f"engine.n_models is {int(state['n_models'])}; the classes need {K}")
-    if spec.form == "dual" and "store.shape" in state:
-        if state["store.shape"].shape != (2,) or int(state["store.shape"][1]) != d:
+    if spec.form == "dual":
+        if "store.shape" in state and (
+            state["store.shape"].shape != (2,) or int(state["store.shape"][1]) != d
+        ):
             raise bad(f"engine.store.shape must be (n, {d})")
+        n_store = int(state["store.n"]) if state.get("store.n", np.zeros(1)).shape == () else -1
+        for k in range(K):
+            _check_dual_model(state, f"model{k}.", n_store, bad)
+
+
+#: The dual forms' arrays of the support set's length n (each axis n, or 0 where the
+#: form or policy keeps none); the "oldest" queue form keeps whole buffers.
+_SLOTS = ("idx", "entry", "kap")
+
+
+def _check_dual_model(state: dict[str, np.ndarray], prefix: str, n_store: int, bad) -> None:
+    """One dual model's arrays: slots pointing into the store, arrays of length n."""
+    idx = state.get(prefix + "idx")
+    if idx is None or idx.ndim != 1:
+        raise bad(f"engine.{prefix}idx is missing or not a vector")
+    n = idx.shape[0]
+    if n and (idx.dtype.kind not in "iu" or idx.min() < 0 or idx.max() >= n_store):
+        raise bad(f"engine.{prefix}idx must index the {n_store} stored support inputs")
+    queue = prefix + "nO" in state
+    for key, arr in state.items():
+        if not key.startswith(prefix) or arr.ndim == 0:
+            continue
+        name = key[len(prefix) :]
+        if queue and name not in _SLOTS + ("zeta", "qv"):
+            continue
+        if any(m not in (n, 0) for m in arr.shape) or (name in _SLOTS and arr.shape != (n,)):
+            raise bad(f"engine.{key} has shape {arr.shape}; the model has {n} support vectors")
