@@ -96,7 +96,8 @@ def save(estimator, path: str | os.PathLike) -> None:
     try:
         with tmp:
             with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-                zf.writestr(META, blob)
+                # a fixed date: the same model saves to the same bytes
+                zf.writestr(zipfile.ZipInfo(META, date_time=(1980, 1, 1, 0, 0, 0)), blob)
                 for name, arr in arrays.items():
                     with zf.open(name + ".npy", "w", force_zip64=True) as member:
                         np.lib.format.write_array(member, arr, allow_pickle=False)
@@ -161,9 +162,22 @@ def _file_mode(target: str) -> int:
         return os.stat(target).st_mode & 0o7777
     except OSError:
         pass
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return 0o666 & ~umask
+    return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process's umask: read from /proc where it can be (setting and resetting it
+    would change it for other threads for a moment)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    umask = os.umask(0o022)  # pragma: no cover - not Linux
+    os.umask(umask)  # pragma: no cover
+    return umask  # pragma: no cover
 
 
 def _sync_directory(directory: str) -> None:

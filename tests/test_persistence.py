@@ -214,6 +214,19 @@ def test_parameters_that_are_not_plain_values_are_refused(tmp_path):
 # ------------------------------------------------------------------ paths, atomicity
 
 
+def test_same_model_same_bytes_and_new_files_follow_the_umask(tmp_path):
+    est = make("arow", kernel="rbf", budget=4, budget_policy="random").fit(*_data())
+    kernelcw.save(est, tmp_path / "a")
+    kernelcw.save(est, tmp_path / "b")
+    assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
+    old = os.umask(0o027)
+    try:
+        kernelcw.save(est, tmp_path / "c")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "c").stat().st_mode & 0o777 == 0o640
+
+
 def test_path_is_used_as_given(tmp_path):
     est = make("arow").fit(*_data())
     kernelcw.save(est, str(tmp_path / "plain"))
