@@ -54,7 +54,8 @@ META = "kernelcw.json"
 #: The estimator classes a file may name (looked up, never imported from the file).
 WHITELIST = tuple(sorted({alg.estimator for alg in ALGORITHMS.values()}))
 _COUNTERS = ("n_updates_", "n_mistakes_", "n_variance_floored_")
-_FORMS = ("primal_full", "primal_diag", "dual")
+#: What zipfile and np.load raise on a damaged archive.
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError)
 
 
 def save(estimator, path: str | os.PathLike) -> None:
@@ -140,7 +141,10 @@ def load(path: str | os.PathLike):
         if fh.read(4) != b"PK\x03\x04":
             raise ValueError(f"{target!r} is not a kernelcw model file (not a zip archive)")
         fh.seek(0)
-        meta, arrays = _read(fh, target)
+        try:
+            meta, arrays = _read(fh, target)
+        except _ZIP_ERRORS as e:  # a damaged header: a compression method, encryption flag
+            raise ValueError(f"{target!r} is truncated or corrupted: {e!r}") from e
     return _rebuild(meta, arrays, target)
 
 
@@ -279,7 +283,7 @@ def _read(fh, target: str) -> tuple[dict, dict[str, np.ndarray]]:
     """The JSON document and the arrays, every member checked against the document."""
     try:
         npz = np.load(fh, allow_pickle=False)
-    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError) as e:
+    except (*_ZIP_ERRORS, ValueError) as e:
         raise ValueError(f"{target!r} is truncated or corrupted (not a readable zip): {e}") from e
     with npz:
         names = set(npz.zip.namelist())
@@ -287,7 +291,7 @@ def _read(fh, target: str) -> tuple[dict, dict[str, np.ndarray]]:
             raise ValueError(f"{target!r} is not a kernelcw model file (no {META} member)")
         try:
             meta = json.loads(npz.zip.read(META).decode("utf-8"))
-        except (zipfile.BadZipFile, zlib.error, EOFError, UnicodeDecodeError, ValueError) as e:
+        except (*_ZIP_ERRORS, ValueError) as e:
             raise ValueError(f"{target!r}: member {META} is corrupted: {e}") from e
         _check_meta(meta, target)
         listed = meta["arrays"]
@@ -306,7 +310,7 @@ def _read_array(npz, name: str, target: str) -> np.ndarray:
     try:
         _check_header(npz.zip, member)
         arr = npz[name]
-    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError) as e:
+    except (*_ZIP_ERRORS, ValueError) as e:
         raise ValueError(f"{target!r}: member {member} is truncated or corrupted: {e}") from e
     if not isinstance(arr, np.ndarray):
         raise ValueError(f"{target!r}: member {member} is not a .npy array")

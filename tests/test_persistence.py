@@ -252,13 +252,16 @@ def test_failed_save_leaves_the_old_file(tmp_path, monkeypatch):
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    for where in ("write_array", "fsync", "replace"):
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    for where, fail in [("write_array", full_disk), ("fsync", full_disk), ("replace", ctrl_c)]:
         with monkeypatch.context() as m:
             if where == "write_array":
-                m.setattr(np.lib.format, "write_array", full_disk)
+                m.setattr(np.lib.format, "write_array", fail)
             else:
-                m.setattr(os, where, full_disk)
-            with pytest.raises(OSError, match="No space"):
+                m.setattr(os, where, fail)
+            with pytest.raises((OSError, KeyboardInterrupt)):
                 kernelcw.save(new, path)
         assert os.listdir(tmp_path) == ["m.kcw"], where  # the temporary file is gone
         assert path.read_bytes() == before
@@ -344,6 +347,28 @@ def test_corrupted_bytes_are_caught_by_the_checksum(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match=r"engine.model0.Pi.npy is truncated or corrupted"):
         kernelcw.load(path)
+
+
+def test_random_damage_gives_a_value_error_or_the_same_model(tmp_path):
+    """Flipped bytes and cuts anywhere: a ValueError, or (a byte no checksum covers,
+    such as a header's date) the very same model; never another exception."""
+    X, y = _data(n_classes=3)
+    est = make("arow", kernel="rbf", budget=4, budget_policy="random").fit(X, y)
+    good = _saved(tmp_path, est).read_bytes()
+    rng = np.random.default_rng(0)
+    path = tmp_path / "damaged"
+    for t in range(120):
+        data = bytearray(good[: rng.integers(0, len(good))] if t % 4 == 0 else good)
+        for _ in range(0 if t % 4 == 0 else rng.integers(1, 4)):
+            data[rng.integers(0, len(data))] = rng.integers(0, 256)
+        path.write_bytes(bytes(data))
+        try:
+            loaded = kernelcw.load(path)
+        except ValueError:
+            continue
+        assert np.array_equal(loaded.predict_proba(X), est.predict_proba(X))
+        state = _state(loaded)
+        assert all(np.array_equal(v, state[k]) for k, v in _state(est).items())
 
 
 def test_missing_and_unexpected_members(tmp_path):
@@ -443,6 +468,49 @@ def test_header_promising_more_data_than_the_member_holds(tmp_path):
             zf.writestr(n, b)
     with pytest.raises(ValueError, match="engine.model0.nu.npy .*promises"):
         kernelcw.load(path)
+
+
+# ------------------------------------------------------------------ the format's layout
+
+#: The engine state's members in format version 1, per factor form. A change to an
+#: engine's state_dict changes the file format: bump persistence.FORMAT_VERSION, keep
+#: loading version 1 files (convert them), and update this table.
+LAYOUT_V1 = {
+    "primal_full": {"mean", "covariance"},
+    "primal_diag": {"mean", "variance"},
+    "panels": {"LK", "capacity", "r", "zeta"},
+    "explicit": {"nu", "Pi", "zsv", "gsv", "policy.counter", "policy.kinv", "policy.G"}
+    | {"policy.vsv"},
+    "queue": {"zeta", "qv", "LO", "rO", "LNO", "KNO", "LN", "rN", "nO", "nN"},
+    "pruned": {"L", "r", "qv", "zeta", "G", "counter"},
+}
+DUAL_V1 = {"n_models", "store.n", "store.pos", "store.n_seen", "store.kind"}
+SLOTS_V1 = {"form", "idx", "entry", "kap", "clock"}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"covariance": "diag"},
+        {"kernel": "rbf"},
+        {"kernel": "rbf", "solver": "explicit"},
+        {"kernel": "rbf", "budget": 3, "budget_policy": "oldest"},
+        {"kernel": "rbf", "budget": 3, "budget_batch": 2},
+    ],
+)
+def test_engine_state_layout_is_format_version_1(params):
+    est = make("arow", **params).fit(*_data())
+    state = est.engine_.state_dict()
+    form = est.engine_.spec.form
+    if form != "dual":
+        assert set(state) == LAYOUT_V1[form]
+        return
+    (name,) = est.engine_.factor_forms()
+    model = {k[len("model0.") :] for k in state if k.startswith("model0.")}
+    assert model == LAYOUT_V1[name] | SLOTS_V1, "the state layout changed: see LAYOUT_V1"
+    assert DUAL_V1 <= set(state)
+    assert persistence.FORMAT_VERSION == 1
 
 
 # ------------------------------------------------------------------ documentation
