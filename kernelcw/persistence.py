@@ -1,8 +1,7 @@
 """Save and load fitted estimators without pickle: plain arrays and one JSON document.
 
-The file format (format version 1) is one zip archive, written uncompressed
-(``ZIP_STORED``: the arrays are mostly dense float64 factors that deflate poorly,
-and storing them keeps saving and loading at disk speed), holding
+The file format (format version 1; README "Saving and loading") is one zip
+archive, uncompressed (dense float64 factors deflate poorly), holding
 
 - ``kernelcw.json``: a UTF-8 JSON document, the archive's first member, with
   ``format`` (always ``"kernelcw-model"``), ``format_version`` (an integer),
@@ -81,10 +80,24 @@ def save(estimator, path: str | os.PathLike) -> None:
         If a parameter cannot be written as JSON (a callable kernel, a
         ``RandomState``): set it to a plain value (e.g. an integer
         ``random_state``) first.
+    RuntimeError
+        If the model is unusable (an "oldest" budget model after a failed call).
 
     See Also
     --------
     load : read the model back.
+
+    Notes
+    -----
+    The state is read under the model's lock: saving while another thread learns
+    saves the model between two calls, never half-way through one.
+
+    Examples
+    --------
+    >>> clf = kernelcw.AROWClassifier().fit([[0.0, 1.0], [1.0, 0.0]], [0, 1])
+    >>> kernelcw.save(clf, "model.kcw")  # doctest: +SKIP
+    >>> kernelcw.load("model.kcw").predict([[0.0, 2.0]])  # doctest: +SKIP
+    array([0])
     """
     target = _check_path(path)
     meta, arrays = _export(estimator)
@@ -170,15 +183,12 @@ def _file_mode(target: str) -> int:
 
 
 def _umask() -> int:
-    """The process's umask: read from /proc where it can be (setting and resetting it
+    """The process's umask, read from /proc where it can be (setting and resetting it
     would change it for other threads for a moment)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
     umask = os.umask(0o022)  # pragma: no cover - not Linux
     os.umask(umask)  # pragma: no cover
     return umask  # pragma: no cover
@@ -186,16 +196,12 @@ def _umask() -> int:
 
 def _sync_directory(directory: str) -> None:
     """Flush the rename to disk where the platform allows it (POSIX)."""
-    try:
+    with contextlib.suppress(OSError):  # Windows cannot open a directory
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - Windows
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _estimator_class(name: str) -> type:
@@ -306,14 +312,12 @@ def _read(fh, target: str) -> tuple[dict, dict[str, np.ndarray]]:
 
 
 def _read_array(npz, name: str, target: str) -> np.ndarray:
-    member = name + ".npy"
+    member = name + ".npy"  # (_check_header: a .npy member, so npz[name] is an array)
     try:
         _check_header(npz.zip, member)
         arr = npz[name]
     except (*_ZIP_ERRORS, ValueError) as e:
         raise ValueError(f"{target!r}: member {member} is truncated or corrupted: {e}") from e
-    if not isinstance(arr, np.ndarray):
-        raise ValueError(f"{target!r}: member {member} is not a .npy array")
     if arr.dtype.kind not in "biufUS":
         raise ValueError(f"{target!r}: member {member} has dtype {arr.dtype}, not a plain one")
     return arr
@@ -323,11 +327,9 @@ def _check_header(zf: zipfile.ZipFile, member: str) -> None:
     """ValueError if the .npy header promises more data than the member holds (before
     any memory is allocated for it)."""
     with zf.open(member) as f:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-        else:
-            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+        fmt = np.lib.format
+        header = fmt.read_array_header_1_0 if fmt.read_magic(f) == (1, 0) else None
+        shape, _, dtype = (header or fmt.read_array_header_2_0)(f)
     if dtype.hasobject:
         raise ValueError("it holds an object array (pickled Python objects): refused")
     need = math.prod(shape) * dtype.itemsize
@@ -357,7 +359,7 @@ def _check_meta(meta, target: str) -> None:
             f"{target!r} names estimator {meta['estimator']!r}, not one of kernelcw's "
             f"({', '.join(WHITELIST)})"
         )
-    if not all(isinstance(a, str) for a in meta["arrays"]):
+    if not all(isinstance(a, str) and "/" not in a for a in meta["arrays"]):
         raise ValueError(f"{target!r}: {META} field 'arrays' must list member names")
 
 
