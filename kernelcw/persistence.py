@@ -90,13 +90,15 @@ def save(estimator, path: str | os.PathLike) -> None:
     Notes
     -----
     The state is read under the model's lock: saving while another thread learns
-    saves the model between two calls, never half-way through one.
+    saves it between two calls, never half-way through one.
 
     Examples
     --------
+    >>> import os, tempfile, kernelcw
     >>> clf = kernelcw.AROWClassifier().fit([[0.0, 1.0], [1.0, 0.0]], [0, 1])
-    >>> kernelcw.save(clf, "model.kcw")  # doctest: +SKIP
-    >>> kernelcw.load("model.kcw").predict([[0.0, 2.0]])  # doctest: +SKIP
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.kcw")
+    >>> kernelcw.save(clf, path)
+    >>> kernelcw.load(path).predict([[0.0, 2.0]])
     array([0])
     """
     target = _check_path(path)
@@ -167,10 +169,7 @@ def load(path: str | os.PathLike):
 def _check_path(path) -> str:
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
-    target = os.fspath(path)
-    if not isinstance(target, str):
-        target = os.fsdecode(target)
-    return target
+    return os.fsdecode(os.fspath(path))  # (a bytes path as str)
 
 
 def _file_mode(target: str) -> int:
