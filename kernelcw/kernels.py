@@ -122,9 +122,39 @@ def _sqdist_csr(ap, ai, ad, bp, bi, bd, pairs):
     return out
 
 
+#: Dense distance blocks of at most this many multiply-adds (rows x rows x features) are
+#: computed from the differences directly: for a row or two against a small support set
+#: (row-at-a-time learning under a budget) the BLAS expansion's own work is nothing and
+#: its ~10 numpy calls were most of a call's time.
+SMALL_BLOCK = 1 << 16
+
+
+@njit(cache=True)
+def _neg_sqdist_direct(A, B):
+    """-|a - b|^2 for every pair of rows of dense A and B, from the differences."""
+    n, m, d = A.shape[0], B.shape[0], A.shape[1]
+    D = np.empty((n, m))
+    for i in range(n):
+        for j in range(m):
+            acc = 0.0
+            for k in range(d):
+                t = A[i, k] - B[j, k]
+                acc += t * t
+            D[i, j] = -acc
+    return D
+
+
 def _neg_sqdist(A, B) -> np.ndarray:
     """-|a - b|^2 for every pair of rows: BLAS expansion, then the pairs where it
-    cancelled recomputed exactly (so equal rows give exactly 0, at any scale)."""
+    cancelled recomputed exactly (so equal rows give exactly 0, at any scale); small
+    dense blocks directly from the differences (:data:`SMALL_BLOCK`)."""
+    if (
+        not (sp.issparse(A) or sp.issparse(B))
+        and A.shape[0] * B.shape[0] * max(A.shape[1], 1) <= SMALL_BLOCK
+    ):
+        return _neg_sqdist_direct(
+            np.ascontiguousarray(A, dtype=np.float64), np.ascontiguousarray(B, dtype=np.float64)
+        )
     D = _dot(A, B)
     if D.size == 0:
         return D
@@ -184,8 +214,11 @@ class Kernel:
     evaluated row by row, one ``k(a, a)`` call per row.
     """
 
-    def __init__(self, kernel, gamma, degree, coef0, n_features: int):
+    def __init__(self, kernel, gamma, degree, coef0, n_features: int, offset: float = 0.0):
         self.kernel = kernel
+        #: A constant added to every value: ``k(x, z) + offset`` is the kernel of the
+        #: feature map with one more coordinate, sqrt(offset) (an intercept's).
+        self.offset = float(offset)
         self.name = getattr(kernel, "__name__", repr(kernel)) if callable(kernel) else kernel
         if callable(kernel):
             self._f: Callable | None = kernel
@@ -237,6 +270,8 @@ class Kernel:
                 )
         else:
             K = kernel_matrix(A, B, self.kernel, self.gamma, self.degree, self.coef0)
+        if self.offset:
+            K += self.offset
         if not (math.isfinite(K.max(initial=0.0)) and math.isfinite(K.min(initial=0.0))):
             raise ValueError(
                 f"kernel {self.name!r} returned NaN or infinity (e.g. a poly kernel whose "
@@ -248,4 +283,7 @@ class Kernel:
         if self._f is not None:
             rows = (A[i : i + 1] for i in range(A.shape[0]))
             return np.array([self.block(x, x)[0, 0] for x in rows])
-        return kernel_diag(A, self.kernel, self.gamma, self.degree, self.coef0)
+        d = kernel_diag(A, self.kernel, self.gamma, self.degree, self.coef0)
+        if self.offset:
+            d += self.offset
+        return d

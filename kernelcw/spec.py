@@ -53,6 +53,9 @@ class EngineSpec:
     choose. ``seed`` drives the "random" budget policy. ``budget_batch`` (q): how
     many support vectors leave at once when an update takes a budgeted model past
     its budget (1: one per round; q > 1: the batch-pruned Cholesky form).
+    ``intercept``: the value c of the constant feature that carries the intercept (0:
+    none); the primal engines see it as a last column of X (``n_features`` counts
+    it), the dual engine as ``c^2`` added to the kernel.
     """
 
     form: str
@@ -67,6 +70,7 @@ class EngineSpec:
     budget_policy: str = "project"
     seed: int = 0
     budget_batch: int = 1
+    intercept: float = 0.0
 
     @property
     def a(self) -> float:
@@ -153,6 +157,7 @@ def check_params(est) -> tuple[RuleParams, str]:
     _check_int("n_iter", est.n_iter, allow_none=False)
     if not isinstance(est.shuffle, bool | np.bool_):
         raise ValueError(f"shuffle={est.shuffle!r} must be True or False")
+    _check_intercept(est)
     _check_int("budget", est.budget, allow_none=True)
     check_option("budget_policy", est.budget_policy, POLICIES)
     _check_batch(est, rule)
@@ -187,6 +192,23 @@ def check_params(est) -> tuple[RuleParams, str]:
     return rule, "primal_full" if est.covariance == "full" else "primal_diag"
 
 
+def _check_intercept(est) -> None:
+    if not isinstance(est.fit_intercept, bool | np.bool_):
+        raise ValueError(f"fit_intercept={est.fit_intercept!r} must be True or False")
+    check_positive("intercept_scaling", est.intercept_scaling)
+    if est.fit_intercept and isinstance(est.kernel, str) and est.kernel == "precomputed":
+        raise ValueError(
+            "fit_intercept=True with kernel='precomputed': add intercept_scaling**2 to every "
+            "entry of the Gram matrices you pass (that is the intercept's kernel), and leave "
+            "fit_intercept=False"
+        )
+
+
+def intercept_value(est) -> float:
+    """The constant feature's value c (0 without an intercept)."""
+    return float(est.intercept_scaling) if est.fit_intercept else 0.0
+
+
 def engine_spec(
     est, n_features: int, n_classes: int, checked: tuple[RuleParams, str] | None = None
 ) -> EngineSpec:
@@ -195,18 +217,20 @@ def engine_spec(
     caller has it already (nothing is validated twice)."""
     rule, form = check_params(est) if checked is None else checked
     K = 1 if n_classes <= 2 else n_classes
+    c = intercept_value(est)
     spec = EngineSpec(
         form=form,
         rule=rule,
-        n_features=int(n_features),
+        n_features=int(n_features) + (1 if c and form != "dual" else 0),
         n_models=K,
         block_size=est.block_size,
         diag_method=est.diag_method,
+        intercept=c,
     )
     if form == "dual":
         from sklearn.utils import check_random_state
 
-        spec.kernel = Kernel(est.kernel, est.gamma, est.degree, est.coef0, n_features)
+        spec.kernel = Kernel(est.kernel, est.gamma, est.degree, est.coef0, n_features, c * c)
         spec.block_size = DUAL_BLOCK if est.block_size is None else est.block_size
         spec.solver = est.solver
         spec.budget = est.budget

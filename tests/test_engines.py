@@ -21,6 +21,7 @@ failures (``NotImplementedError``) until it lands, and then pass.
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -328,3 +329,54 @@ def test_decision_and_margin_variance_shapes(case, n_classes):
     assert f.shape == (P.shape[0], K) and v.shape == (P.shape[0], K)
     assert np.all(np.isfinite(f)) and np.all(v >= 0)
     assert eng.decision(P[:0]).shape == (0, K)
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads Linux's /proc")
+def test_diagonal_prior_takes_no_memory_until_touched():
+    """The diagonal engine's prior is stored as zeros (a variance of 0 stands for a), so
+    a model over 2^24 features that sees a few of them holds a few pages, not the
+    256 MB a filled (mean, variance) buffer would take."""
+    from kernelcw import CWClassifier
+
+    d = 2**24
+    X = sp.csr_matrix(
+        (np.ones(40), (np.repeat(np.arange(10), 4), np.arange(40) * 1000)), shape=(10, d)
+    )
+    y = np.arange(10) % 2
+    before = _rss_bytes()
+    est = CWClassifier(covariance="diag", a=2.0).fit(X, y)
+    grown = _rss_bytes() - before
+    assert grown < 64 * 2**20, f"fit took {grown / 2**20:.0f} MiB"
+    var = est.engine_.variance
+    assert var[0, 1] == 2.0 and var[0, 0] < 2.0  # untouched: the prior a; touched: less
+    assert est.engine_.state_dict()["variance"][0, 5] == 2.0
+
+
+@pytest.mark.parametrize("kw", [{"covariance": "diag"}, {}, {"kernel": "rbf"}])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_pickled_mid_stream_continues_bit_for_bit(kw, sparse):
+    """Unpickled engines keep their state in one piece (the diagonal engine's mean and
+    variance are views of one interleaved buffer: pickled apart, they detached from it
+    and sparse predictions read a stale copy)."""
+    import pickle
+
+    from kernelcw import CWClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 20)) * (rng.random((300, 20)) < 0.3)
+    X = sp.csr_matrix(X) if sparse else X
+    y = rng.integers(0, 3, 300)
+    est = CWClassifier(eta=0.8, **kw).fit(X[:150], y[:150])
+    copy = pickle.loads(pickle.dumps(est))
+    for e in (est, copy):
+        e.partial_fit(X[150:], y[150:])
+    np.testing.assert_array_equal(copy.decision_function(X), est.decision_function(X))
+    np.testing.assert_array_equal(copy.predict_proba(X), est.predict_proba(X))
+    a, b = est.engine_.state_dict(), copy.engine_.state_dict()
+    for k in a:
+        np.testing.assert_array_equal(b[k], a[k], err_msg=k)

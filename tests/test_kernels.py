@@ -308,3 +308,21 @@ def test_rbf_project_budget_learns_large_duplicate_rows():
     est.fit(X, y)
     assert est.n_support_ <= 5
     assert np.all(np.isfinite(est.decision_function(X)))
+
+
+def test_small_dense_blocks_from_differences_match_the_expansion():
+    """Blocks up to SMALL_BLOCK multiply-adds take the direct difference path; it agrees
+    with the BLAS expansion (plus exact recompute) to rounding, and is exact for equal
+    rows at any scale."""
+    from kernelcw import kernels as kmod
+
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(3, 7)), rng.normal(size=(40, 7))
+    assert A.shape[0] * B.shape[0] * 7 <= kmod.SMALL_BLOCK
+    direct = kmod._neg_sqdist(A, B)
+    np.testing.assert_array_equal(direct, kmod._neg_sqdist_direct(A, B))
+    D = kmod._dot(A, B)
+    kmod._expand_sqdist(D, kmod._sqnorms(A), kmod._sqnorms(B))
+    np.testing.assert_allclose(direct, D, rtol=1e-12, atol=1e-12)
+    far = 1e8 + rng.normal(size=(2, 5))
+    np.testing.assert_array_equal(np.diag(kmod._neg_sqdist(far, far)), 0.0)

@@ -38,14 +38,13 @@ _H_STDEV, _H_VAR, _H_CAP = 0, 1, 2
 
 
 @njit(cache=True)
-def u_and_du(z, idx, val, s):
-    """u(z) = sum t/(1 + z t) and du/dz = -sum t^2/(1 + z t)^2, t = s_p x_p^2 over the
-    non-zeros ``(idx, val)`` of x."""
+def u_and_du(z, ts):
+    """u(z) = sum t/(1 + z t) and du/dz = -sum t^2/(1 + z t)^2 over ``ts``, the
+    t = s_p x_p^2 of x's non-zeros."""
     u = 0.0
     du = 0.0
-    for q in range(idx.shape[0]):
-        x = val[q]
-        t = abs(s[idx[q]]) * x * x  # abs: the undo log's mark (primal_diag.UndoLog)
+    for q in range(ts.shape[0]):
+        t = ts[q]
         w = 1.0 / (1.0 + z * t)
         u += t * w
         du -= (t * w) * (t * w)
@@ -53,7 +52,7 @@ def u_and_du(z, idx, val, s):
 
 
 @njit(cache=True)
-def solve_increasing(kind, lo, hi, m, cst, phi, target, idx, val, s):
+def solve_increasing(kind, lo, hi, m, cst, phi, target, ts):
     """Root of an increasing function H on [lo, hi] (H(lo) <= 0 <= H(hi)).
 
     kind ``_H_STDEV`` (CW-Stdev, SCW): H(z) = m + sqrt(u(z)) (cst z - phi^2) / phi
@@ -64,7 +63,7 @@ def solve_increasing(kind, lo, hi, m, cst, phi, target, idx, val, s):
     """
     z = lo
     for _ in range(200):
-        u, du = u_and_du(z, idx, val, s)
+        u, du = u_and_du(z, ts)
         if kind == _H_STDEV:
             su = math.sqrt(u)
             h = m + su * (cst * z - phi * phi) / phi
@@ -94,7 +93,7 @@ def solve_increasing(kind, lo, hi, m, cst, phi, target, idx, val, s):
 
 
 @njit(cache=True)
-def exact_zeta(rp, m, v, idx, val, s):
+def exact_zeta(rp, m, v, ts):
     """(alpha, zeta) of the exact diagonal problem for the rule record ``rp``
     (:class:`kernelcw.rules.RuleParams`) at margin ``m`` and margin variance ``v``;
     the update happens (the caller checked).
@@ -114,7 +113,7 @@ def exact_zeta(rp, m, v, idx, val, s):
     if rule == VAR:
         _, _, zf = step(VAR, m, v, phi, C, rp.r)
         hi = 2.0 * phi * (phi * v - m) / v
-        z = solve_increasing(_H_VAR, min(zf, hi), max(zf, hi), m, v, phi, 0.0, idx, val, s)
+        z = solve_increasing(_H_VAR, min(zf, hi), max(zf, hi), m, v, phi, 0.0, ts)
         return z / (2.0 * phi), z
     if rule == SCW2:
         cst = v + 0.5 / C
@@ -123,10 +122,10 @@ def exact_zeta(rp, m, v, idx, val, s):
         cst = v
         _, _, zf = cw_stdev(m, v, phi)
     zb = phi * phi / cst
-    z = solve_increasing(_H_STDEV, min(zf, zb), max(zf, zb), m, cst, phi, 0.0, idx, val, s)
-    u, _ = u_and_du(z, idx, val, s)
+    z = solve_increasing(_H_STDEV, min(zf, zb), max(zf, zb), m, cst, phi, 0.0, ts)
+    u, _ = u_and_du(z, ts)
     alpha = z * math.sqrt(u) / phi
     if rule == SCW1 and alpha > C:
-        z = solve_increasing(_H_CAP, 0.0, z, m, cst, phi, C * phi, idx, val, s)
+        z = solve_increasing(_H_CAP, 0.0, z, m, cst, phi, C * phi, ts)
         alpha = C
     return alpha, z

@@ -19,7 +19,7 @@ from .._interrupt import deferred_interrupt
 from ..engines import build_engine
 from ..rules import VAR_FLOOR
 from ..spec import check_memory, check_params, engine_spec
-from ._input import validate_training
+from ._input import validate_training, with_intercept
 from ._mixins import DualAttributesMixin, PredictionMixin
 
 __all__ = ["CWEstimator"]
@@ -39,6 +39,8 @@ STRUCTURAL = (
     "budget",
     "budget_policy",
     "budget_batch",
+    "fit_intercept",
+    "intercept_scaling",
 )
 
 #: Held while a model's first partial_fit call starts it (creates its engine).
@@ -152,7 +154,8 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
                 specs.append(spec)
 
         X, y, classes_ = validate_training(self, X, y, classes, first_call, square, make_spec)
-        return X, y, classes_, specs[0] if specs else None
+        spec = specs[0] if specs else self._engine.spec
+        return with_intercept(X, spec), y, classes_, specs[0] if specs else None
 
     def _start(self, classes_: np.ndarray, spec) -> None:
         """A fresh engine and counters (the prior N(0, a I))."""

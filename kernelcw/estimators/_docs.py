@@ -64,6 +64,16 @@ COMMON_DOC = """
         How the diagonal is kept (JMLR 2012 section 6): diagonalised precision
         update ("kl", the paper's best), diagonalised covariance update ("l2"), or
         the exact solution of the problem restricted to diagonal matrices.
+    fit_intercept : bool, default=False
+        Learn an intercept b (decision ``mu . x + b``) as the weight of a constant
+        feature of value ``intercept_scaling``, whose weight has its own prior
+        variance ``a * intercept_scaling**2``: the primal engines see it as one more
+        column, the dual engine as ``intercept_scaling**2`` added to the kernel. False
+        is the papers' setting (and their reproductions keep it);
+        ``benchmarks/bench_intercept.py`` measures both.
+    intercept_scaling : float > 0, default=1.0
+        The constant feature's value (so the intercept's prior scale) with
+        ``fit_intercept=True``; ignored otherwise.
     n_iter : int, default=1
         Passes over the data in ``fit``. One pass is online learning.
     shuffle : bool, default=False
@@ -104,7 +114,7 @@ ATTR_DOC = """
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
         mu in scikit-learn's shape (primal mode, or the dual with a linear kernel).
     intercept_ : ndarray of shape (1,) or (n_classes,)
-        Zeros: the learners have no bias term.
+        The mean intercept with ``fit_intercept=True``, else zeros.
     n_updates_ : int or ndarray of shape (n_classes,)
         Rounds that changed the model.
     n_mistakes_ : int or ndarray of shape (n_classes,)

@@ -118,15 +118,32 @@ def _check_targets(y: np.ndarray) -> None:
 
 def validate_X(est, X, reset: bool):
     """Rows for prediction: scikit-learn's checks (feature count, names), canonical
-    CSR, and no NaN or infinity (named by row)."""
+    CSR, and no NaN or infinity (named by row); for a primal model with an intercept,
+    its constant column appended."""
     X = validate_data(
         est, X, accept_sparse="csr", dtype=np.float64, ensure_all_finite=False, reset=reset
     )
     X = _canonical(X)
     extremes = _extremes(X)  # one pass serves both checks
     _check_finite_rows(X, extremes)
-    _check_not_too_large(X, est._engine.spec.a, extremes)
-    return X
+    spec = est._engine.spec
+    _check_not_too_large(X, spec.a, extremes)
+    return with_intercept(X, spec)
+
+
+def with_intercept(X, spec):
+    """X with the intercept's constant column ``spec.intercept`` appended, for a primal
+    engine with an intercept (the dual engine adds ``c^2`` to its kernel instead)."""
+    c = spec.intercept
+    if not c or spec.form == "dual":
+        return X
+    if sp.issparse(X):
+        col = sp.csr_matrix(np.full((X.shape[0], 1), c))
+        return sp.hstack([X, col], format="csr")
+    out = np.empty((X.shape[0], X.shape[1] + 1))
+    out[:, :-1] = X
+    out[:, -1] = c
+    return out
 
 
 def _check_not_too_large(X, a: float, extremes=None) -> None:

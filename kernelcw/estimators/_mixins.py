@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._input import validate_X
 
-__all__ = ["DualAttributesMixin", "PredictionMixin", "primal_from_dual"]
+__all__ = ["DualAttributesMixin", "PredictionMixin", "margin_proba", "primal_from_dual"]
 
 
 def _is_dual(est) -> bool:
@@ -20,6 +20,20 @@ def _is_dual(est) -> bool:
 
 def _one_or_list(values: list):
     return values[0] if len(values) == 1 else values
+
+
+def margin_proba(f: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """:meth:`PredictionMixin.predict_proba` from the (n, K) mean margins ``f`` and margin
+    variances ``v`` (shared with :mod:`kernelcw.river`, which has them per row)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(v > 0, f / np.sqrt(np.maximum(v, 0)), np.sign(f) * np.inf)
+    z = np.where(np.isnan(z), 0.0, z)
+    p = ndtr(z)
+    if p.shape[1] == 1:
+        return np.hstack([1.0 - p, p])
+    tot = p.sum(axis=1, keepdims=True)
+    K = p.shape[1]
+    return np.where(tot > 0, p / np.where(tot > 0, tot, 1.0), 1.0 / K)
 
 
 class PredictionMixin:
@@ -45,15 +59,7 @@ class PredictionMixin:
         with self._engine.lock:
             f = self._engine.decision(X)
             v = self._engine.margin_variance(X)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            z = np.where(v > 0, f / np.sqrt(np.maximum(v, 0)), np.sign(f) * np.inf)
-        z = np.where(np.isnan(z), 0.0, z)
-        p = ndtr(z)
-        if p.shape[1] == 1:
-            return np.hstack([1.0 - p, p])
-        tot = p.sum(axis=1, keepdims=True)
-        K = p.shape[1]
-        return np.where(tot > 0, p / np.where(tot > 0, tot, 1.0), 1.0 / K)
+        return margin_proba(f, v)
 
     def predict(self, X):
         """The sign of ``mu . x`` (``sign(0) = +1``, i.e. ``classes_[1]``); argmax for OvR."""
@@ -77,15 +83,24 @@ class PredictionMixin:
 
     @property
     def mean_(self) -> np.ndarray:
-        """mu: (n_features,) for two classes, else (n_classes, n_features)."""
-        mean = self._primal_attr("mean_").mean
+        """mu: (n_features,) for two classes, else (n_classes, n_features). With
+        ``fit_intercept`` the weights of the features only (the intercept's is in
+        ``intercept_``)."""
+        eng = self._primal_attr("mean_")
+        mean = eng.mean[:, : self.n_features_in_]
         return mean[0] if mean.shape[0] == 1 else mean
 
     @property
     def covariance_(self) -> np.ndarray:
-        """Sigma: (d, d) or its diagonal (d,) for two classes; stacked per class else."""
+        """Sigma: (d, d) or its diagonal (d,) for two classes; stacked per class else.
+        With ``fit_intercept``, the covariance of the features' weights (the marginal:
+        the intercept's row and column left out)."""
         eng = self._primal_attr("covariance_")
-        cov = eng.covariance if eng.spec.form == "primal_full" else eng.variance
+        d = self.n_features_in_
+        if eng.spec.form == "primal_full":
+            cov = eng.covariance[:, :d, :d]
+        else:
+            cov = eng.variance[:, :d]
         return cov[0] if cov.shape[0] == 1 else cov
 
     @property
@@ -104,7 +119,7 @@ class PredictionMixin:
                     "vector here: see dual_coef_ and support_vectors_"
                 )
             return primal_from_dual(self)[0].reshape(eng.n_models, -1)
-        return eng.mean
+        return eng.mean[:, : self.n_features_in_]
 
     @property
     def engine_(self):
@@ -116,9 +131,19 @@ class PredictionMixin:
 
     @property
     def intercept_(self) -> np.ndarray:
-        """Always zero: the papers' learners have no bias (append a constant feature)."""
+        """The mean intercept b (decision ``mu . x + b``), (1,) for two classes, (K,)
+        else; zero without ``fit_intercept`` (the papers' learners have none). The
+        intercept is the weight of a constant feature c = ``intercept_scaling`` with
+        prior variance ``a c^2``: ``b = c mu_c`` (primal), ``b = c^2 sum(nu)`` (dual)."""
         check_is_fitted(self)
-        return np.zeros(self._engine.n_models)
+        eng = self._engine
+        c = eng.spec.intercept
+        if not c:
+            return np.zeros(eng.n_models)
+        if _is_dual(self):
+            with eng.lock:
+                return np.array([c * c * float(np.sum(nu)) for nu in eng.dual_coef()])
+        return c * eng.mean[:, -1]
 
 
 class DualAttributesMixin:

@@ -46,6 +46,8 @@ class AROWClassifier(CWEstimator):
         n_iter=1,
         shuffle=False,
         random_state=None,
+        fit_intercept=False,
+        intercept_scaling=1.0,
     ):
         self.r = r
         self.a = a
@@ -64,6 +66,8 @@ class AROWClassifier(CWEstimator):
         self.n_iter = n_iter
         self.shuffle = shuffle
         self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
 
     def _rule_params(self) -> RuleParams:
         return RuleParams(RULES["arow"], r=check_positive("r", self.r))

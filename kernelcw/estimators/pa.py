@@ -51,6 +51,8 @@ class PAClassifier(CWEstimator):
         n_iter=1,
         shuffle=False,
         random_state=None,
+        fit_intercept=False,
+        intercept_scaling=1.0,
     ):
         self.variant = variant
         self.C = C
@@ -70,6 +72,8 @@ class PAClassifier(CWEstimator):
         self.n_iter = n_iter
         self.shuffle = shuffle
         self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
 
     def _rule_params(self) -> RuleParams:
         check_option("variant", self.variant, (0, 1, 2))

@@ -38,6 +38,8 @@ class PerceptronClassifier(CWEstimator):
         n_iter=1,
         shuffle=False,
         random_state=None,
+        fit_intercept=False,
+        intercept_scaling=1.0,
     ):
         self.a = a
         self.kernel = kernel
@@ -55,6 +57,8 @@ class PerceptronClassifier(CWEstimator):
         self.n_iter = n_iter
         self.shuffle = shuffle
         self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
 
     def _rule_params(self) -> RuleParams:
         return RuleParams(RULES["perceptron"])

@@ -55,6 +55,8 @@ class SCWClassifier(CWEstimator):
         n_iter=1,
         shuffle=False,
         random_state=None,
+        fit_intercept=False,
+        intercept_scaling=1.0,
     ):
         self.variant = variant
         self.C = C
@@ -75,6 +77,8 @@ class SCWClassifier(CWEstimator):
         self.n_iter = n_iter
         self.shuffle = shuffle
         self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
 
     def _rule_params(self) -> RuleParams:
         check_option("variant", self.variant, (1, 2))

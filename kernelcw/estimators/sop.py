@@ -66,6 +66,8 @@ class SOPClassifier(CWEstimator):
         n_iter=1,
         shuffle=False,
         random_state=None,
+        fit_intercept=False,
+        intercept_scaling=1.0,
     ):
         self.a = a
         self.kernel = kernel
@@ -83,6 +85,8 @@ class SOPClassifier(CWEstimator):
         self.n_iter = n_iter
         self.shuffle = shuffle
         self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
 
     def _rule_params(self) -> RuleParams:
         return RuleParams(RULES["sop"])

@@ -28,7 +28,10 @@ from .form import BlockData, Form, Walked
 from .status import NONFINITE, NOT_PSD, OK, PSD_TOL
 from .steps import checked_step
 
-__all__ = ["ExplicitForm", "explicit_walk"]
+__all__ = ["COPY", "ExplicitForm", "explicit_walk"]
+
+#: Walk status: the first update of a call is next (nothing changed yet): save, resume.
+COPY = 5
 
 
 class Scratch(NamedTuple):
@@ -56,14 +59,16 @@ class ExplicitResult(NamedTuple):
 
 
 @njit(cache=True)
-def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr):
+def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, stop_first):
     """nu and Pi (``sup``, a :class:`kernelcw.budget.Support`) updated in place, one
     round at a time, from block input t0 on (``blk`` a :class:`.form.BlockData`).
 
     ``sup.ks[i]`` says where slot i's kernel values are: row ks of K0 (support at
     the block's start) or, for ks < 0, row -1-ks of Kbb (an input of this block).
     With more than ``pol.budget`` support vectors after an update, one leaves at
-    once (:func:`kernelcw.budget.evict`). Returns an :class:`ExplicitResult`.
+    once (:func:`kernelcw.budget.evict`). With ``stop_first`` the walk stops (status
+    :data:`COPY`) at the first update, before it changes anything: the caller then
+    saves what a rollback needs and resumes there. Returns an :class:`ExplicitResult`.
     """
     b = blk.kap.shape[0]
     a = rule.a
@@ -101,6 +106,8 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr):
             if not (math.isfinite(alpha) and math.isfinite(f)):
                 return ExplicitResult(n, counter, clock, u, nfl, t, NONFINITE)
         if alpha > 0.0:
+            if stop_first:
+                return ExplicitResult(n, counter, clock, u, nfl, t, COPY)
             ay = alpha * y_t
             policy_append(pol, n, kv, kap_t, c, beta, v_raw, a, second, scr.work)
             sup.zsv[n] = zeta
@@ -144,6 +151,7 @@ class ExplicitForm(Form):
         self._Pi = np.zeros((0, 0))
         self.zsv = np.zeros(0)
         self.gsv = np.zeros(0)
+        self._undo: _Undo | None = None  # the armed checkpoint (copies at the first change)
 
     @property
     def name(self) -> str:
@@ -209,10 +217,16 @@ class ExplicitForm(Form):
         # be positive semi-definite is that drift, floored (and counted), not an error
         psd_tol = np.inf if ctx.known_psd else PSD_TOL
         data = BlockData(np.ascontiguousarray(blk.K0), blk.Kbb, blk.kap, blk.y)
-        res = explicit_walk(
-            data, t0, sup, n_now, self.clock, self.policy.record(), ctx.rule, self.second,
-            psd_tol, scr,
-        )  # fmt: skip
+        rec = self.policy.record()
+        res = explicit_walk(data, t0, sup, n_now, self.clock, rec, ctx.rule, self.second,
+                            psd_tol, scr, self._undo is not None)  # fmt: skip
+        if res.status == COPY:  # the call's first change is next: save what restore needs
+            self._undo.saved = self._copies()
+            self._undo = None
+            nfl = res.n_floored
+            res = explicit_walk(data, res.index, sup, n_now, self.clock, rec, ctx.rule,
+                                self.second, psd_tol, scr, False)  # fmt: skip
+            res = res._replace(n_floored=res.n_floored + nfl)
         n_end = res.n
         self.policy.counter = int(res.counter)
         self.clock = int(res.clock)
@@ -229,16 +243,25 @@ class ExplicitForm(Form):
         return not self.second and self.policy.budget is None
 
     def checkpoint(self):
+        """Copies of the buffers are made when the call is about to change them (at its
+        first update, :data:`COPY`), not here: a call of rows that do not update (most
+        rows of a mature model, one row at a time) copies nothing, where it copied
+        nu, Pi and the policy's O(budget^2) matrices every call."""
         slots = (self.idx, self.entry, self.kap, self.clock)
         if self.append_only:
             return slots, None
+        self._undo = _Undo()
+        return slots, self._undo
+
+    def _copies(self):
         buffers = (self._nu.copy(), self._Pi.copy(), self.zsv.copy(), self.gsv.copy())
-        return slots, (buffers, self.policy.copy())
+        return buffers, self.policy.copy()
 
     def restore(self, cp) -> None:
-        (self.idx, self.entry, self.kap, self.clock), saved = cp
-        if saved is not None:
-            (self._nu, self._Pi, self.zsv, self.gsv), self.policy = saved
+        (self.idx, self.entry, self.kap, self.clock), undo = cp
+        self._undo = None
+        if undo is not None and undo.saved is not None:
+            (self._nu, self._Pi, self.zsv, self.gsv), self.policy = undo.saved
 
     @property
     def nbytes(self) -> int:
@@ -272,6 +295,16 @@ class ExplicitForm(Form):
         pol = {k[len("policy.") :]: v for k, v in state.items() if k.startswith("policy.")}
         new.policy.load_state(pol, new.n, cap)
         return new
+
+
+class _Undo:
+    """A checkpoint's copies of the buffers, made at the call's first change (None
+    until then: nothing to undo)."""
+
+    __slots__ = ("saved",)
+
+    def __init__(self):
+        self.saved = None
 
 
 def _filled(buf: np.ndarray, head: np.ndarray) -> np.ndarray:

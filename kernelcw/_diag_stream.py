@@ -1,0 +1,120 @@
+"""One sparse row at a time through a binary primal-diagonal engine, for
+:mod:`kernelcw.river`: a row costs one compiled call, not the engine's per-call setup.
+
+A linear model learnt one feature dict at a time spends most of its time around the
+update, not in it: ``PrimalDiagEngine.learn`` builds the rule record, the counters
+and an undo log, and walks the rows of a matrix, for every row. :class:`DiagStream`
+builds them once and calls the engine's own compiled round (``_diag_row``, the code
+``learn`` runs) on the row's non-zeros, so the update is the engine's, bit for bit,
+as long as the non-zeros come in increasing column order (the order the dense walk
+adds them in). With one model a round that meets a non-finite step leaves the state
+untouched (:class:`kernelcw.engines.primal_diag.RoundResult`), so a failed row needs
+no undo.
+
+The calls go to the compiled entry points bound to the exact argument types of the
+first call (numba's dispatcher spends 2-3 microseconds a call resolving the types of
+ten arguments, three of them records, a third of a row's time); every later call
+passes arrays built the same way (int64 and float64, C-ordered, 1-d), so the types
+cannot change.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .engines._primal_common import new_counts, raise_nonfinite, rule_record
+from .engines.primal_diag import _diag_row, _var, no_log
+from .rules import DIAG_METHODS
+
+__all__ = ["DiagStream", "fast_engine", "sum_of_squares"]
+
+
+def _entry(dispatcher, args: tuple):
+    """The compiled entry point of ``dispatcher`` for the types of ``args`` (after a
+    call with them), or the dispatcher itself if it has none."""
+    sig = tuple(dispatcher.typeof_pyval(a) for a in args)
+    compiled = dispatcher.overloads.get(sig)
+    return dispatcher if compiled is None else compiled.entry_point
+
+
+def fast_engine(engine) -> bool:
+    """Whether :class:`DiagStream` serves ``engine``: primal diagonal, one model."""
+    return engine.spec.form == "primal_diag" and engine.n_models == 1
+
+
+@njit(cache=True)
+def sum_of_squares(val):
+    """``sum(val ** 2)`` in float64 (inf past its range, with no warning)."""
+    sq = 0.0
+    for q in range(val.shape[0]):
+        sq += val[q] * val[q]
+    return sq
+
+
+@njit(cache=True)
+def _margin(mu, s, idx, val, out, a):
+    """``out = (mu . x, x' diag(s) x)`` of model 0 over the non-zeros (idx, val), in
+    their order (the rounds' order); returns ``|x|^2``."""
+    f = 0.0
+    v = 0.0
+    sq = 0.0
+    for q in range(idx.shape[0]):
+        p = idx[q]
+        x = val[q]
+        f += mu[0, p] * x
+        v += _var(s[0, p], a) * x * x
+        sq += x * x
+    out[0] = f
+    out[1] = v
+    return sq
+
+
+class DiagStream:
+    """Rows of one binary :class:`~kernelcw.engines.primal_diag.PrimalDiagEngine`.
+
+    ``counts`` accumulates the rounds' counters (updates, mistakes, floored) until
+    the caller folds them into the estimator's. Holds views of the engine's state:
+    valid while the caller keeps that engine (a widened engine needs a new stream).
+    """
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.mu, self.s = engine.mean, engine._s  # stored variances (0: the prior)
+        self.rp = rule_record(engine.rule)
+        self.method = DIAG_METHODS[engine.spec.diag_method]
+        self.counts = new_counts(1)
+        self.log = no_log(1)
+        self.out = np.empty(2)
+        self.targets = {1.0: np.array([1.0]), -1.0: np.array([-1.0])}
+        self._learn = self._margin = None  # entry points, bound on first use
+
+    def learn(self, idx: np.ndarray, val: np.ndarray, y: float) -> None:
+        """One round on the non-zeros (idx increasing, int64; val float64), y = +-1."""
+        args = (self.mu, self.s, idx, val, self.targets[y], self.out, self.rp, self.method,
+                self.counts, self.log)  # fmt: skip
+        if self._learn is None:
+            ok = _diag_row(*args)
+            self._learn = _entry(_diag_row, args)
+        else:
+            ok = self._learn(*args)
+        if not ok:
+            raise_nonfinite(0)
+
+    def margin(self, idx: np.ndarray, val: np.ndarray) -> tuple[float, float, float]:
+        """(mean margin, margin variance, |x|^2) of the row, without learning."""
+        args = (self.mu, self.s, idx, val, self.out, self.rp.a)
+        if self._margin is None:
+            sq = _margin(*args)
+            self._margin = _entry(_margin, args)
+        else:
+            sq = self._margin(*args)
+        return float(self.out[0]), float(self.out[1]), sq
+
+    def take_counts(self) -> tuple[int, int, int]:
+        """The counters gathered since the last call, and reset them."""
+        c = self.counts
+        got = (int(c.n_updates[0]), int(c.n_mistakes[0]), int(c.n_floored[0]))
+        for a in c:
+            a[0] = 0
+        return got

@@ -1,0 +1,520 @@
+"""kernelcw learners as river classifiers (``pip install "kernelcw[river]"``).
+
+:class:`Classifier` wraps any kernelcw estimator, primal or kernel, budgeted or not,
+behind river's online API: ``learn_one``/``predict_one``/``predict_proba_one`` on
+feature dicts and ``learn_many``/``predict_many``/``predict_proba_many`` on pandas
+frames. It talks to the estimator's engine directly (one row needs no scikit-learn
+validation), so a row costs a few microseconds on top of the update itself.
+
+Features. Names map to columns in the order they first appear; a name absent from a
+dict is 0. When new names appear the model widens (:func:`kernelcw.grow.widen`): the
+primal mean gets 0 and the covariance the prior ``a I`` in the new coordinates, the
+support vectors a 0 column: exactly the model that had the wider inputs from the
+start (the new features were 0 in every past input). The width grows by half at a
+time (amortised O(1) copies; unnamed columns stay 0). A kernel's ``gamma=None``
+becomes ``1 / n_features`` at the first width and stays fixed as the model widens.
+
+Labels. With ``classes`` given the model learns exactly as the estimator's
+``partial_fit(X, y, classes=classes)`` on the zero-padded rows. Without it, labels are
+learnt as they appear: rows are kept while only one label has been seen (a binary
+model needs both sides); at the second label the binary model starts (its positive
+class is the second label seen) and learns the kept rows first, so the two-class
+stream is the estimator's own. At the third label the binary model becomes two
+one-vs-rest models, itself and its mirror (:func:`kernelcw.grow.mirror`, exact: every
+rule is odd in the label), and each later label gets a new one-vs-rest model at the
+prior. That new model has not learnt from the earlier rows (which it would have seen
+as negatives); declare ``classes`` when the labels are known in advance.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+try:
+    from river import base as _river_base
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
+    raise ImportError(
+        'kernelcw.river needs the river package: pip install "kernelcw[river]"'
+    ) from exc
+
+import numpy as np
+from sklearn.base import clone
+
+from ._diag_stream import DiagStream, fast_engine, sum_of_squares
+from .estimators import CWClassifier
+from .estimators._base import _FLOOR_WARNING, CWEstimator
+from .estimators._mixins import margin_proba
+from .grow import add_models, mirror, widen
+from .rules import VAR_FLOOR
+from .spec import check_memory, check_params, engine_spec
+
+__all__ = ["Classifier"]
+_NO_INTERCEPT = "kernelcw.river does not take fit_intercept=True yet: give each dict x['bias'] = 1"
+
+
+def _default_estimator():
+    from .estimators import AROWClassifier
+
+    return AROWClassifier(covariance="diag")
+
+
+class Classifier(_river_base.MiniBatchClassifier):
+    """A kernelcw estimator as a river classifier.
+
+    Parameters
+    ----------
+    estimator : kernelcw estimator, default=None
+        The learner and its hyper-parameters, e.g. ``AROWClassifier(r=1.0)`` or
+        ``SCWClassifier(kernel="rbf", gamma=0.1, budget=200)``; it is cloned, never
+        fitted itself. None: ``AROWClassifier(covariance="diag")`` (soft, linear, O(d)
+        a row). ``n_iter`` and ``shuffle`` do not apply to a stream;
+        ``kernel="precomputed"`` and ``fit_intercept=True`` are refused.
+    classes : tuple, default=None
+        All labels of the stream, if known in advance: the model then learns exactly
+        as ``estimator.partial_fit(X, y, classes=classes)`` and a label outside them
+        is a ValueError. None: labels are learnt as they appear (see the module
+        docstring for what is exact).
+
+    Attributes
+    ----------
+    estimator_ : kernelcw estimator or None
+        The fitted estimator holding the model (its engine, counters
+        ``n_updates_``, ``n_mistakes_``), None before the model starts.
+    feature_names : list
+        The feature names seen so far, in column order.
+    labels : list
+        The labels seen (or declared), in the models' order: for two labels
+        ``[negative, positive]``, else one one-vs-rest model each.
+
+    Examples
+    --------
+    >>> from river import datasets, evaluate, metrics, preprocessing
+    >>> from kernelcw import AROWClassifier
+    >>> from kernelcw.river import Classifier
+    >>> model = preprocessing.StandardScaler() | Classifier(AROWClassifier(covariance="diag"))
+    >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())
+    Accuracy: 88.47%
+    >>> clf = model["Classifier"]
+    >>> clf.labels, clf.estimator_.n_mistakes_
+    ([True, False], 145)
+    """
+
+    def __init__(self, estimator=None, classes: tuple | None = None):
+        self.estimator = estimator
+        self.classes = classes
+        self._index: dict = {}
+        self._width = 0
+        self._labels: list = []
+        self._rows_y: dict = {}
+        self._pending: list[np.ndarray] = []
+        self._model = None
+        self._fast = None  # a DiagStream while the model is binary primal-diagonal
+        self._last = None  # (keys, columns, order) of the last dict: one lookup a row
+        self._floored = False  # whether a round's variance was floored (warned once)
+        self._declared = None if classes is None else _declared(classes)
+        self._known = frozenset(self._declared or ())
+
+    # ------------------------------------------------------------ river's API
+
+    @classmethod
+    def _unit_test_params(cls):
+        from .estimators import AROWClassifier, SCWClassifier
+
+        yield {"estimator": CWClassifier(covariance="diag")}
+        yield {"estimator": AROWClassifier()}
+        yield {"estimator": SCWClassifier(kernel="rbf", gamma=0.1, budget=30)}
+
+    def _unit_test_skips(self) -> set:
+        est = self._template()
+        if check_params(est)[1] == "dual" and est.budget is None:
+            return {"check_bounded_memory_growth"}  # the support set grows: by design
+        return set()
+
+    @property
+    def _multiclass(self) -> bool:
+        return self._declared is None or len(self._declared) > 2
+
+    @property
+    def estimator_(self):
+        self._sync()
+        return self._model
+
+    def __getstate__(self) -> dict:
+        self._sync()
+        state = self.__dict__.copy()
+        state["_fast"] = None  # views of the engine: made again on first use
+        state["_last"] = None
+        return state
+
+    @property
+    def feature_names(self) -> list:
+        return list(self._index)
+
+    @property
+    def labels(self) -> list:
+        return list(self._labels)
+
+    def learn_one(self, x: dict, y) -> None:
+        if self._declared is not None and y not in self._known:
+            raise ValueError(f"label {y!r} is not one of classes={self.classes!r}")
+        fast = self._fast_path()
+        if fast is not None and y in self._rows_y:
+            row = self._sparse(x)
+            if row is not None:
+                with fast.engine.lock:
+                    fast.learn(row[0], row[1], float(self._rows_y[y][0, 0]))
+                if not self._floored and fast.counts.n_floored[0]:
+                    self._warn_floor(int(fast.counts.n_floored[0]))
+                return
+        self._learn(self._row(x), [y])
+
+    def learn_many(self, X, y) -> None:
+        labels = list(y)
+        if len(labels) != len(X):
+            raise ValueError(f"learn_many: X has {len(X)} rows but y {len(labels)} labels")
+        if self._declared is not None:
+            bad = [v for v in labels if v not in self._known]
+            if bad:
+                raise ValueError(f"labels {bad[:5]!r} are not in classes={self.classes!r}")
+        if labels:
+            self._learn(self._frame(X), labels)
+
+    def predict_proba_one(self, x: dict, **kwargs) -> dict:
+        fast = self._fast_path()
+        row = None if fast is None else self._sparse(x)
+        if row is not None:
+            with fast.engine.lock:
+                f, v, _ = fast.margin(*row)
+            P = margin_proba(np.array([[f]]), np.array([[v]]))
+        else:
+            P = self._proba(self._row(x))
+        return {} if P is None else dict(zip(self._out_labels(), P[0].tolist(), strict=True))
+
+    def predict_one(self, x: dict, **kwargs):
+        fast = self._fast_path()
+        row = None if fast is None else self._sparse(x)
+        if row is None:
+            return self._predict(self._row(x))[0]
+        with fast.engine.lock:
+            f = fast.margin(*row)[0]
+        return self._labels[1] if f >= 0.0 else self._labels[0]
+
+    def predict_proba_many(self, X):
+        import pandas as pd
+
+        P = self._proba(self._frame(X))
+        if P is None:
+            return pd.DataFrame(index=X.index)
+        return pd.DataFrame(P, index=X.index, columns=self._out_labels())
+
+    def predict_many(self, X):
+        import pandas as pd
+
+        return pd.Series(self._predict(self._frame(X)), index=X.index, dtype=object)
+
+    # ------------------------------------------------------------ rows
+
+    def _fast_path(self) -> DiagStream | None:
+        """The row-at-a-time path of a binary primal-diagonal model, else None."""
+        model, fast = self._model, self._fast
+        if model is None or (fast is not None and fast.engine is model._engine):
+            return fast
+        self._sync()
+        self._fast = DiagStream(model._engine) if fast_engine(model._engine) else None
+        return self._fast
+
+    def _sync(self) -> None:
+        """Adds the fast path's counters to the estimator's."""
+        fast = self._fast
+        if fast is not None:
+            est = self._model
+            u, m, f = fast.take_counts()
+            est.n_updates_ += u
+            est.n_mistakes_ += m
+            est.n_variance_floored_ += f
+
+    def _sparse(self, x: dict) -> tuple[np.ndarray, np.ndarray] | None:
+        """``x``'s columns (increasing) and values for the fast path, or None where the
+        general path must take it: a new name, a value that is not a finite number, or
+        a row too large."""
+        keys = tuple(x)
+        last = self._last
+        if last is not None and last[0] == keys:
+            idx, order = last[1], last[2]
+        else:
+            index = self._index
+            try:
+                idx = np.array([index[k] for k in keys], dtype=np.int64)
+            except KeyError:
+                return None
+            order = np.argsort(idx, kind="stable") if np.any(idx[1:] < idx[:-1]) else None
+            if order is not None:
+                idx = idx[order]
+            self._last = (keys, idx, order)
+        try:
+            val = np.fromiter(x.values(), np.float64, len(keys))
+        except (TypeError, ValueError):
+            return None
+        if order is not None:
+            val = val[order]
+        if not math.isfinite(sum_of_squares(val) * self._fast.engine.spec.a):
+            return None
+        return idx, val
+
+    def _row(self, x: dict) -> np.ndarray:
+        """``x`` as a (1, width) row, values checked, then new names added."""
+        names = list(x)
+        index = self._index
+        try:
+            cols, width, new = [index[k] for k in names], self._width, False
+        except KeyError:
+            (cols, width), new = self._columns(names), True
+        row = np.zeros((1, width))
+        try:
+            row[0, cols] = list(x.values())
+        except (TypeError, ValueError) as exc:
+            bad = next(k for k, v in x.items() if not isinstance(v, numbers.Real))
+            raise TypeError(
+                f"feature {bad!r} is {x[bad]!r}: kernelcw learns from numbers only "
+                "(encode categories first, e.g. river.preprocessing.OneHotEncoder)"
+            ) from exc
+        self._check(
+            row, lambda i, j: f"feature {names[cols.index(j)]!r} is {x[names[cols.index(j)]]!r}"
+        )
+        return self._commit(names, row) if new else row
+
+    def _frame(self, X) -> np.ndarray:
+        """A pandas frame as (n, width) rows, its columns placed by name."""
+        names = list(X.columns)
+        cols, width = self._columns(names)
+        try:
+            values = X.to_numpy(dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                "X holds values that are not numbers: kernelcw learns from numbers only "
+                "(encode categories first)"
+            ) from exc
+        M = np.zeros((values.shape[0], width))
+        M[:, cols] = values
+        self._check(
+            M, lambda i, j: f"row {i}, column {names[cols.index(j)]!r} is {float(M[i, j])!r}"
+        )
+        return self._commit(names, M)
+
+    def _columns(self, names: list) -> tuple[list[int], int]:
+        """The columns of ``names`` (new ones after the index) and the width they
+        need, without changing the index."""
+        index = self._index
+        cols, n = [], len(index)
+        for k in names:
+            j = index.get(k)
+            if j is None:
+                j, n = n, n + 1
+            cols.append(j)
+        return cols, max(self._width, n)
+
+    def _commit(self, names: list, M: np.ndarray) -> np.ndarray:
+        """Adds the new ``names`` of checked rows ``M`` to the index, widens the model
+        if they need it, and returns ``M`` at the model's width."""
+        index = self._index
+        if all(k in index for k in names):
+            return M
+        for k in names:
+            if k not in index:
+                index[k] = len(index)
+        need = len(index)
+        if need > self._width:
+            wider = need if self._model is None else max(need, self._width + self._width // 2)
+            if self._model is not None:
+                self._model._engine = widen(self._model._engine, wider)
+                self._model.n_features_in_ = wider
+            self._width = wider
+        if M.shape[1] < self._width:
+            M = np.hstack([M, np.zeros((M.shape[0], self._width - M.shape[1]))])
+        return M
+
+    def _check(self, M: np.ndarray, where) -> None:
+        """ValueError for NaN, infinity, or a row whose squared norm times ``a``
+        overflows (the estimator's own checks), naming where."""
+        a = self._template().a if self._model is None else self._model._engine.spec.a
+        sq = [sum_of_squares(r) for r in M]
+        if all(math.isfinite(s * a) for s in sq):
+            return
+        bad = np.argwhere(~np.isfinite(M))
+        if bad.size:
+            i, j = bad[0]
+            raise ValueError(f"{where(i, j)}: remove or impute it first")
+        i = next(i for i, s in enumerate(sq) if not math.isfinite(s * a))
+        raise ValueError(f"row {i} is too large: its squared norm times a overflows float64")
+
+    # ------------------------------------------------------------ learning
+
+    def _template(self):
+        if self.estimator is None:
+            return _default_estimator()
+        if not isinstance(self.estimator, CWEstimator):
+            raise TypeError(
+                f"estimator={self.estimator!r} is not a kernelcw estimator (CWClassifier, "
+                "SCWClassifier, AROWClassifier, PAClassifier, PerceptronClassifier, "
+                "SOPClassifier); river's own learners need no adapter"
+            )
+        if getattr(self.estimator, "fit_intercept", False):
+            raise ValueError(_NO_INTERCEPT)
+        return self.estimator
+
+    def _learn(self, X: np.ndarray, labels: list) -> None:
+        """Rows in order: runs of known labels learnt in one engine call, each new
+        label handled where it appears."""
+        start = 0
+        for i, y in enumerate(labels):
+            if y not in self._rows_y and not (self._model is None and y in self._labels):
+                self._learn_known(X[start:i], labels[start:i])
+                self._new_label(y)
+                start = i
+        self._learn_known(X[start:], labels[start:])
+
+    def _learn_known(self, X: np.ndarray, labels: list) -> None:
+        if not labels:
+            return
+        if self._model is None:
+            if self._declared is not None:
+                self._start(self._declared)
+            else:  # one label so far: kept until the second
+                self._pending.extend(r.copy() for r in X)
+                return
+        if X.shape[1] < self._width:  # rows made before the model started (width 0)
+            X = np.hstack([X, np.zeros((X.shape[0], self._width - X.shape[1]))])
+        Y = self._rows_y
+        T = Y[labels[0]] if len(labels) == 1 else np.vstack([Y[v] for v in labels])
+        self._learn_rows(X, T)
+
+    def _learn_rows(self, X: np.ndarray, T: np.ndarray) -> None:
+        """The estimator's ``_learn`` without its per-call costs (a signal handler
+        swapped twice, the rule re-set): all or nothing, counters included, and
+        the variance-floor warning the first time it happens."""
+        self._sync()
+        est = self._model
+        engine = est._engine
+        saved = (est.n_updates_, est.n_mistakes_, est.n_variance_floored_)
+        with engine.lock:
+            checkpoint = engine.checkpoint(X)
+            try:  # an error or a Ctrl-C anywhere in here: the model as before the call
+                res = engine.learn(X, T)
+                if engine.n_models == 1:
+                    est.n_updates_ = saved[0] + int(res.n_updates[0])
+                    est.n_mistakes_ = saved[1] + int(res.n_mistakes[0])
+                    est.n_variance_floored_ = saved[2] + int(res.n_floored[0])
+                else:
+                    est.n_updates_ = saved[0] + res.n_updates
+                    est.n_mistakes_ = saved[1] + res.n_mistakes
+                    est.n_variance_floored_ = saved[2] + res.n_floored
+            except BaseException:
+                engine.restore(checkpoint)
+                est.n_updates_, est.n_mistakes_, est.n_variance_floored_ = saved
+                raise
+        if not self._floored and res.n_floored.any():
+            self._warn_floor(int(res.n_floored.sum()))
+
+    def _warn_floor(self, n: int) -> None:
+        """The estimator's warning, the first time a round's variance is floored."""
+        self._floored = True
+        name = type(self._model).__name__
+        warnings.warn(
+            _FLOOR_WARNING.format(name=name, floor=VAR_FLOOR, n=n), RuntimeWarning, stacklevel=4
+        )
+
+    def _new_label(self, y) -> None:
+        if self._declared is not None:  # checked on entry; the model starts on first rows
+            return
+        self._labels.append(y)
+        K = len(self._labels)
+        if K == 2:
+            pending, self._pending = self._pending, []
+            self._start(self._labels)
+            if pending:
+                P = np.zeros((len(pending), self._width))
+                for i, r in enumerate(pending):
+                    P[i, : r.size] = r
+                self._learn_known(P, [self._labels[0]] * len(pending))
+            return
+        if K < 2:
+            return
+        self._sync()
+        model = self._model
+        engine = mirror(model._engine) if K == 3 else model._engine
+        model._engine = add_models(engine, 1)
+        for name in ("n_updates_", "n_mistakes_", "n_variance_floored_"):
+            old = np.atleast_1d(getattr(model, name))
+            prev = np.concatenate([old, old]) if K == 3 else old
+            setattr(model, name, np.concatenate([prev, [0]]).astype(np.int64))
+        model.classes_ = _label_array(self._labels)
+        self._rows_y = _label_rows(self._labels)
+
+    def _start(self, labels: list) -> None:
+        """The estimator and its engine at the prior, for ``labels`` (>= 2)."""
+        est = clone(self._template())
+        if isinstance(est.kernel, str) and est.kernel == "precomputed":
+            raise ValueError("kernel='precomputed' has no features: a river stream cannot use it")
+        checked = est._checked_params()
+        self._width = max(self._width, 1)
+        spec = engine_spec(est, self._width, len(labels), checked)
+        check_memory(spec)
+        est._start(_label_array(labels), spec)
+        est.n_features_in_ = self._width
+        self._labels = list(labels)
+        self._rows_y = _label_rows(self._labels)
+        self._model = est
+
+    # ------------------------------------------------------------ prediction
+
+    def _proba(self, X: np.ndarray) -> np.ndarray | None:
+        """(n, n_labels) probabilities, None before any label."""
+        if self._model is None:
+            if not self._labels and self._declared is None:
+                return None
+            K = len(self._labels) if self._declared is None else len(self._declared)
+            return np.full((X.shape[0], K), 1.0 / K)
+        engine = self._model._engine
+        with engine.lock:
+            f = engine.decision(X)
+            v = engine.margin_variance(X)
+        return margin_proba(f, v)
+
+    def _out_labels(self) -> list:
+        """The labels predictions are over: those seen, or all declared ones."""
+        return self._labels or list(self._declared or ())
+
+    def _predict(self, X: np.ndarray) -> list:
+        labels = self._out_labels()
+        if self._model is None:
+            return [labels[0] if labels else None] * X.shape[0]
+        engine = self._model._engine
+        with engine.lock:
+            f = engine.decision(X)
+        if f.shape[1] == 1:
+            neg, pos = self._labels
+            return [pos if v >= 0.0 else neg for v in f[:, 0].tolist()]
+        return [self._labels[k] for k in np.argmax(f, axis=1).tolist()]
+
+
+def _declared(classes) -> list:
+    labels = sorted(set(classes))
+    if len(labels) < 2:
+        raise ValueError(f"classes={classes!r} must hold at least two labels")
+    return labels
+
+
+def _label_array(labels: list) -> np.ndarray:
+    arr = np.empty(len(labels), dtype=object)
+    arr[:] = labels
+    return arr
+
+
+def _label_rows(labels: list) -> dict:
+    """Each label's (1, K) target row in {-1, +1} (K = 1 for two labels)."""
+    if len(labels) == 2:
+        return {labels[0]: np.array([[-1.0]]), labels[1]: np.array([[1.0]])}
+    eye = 2.0 * np.eye(len(labels)) - 1.0
+    return {v: eye[i : i + 1].copy() for i, v in enumerate(labels)}

@@ -1,0 +1,399 @@
+"""kernelcw.river: river's own estimator checks, progressive validation, and the
+adapter against the plain estimator on the zero-padded matrix (the reference)."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import re
+import socket
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+river = pytest.importorskip("river")
+pd = pytest.importorskip("pandas")
+
+from river import datasets, evaluate, linear_model, metrics, preprocessing  # noqa: E402
+from river.checks import check_estimator  # noqa: E402
+
+from kernelcw import (  # noqa: E402
+    AROWClassifier,
+    CWClassifier,
+    PAClassifier,
+    PerceptronClassifier,
+    SCWClassifier,
+    SOPClassifier,
+)
+from kernelcw.grow import add_models, mirror, widen  # noqa: E402
+from kernelcw.river import Classifier  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: One learner per engine form: primal full, primal diagonal, dual (Cholesky panels),
+#: dual explicit nu/Pi, dual budgeted (queue, projection, batch-pruned).
+FORMS = {
+    "primal_full": lambda: SCWClassifier(),
+    "primal_diag": lambda: CWClassifier(covariance="diag"),
+    "dual_panels": lambda: SCWClassifier(kernel="rbf", gamma=0.3),
+    "dual_explicit": lambda: PAClassifier(kernel="poly", gamma=0.3, solver="explicit"),
+    "dual_oldest": lambda: AROWClassifier(
+        kernel="rbf", gamma=0.3, budget=15, budget_policy="oldest"
+    ),
+    "dual_project": lambda: AROWClassifier(kernel="rbf", gamma=0.3, budget=15),
+    "dual_pruned": lambda: SCWClassifier(kernel="rbf", gamma=0.3, budget=15, budget_batch=4),
+    "dual_first_order": lambda: PerceptronClassifier(kernel="rbf", gamma=0.3, budget=15),
+    "dual_sop": lambda: SOPClassifier(kernel="laplacian", gamma=0.3),
+}
+#: Where the adapter is bit for bit the estimator on the padded matrix (elementwise
+#: arithmetic); elsewhere BLAS and the kernels sum over the wider rows in another
+#: order, which moves the last bits (relative 1e-13).
+EXACT_WIDEN = {"primal_diag"}
+
+
+def _stream(n=120, d=6, seed=0, n_classes=2):
+    """Rows whose features appear over time: feature j is 0 before row 15 j."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    for j in range(d):
+        X[: 15 * j, j] = 0.0
+    score = X[:, 0] - X[:, 2] + 0.8 * X[:, 4] + 0.3 * rng.normal(size=n)
+    if n_classes == 2:
+        y = (score > 0).astype(int)
+    else:
+        y = np.digitize(score, np.quantile(score, np.linspace(0, 1, n_classes + 1)[1:-1]))
+    dicts = [{f"f{j}": float(v) for j, v in enumerate(r) if v != 0.0} for r in X]
+    return X, y, dicts
+
+
+def _padded(model, dicts):
+    """The dicts as the adapter's columns: the reference's input."""
+    M = np.zeros((len(dicts), model.estimator_.n_features_in_))
+    for i, x in enumerate(dicts):
+        for k, v in x.items():
+            M[i, model.feature_names.index(k)] = v
+    return M
+
+
+# ------------------------------------------------------------------ river's checks
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"estimator": CWClassifier(covariance="diag")},
+        {"estimator": SCWClassifier(kernel="rbf", gamma=0.1, budget=10)},
+        {"estimator": AROWClassifier(), "classes": (False, True)},
+    ],
+    ids=["primal_diag", "rbf_budget", "declared_binary"],
+)
+def test_passes_rivers_check_estimator(params):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # CW's variance floor on Phishing
+        check_estimator(Classifier(**params))
+
+
+def test_unit_test_params_build_and_unbudgeted_kernels_skip_only_the_memory_check():
+    for params in Classifier._unit_test_params():
+        assert isinstance(Classifier(**params), Classifier)
+    assert Classifier(SCWClassifier(kernel="rbf"))._unit_test_skips() == {
+        "check_bounded_memory_growth"
+    }
+    assert Classifier(SCWClassifier(kernel="rbf", budget=5))._unit_test_skips() == set()
+
+
+def test_progressive_val_score_on_bundled_phishing_without_network(monkeypatch):
+    def no_network(*args, **kwargs):
+        raise AssertionError("the test tried to use the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    model = preprocessing.StandardScaler() | Classifier(AROWClassifier(covariance="diag"))
+    metric = evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())
+    assert metric.get() > 0.85  # river's PAClassifier: 0.84, LogisticRegression: 0.89
+    clf = model["Classifier"]
+    assert sorted(clf.labels) == [False, True]
+    assert clf.estimator_.n_mistakes_ > 0
+
+
+# ------------------------------------------------------------------ against the estimator
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_growing_features_equal_the_estimator_on_the_padded_matrix(form):
+    _, y, dicts = _stream()
+    labels = y.tolist()
+    model = Classifier(FORMS[form](), classes=(0, 1))
+    for x, v in zip(dicts, labels, strict=True):
+        model.learn_one(x, v)
+    assert model.feature_names == [f"f{j}" for j in range(6)]
+    M = _padded(model, dicts)
+    ref = FORMS[form]().partial_fit(M, y, classes=[0, 1])
+    got, want = model.estimator_.decision_function(M), ref.decision_function(M)
+    if form in EXACT_WIDEN:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    assert model.estimator_.n_mistakes_ == ref.n_mistakes_
+    proba = pd.DataFrame([model.predict_proba_one(x) for x in dicts])
+    np.testing.assert_allclose(proba[[0, 1]].to_numpy(), ref.predict_proba(M), atol=1e-10)
+    assert [model.predict_one(x) for x in dicts] == ref.predict(M).tolist()
+
+
+def test_names_that_fit_in_the_spare_width_are_columns_too():
+    """The width grows by half: later names take the spare (always-zero) columns."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(100, 14))
+    for j in range(10, 14):
+        X[: 20 * (j - 9), j] = 0.0
+    y = (X[:, 0] + X[:, 12] > 0).astype(int)
+    dicts = [{f"f{j}": float(v) for j, v in enumerate(r) if v != 0.0} for r in X]
+    model = Classifier(CWClassifier(covariance="diag"), classes=(0, 1))
+    for x, v in zip(dicts, y.tolist(), strict=True):
+        model.learn_one(x, v)
+    assert len(model.feature_names) == 14 and model.estimator_.n_features_in_ == 15
+    M = _padded(model, dicts)
+    ref = CWClassifier(covariance="diag").partial_fit(M, y, classes=[0, 1])
+    np.testing.assert_array_equal(model.estimator_.decision_function(M), ref.decision_function(M))
+
+
+def test_declared_multiclass_equals_partial_fit_with_classes():
+    _, y, dicts = _stream(n_classes=3)
+    model = Classifier(CWClassifier(covariance="diag"), classes=(2, 0, 1))
+    model.learn_many(pd.DataFrame(dicts[:50]).fillna(0.0), pd.Series(y[:50]))
+    for x, v in zip(dicts[50:], y[50:].tolist(), strict=True):
+        model.learn_one(x, v)
+    M = _padded(model, dicts)
+    ref = CWClassifier(covariance="diag").partial_fit(M, y, classes=[0, 1, 2])
+    np.testing.assert_array_equal(model.estimator_.decision_function(M), ref.decision_function(M))
+    np.testing.assert_array_equal(model.estimator_.n_updates_, ref.n_updates_)
+
+
+def test_discovered_binary_labels_equal_declared_ones():
+    """The rows of the first label are kept and learnt when the second one appears."""
+    _, y, dicts = _stream()
+    labels = ["no" if v == 0 else "yes" for v in y]
+    labels[:4] = ["no"] * 4  # the stream starts with rows of one label
+    make = lambda: AROWClassifier(covariance="diag")  # noqa: E731
+    found, declared = Classifier(make()), Classifier(make(), ("no", "yes"))
+    for x, v in zip(dicts, labels, strict=True):
+        for m in (found, declared):
+            m.learn_one(x, v)
+    M = _padded(found, dicts)
+    assert found.labels == ["no", "yes"]
+    np.testing.assert_array_equal(
+        found.estimator_.decision_function(M), declared.estimator_.decision_function(M)
+    )
+
+
+def test_a_third_label_keeps_both_binary_models():
+    """At the third label the binary model and its mirror become the first two of
+    three one-vs-rest models (which learn the new row as a negative); the new label's
+    model starts at the prior."""
+    _, y, dicts = _stream(n=80)
+    model = Classifier(SCWClassifier(kernel="rbf", gamma=0.3, budget=20))
+    for x, v in zip(dicts, y.tolist(), strict=True):
+        model.learn_one(x, v)
+    new = {"f0": 0.5, "f3": -1.0}
+    row = _padded(model, [new])
+    as_0, as_1 = (copy.deepcopy(model.estimator_.engine_) for _ in range(2))
+    as_0.learn(row, np.array([[-1.0]]))  # class 1's model: the row is a negative
+    as_1.learn(row, np.array([[1.0]]))  # class 0's model: the binary model's positive
+    model.learn_one(new, "new")
+    M = _padded(model, dicts)
+    after = model.estimator_.decision_function(M)
+    np.testing.assert_array_equal(after[:, 1], as_0.decision(M)[:, 0])
+    np.testing.assert_array_equal(after[:, 0], -as_1.decision(M)[:, 0])
+    assert model.labels == [y[0], 1 - y[0], "new"]  # in the order they appeared
+    assert set(model.predict_proba_one(dicts[0])) == {0, 1, "new"}
+    updates = model.estimator_.n_updates_
+    assert updates.shape == (3,) and updates[0] == updates[1] and updates[2] == 1
+    fresh = SCWClassifier(kernel="rbf", gamma=0.3, budget=20).partial_fit(row, [1], classes=[0, 1])
+    np.testing.assert_allclose(after[:, 2], fresh.decision_function(M), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("form", ["primal_full", "primal_diag", "dual_panels", "dual_pruned"])
+def test_learn_many_equals_learn_one_in_order(form):
+    _, y, dicts = _stream()
+    one, many = Classifier(FORMS[form]()), Classifier(FORMS[form]())
+    for x, v in zip(dicts, y.tolist(), strict=True):
+        one.learn_one(x, v)
+    for lo in range(0, len(dicts), 40):
+        frame = pd.DataFrame(dicts[lo : lo + 40]).fillna(0.0)
+        many.learn_many(frame, pd.Series(y[lo : lo + 40]))
+    M = _padded(one, dicts)
+    order = [many.feature_names.index(k) for k in one.feature_names]
+    Mm = np.zeros_like(M)
+    Mm[:, order] = M[:, : len(order)]
+    np.testing.assert_allclose(
+        one.estimator_.decision_function(M),
+        many.estimator_.decision_function(Mm),
+        rtol=1e-9,
+        atol=1e-12,
+    )
+    frame = pd.DataFrame(dicts).fillna(0.0)
+    assert many.predict_many(frame).tolist() == [many.predict_one(x) for x in dicts]
+    P = many.predict_proba_many(frame)
+    np.testing.assert_allclose(P.to_numpy(), pd.DataFrame(map(many.predict_proba_one, dicts)))
+
+
+def test_fast_path_ignores_the_order_of_a_dicts_keys():
+    """A binary diagonal model learns each dict's non-zeros in column order (the
+    order of the engine's dense walk), whatever order the dict lists them in."""
+    _, y, dicts = _stream()
+    rng = np.random.default_rng(3)
+    shuffled = [dict(sorted(x.items(), key=lambda _: rng.random())) for x in dicts]
+    plain, mixed = (Classifier(CWClassifier(covariance="diag"), (0, 1)) for _ in range(2))
+    for x, xs, v in zip(dicts, shuffled, y.tolist(), strict=True):
+        assert plain.predict_proba_one(x) == mixed.predict_proba_one(xs)
+        plain.learn_one(x, v)
+        mixed.learn_one(xs, v)
+    assert plain._fast is not None  # the fast path ran
+    np.testing.assert_array_equal(plain.estimator_.mean_, mixed.estimator_.mean_)
+    np.testing.assert_array_equal(plain.estimator_.covariance_, mixed.estimator_.covariance_)
+
+
+@pytest.mark.parametrize("form", ["primal_full", "primal_diag", "dual_project", "dual_panels"])
+def test_pickle_mid_stream_continues_exactly(form):
+    _, y, dicts = _stream()
+    model = Classifier(FORMS[form]())
+    pairs = list(zip(dicts, y.tolist(), strict=True))
+    for x, v in pairs[:60]:
+        model.learn_one(x, v)
+    copy = pickle.loads(pickle.dumps(model))
+    for x, v in pairs[60:]:
+        assert model.predict_proba_one(x) == copy.predict_proba_one(x)
+        model.learn_one(x, v)
+        copy.learn_one(x, v)
+    M = _padded(model, dicts)
+    np.testing.assert_array_equal(
+        model.estimator_.decision_function(M), copy.estimator_.decision_function(M)
+    )
+
+
+# ------------------------------------------------------------------ engine growth
+
+
+def _fit(make, X, y):
+    return make().partial_fit(X, y, classes=[0, 1])
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_mirror_is_learning_the_flipped_labels(form):
+    X, y, _ = _stream(n=80)
+    original = _fit(FORMS[form], X, y).engine_
+    state = mirror(original).state_dict()
+    want = {0: _fit(FORMS[form], X, 1 - y).engine_.state_dict(), 1: original.state_dict()}
+    for i, sub in want.items():
+        for k, v in sub.items():
+            if k == "n_models":
+                continue
+            if k.startswith("store."):  # shared by the models
+                got = state[k]
+            elif k.startswith("model0."):
+                got = state[k.replace("model0.", f"model{i}.")]
+            else:  # primal arrays, stacked over the models
+                got = state[k][i : i + 1]
+            np.testing.assert_array_equal(got, v, err_msg=f"model {i}: {k}")
+
+
+@pytest.mark.parametrize("form", ["primal_full", "primal_diag", "dual_project"])
+def test_added_models_are_the_prior_and_widen_refuses_to_shrink(form):
+    X, y, _ = _stream(n=60)
+    est = _fit(FORMS[form], X, y)
+    eng = add_models(est.engine_, 2)
+    assert eng.n_models == 3
+    F, V = eng.decision(X), eng.margin_variance(X)
+    np.testing.assert_array_equal(F[:, 1:], 0.0)
+    kappa = (X * X).sum(axis=1) if form != "dual_project" else np.ones(len(X))
+    np.testing.assert_allclose(V[:, 1:], est.a * kappa[:, None] * np.ones((1, 2)), rtol=1e-12)
+    with pytest.raises(ValueError, match="below the current"):
+        widen(est.engine_, 2)
+
+
+# ------------------------------------------------------------------ errors and import
+
+
+@pytest.mark.parametrize("form", ["primal_full", "primal_diag"])  # diag: the fast path
+def test_bad_values_are_named_and_leave_the_model_unchanged(form):
+    _, y, dicts = _stream(n=30)
+    model = Classifier(FORMS[form](), classes=(0, 1))
+    for x, v in zip(dicts, y.tolist(), strict=True):
+        model.learn_one(x, v)
+    before = pickle.dumps(model)
+    with pytest.raises(TypeError, match="feature 'colour' is 'red'"):
+        model.learn_one({"f0": 1.0, "colour": "red"}, 1)
+    with pytest.raises(ValueError, match=re.escape("feature 'f1' is nan")):
+        model.learn_one({"f0": 1.0, "f1": float("nan")}, 1)
+    with pytest.raises(ValueError, match="feature 'f1' is None"):
+        model.learn_one({"f0": 1.0, "f1": None}, 1)
+    with pytest.raises(ValueError, match="too large"):
+        model.learn_one({"f0": 1e200}, 1)
+    with pytest.raises(ValueError, match="label 7 is not one of classes"):
+        model.learn_one({"f0": 1.0}, 7)
+    with pytest.raises(ValueError, match="not in classes"):
+        model.learn_many(pd.DataFrame([{"f0": 1.0}] * 2), pd.Series([0, 7]))
+    with pytest.raises(ValueError, match="row 1, column 'f2' is nan"):
+        model.learn_many(pd.DataFrame({"f2": [1.0, np.nan]}), pd.Series([0, 1]))
+    assert pickle.dumps(model) == before
+
+
+def test_predictions_before_learning():
+    assert Classifier().predict_proba_one({"a": 1.0}) == {}
+    assert Classifier().predict_one({"a": 1.0}) is None
+    assert Classifier(classes=("b", "a")).predict_proba_one({"a": 1.0}) == {"a": 0.5, "b": 0.5}
+    one = Classifier()
+    one.learn_one({"a": 1.0}, "x")
+    assert one.predict_proba_one({"a": 2.0}) == {"x": 1.0}
+    with pytest.raises(TypeError, match="not a kernelcw estimator"):
+        Classifier(linear_model.PAClassifier()).learn_one({"a": 1.0}, 0)
+    with pytest.raises(ValueError, match="precomputed"):
+        Classifier(SCWClassifier(kernel="precomputed"), classes=(0, 1)).learn_one({"a": 1.0}, 0)
+
+
+@pytest.mark.parametrize("form", ["primal_full", "primal_diag", "dual_project"])
+def test_empty_dicts_are_zero_rows(form):
+    est = FORMS[form]()
+    ref = FORMS[form]().partial_fit(np.array([[0.0], [0.0], [2.0]]), ["x", "y", "y"])
+    model = Classifier(est)
+    for x, v in [({}, "x"), ({}, "y"), ({"a": 2.0}, "y")]:
+        model.learn_one(x, v)
+    M = np.array([[0.0], [1.0]])
+    np.testing.assert_array_equal(model.estimator_.decision_function(M), ref.decision_function(M))
+    model.learn_one({}, "z")  # a third label at a zero row
+    assert model.labels == ["x", "y", "z"]
+    assert set(model.predict_proba_one({})) == {"x", "y", "z"}
+
+
+def test_import_kernelcw_does_not_import_river_and_its_absence_is_explained():
+    code = (
+        "import sys; import kernelcw; kernelcw.CWClassifier; "
+        "assert 'river' not in sys.modules, 'kernelcw imported river'; "
+        "sys.modules['river'] = None\n"
+        "try:\n    import kernelcw.river\nexcept ImportError as e:\n    print(e)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert 'pip install "kernelcw[river]"' in out.stdout
+
+
+def test_readme_river_example_runs_and_prints_what_it_says(capsys):
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"### With river\n.*?```python\n(.*?)```", text, re.S).group(1)
+    exec(compile(code, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.strip().splitlines()
+    claimed = [ln.split("# ", 1)[1] for ln in code.splitlines() if "print(" in ln and "# " in ln]
+    assert printed == claimed
+
+
+def test_fit_intercept_is_refused_with_advice():
+    from kernelcw import SCWClassifier
+    from kernelcw.river import Classifier
+
+    model = Classifier(SCWClassifier(fit_intercept=True))
+    with pytest.raises(ValueError, match="bias"):
+        model.learn_one({"a": 1.0}, True)
