@@ -24,6 +24,8 @@ _PUBLIC = {
     "set_config": "_threads",
     "OnlineResult": "online",
     "run_online": "online",
+    "load": "persistence",
+    "save": "persistence",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -172,6 +172,16 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
             self.n_mistakes_ = np.zeros(K, dtype=np.int64)
             self.n_variance_floored_ = np.zeros(K, dtype=np.int64)
 
+    def _import_state(self, engine, classes_: np.ndarray, counters: tuple) -> None:
+        """Install a fitted state rebuilt outside ``fit`` (by :func:`kernelcw.load`): the
+        engine, ``classes_`` and (n_updates_, n_mistakes_, n_variance_floored_), shaped
+        as :meth:`_start` shapes them. The current parameters become the ones the model
+        began with."""
+        self._engine = engine
+        self._began_with = self._structure()
+        self.classes_ = classes_
+        self.n_updates_, self.n_mistakes_, self.n_variance_floored_ = counters
+
     def _structure(self) -> dict:
         return {k: getattr(self, k) for k in STRUCTURAL}
 

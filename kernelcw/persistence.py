@@ -1,0 +1,519 @@
+"""Save and load fitted estimators without pickle: plain arrays and one JSON document.
+
+The file format (format version 1; README "Saving and loading") is one zip
+archive, uncompressed (dense float64 factors deflate poorly), holding
+
+- ``kernelcw.json``: a UTF-8 JSON document, the archive's first member, with
+  ``format`` (always ``"kernelcw-model"``), ``format_version`` (an integer),
+  ``kernelcw_version`` (the library that wrote it, for information), ``estimator``
+  (a class name, looked up among :data:`kernelcw.registry.ALGORITHMS`' estimators:
+  nothing named in a file is ever imported), ``params`` (``get_params()``; a
+  non-finite float is written ``{"float": "inf"}``, ``"-inf"`` or ``"nan"``),
+  ``fitted``, and for a fitted model ``n_features_in``, ``n_classes``,
+  ``classes_object`` (``classes_`` was an object array of strings),
+  ``engine`` (``form``, ``n_models``, the ``seed`` of the "random" budget policy and
+  the ``block_size`` the engine learns in) and ``arrays``, the array members' names;
+- one ``.npy`` member per array (NumPy's ``.npy`` format, never an object array):
+  ``classes_``, ``feature_names_in_`` (when the model saw column names),
+  ``n_updates_``, ``n_mistakes_``, ``n_variance_floored_``, and the engine's
+  :meth:`kernelcw.engines.Engine.state_dict` under ``engine.``.
+
+:func:`load` reads the arrays with ``np.load(..., allow_pickle=False)``, checks
+every member against the JSON document and the saved parameters, rebuilds the
+estimator from its class and parameters (which pass the estimator's own checks),
+and the engine with :meth:`~kernelcw.engines.Engine.from_state`: the loaded model
+predicts and continues learning bit for bit as the saved one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+import zipfile
+import zlib
+
+import numpy as np
+
+from . import __version__
+from .registry import ALGORITHMS
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "load", "save"]
+
+#: The ``format`` field of every kernelcw model file.
+FORMAT = "kernelcw-model"
+#: The version of the file format this library writes; it reads this one and older.
+FORMAT_VERSION = 1
+#: The format versions :func:`load` reads.
+READS = (1,)
+#: The name of the JSON member.
+META = "kernelcw.json"
+#: The estimator classes a file may name (looked up, never imported from the file).
+WHITELIST = tuple(sorted({alg.estimator for alg in ALGORITHMS.values()}))
+_COUNTERS = ("n_updates_", "n_mistakes_", "n_variance_floored_")
+#: What zipfile and np.load raise on a damaged archive.
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError)
+
+
+def save(estimator, path: str | os.PathLike) -> None:
+    """Save a kernelcw estimator to ``path``, atomically, without pickle.
+
+    Parameters
+    ----------
+    estimator : kernelcw estimator
+        One of the library's classifiers (not a subclass), fitted or not: an
+        unfitted one is saved with its parameters only and loads unfitted, as
+        ``clone`` would give it.
+    path : str or os.PathLike
+        The file to write, used as given (no extension is added). The file is
+        written beside it under a temporary name, flushed to disk and renamed onto
+        ``path``: an error, a crash or a full disk part-way leaves any file that
+        was at ``path`` as it was. An existing file keeps its permissions.
+
+    Raises
+    ------
+    TypeError
+        If ``estimator`` is not a kernelcw estimator or ``path`` is not a path.
+    ValueError
+        If a parameter cannot be written as JSON (a callable kernel, a
+        ``RandomState``): set it to a plain value (e.g. an integer
+        ``random_state``) first.
+    RuntimeError
+        If the model is unusable (an "oldest" budget model after a failed call).
+
+    See Also
+    --------
+    load : read the model back.
+
+    Notes
+    -----
+    The state is read under the model's lock: saving while another thread learns
+    saves it between two calls, never half-way through one.
+
+    Examples
+    --------
+    >>> import os, tempfile, kernelcw
+    >>> clf = kernelcw.AROWClassifier().fit([[0.0, 1.0], [1.0, 0.0]], [0, 1])
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.kcw")
+    >>> kernelcw.save(clf, path)
+    >>> kernelcw.load(path).predict([[0.0, 2.0]])
+    array([0])
+    """
+    target = _check_path(path)
+    meta, arrays = _export(estimator)
+    blob = json.dumps(meta, allow_nan=False, indent=1).encode("utf-8")
+    directory = os.path.dirname(os.path.abspath(target))
+    mode = _file_mode(target)
+    tmp = tempfile.NamedTemporaryFile(
+        dir=directory, prefix="." + os.path.basename(target) + ".", suffix=".tmp", delete=False
+    )
+    try:
+        with tmp:
+            with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+                # a fixed date: the same model saves to the same bytes
+                zf.writestr(zipfile.ZipInfo(META, date_time=(1980, 1, 1, 0, 0, 0)), blob)
+                for name, arr in arrays.items():
+                    with zf.open(name + ".npy", "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, arr, allow_pickle=False)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.chmod(tmp.name, mode)
+        os.replace(tmp.name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp.name)
+        raise
+    _sync_directory(directory)
+
+
+def load(path: str | os.PathLike):
+    """Load an estimator saved by :func:`save`. No code from the file runs.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file written by :func:`save` (any kernelcw version writing format
+        version 1).
+
+    Returns
+    -------
+    estimator
+        A new estimator of the saved class with the saved parameters; if it was
+        fitted, with its fitted state: it predicts as the saved model did and
+        ``partial_fit`` continues exactly as the saved model would have.
+
+    Raises
+    ------
+    ValueError
+        If the file is not a kernelcw model, comes from an unknown format version,
+        is truncated or corrupted, misses a member, or holds arrays whose shapes or
+        types do not fit its parameters; the message says which.
+    """
+    target = _check_path(path)
+    with open(target, "rb") as fh:
+        if fh.read(4) != b"PK\x03\x04":
+            raise ValueError(f"{target!r} is not a kernelcw model file (not a zip archive)")
+        fh.seek(0)
+        try:
+            meta, arrays = _read(fh, target)
+        except _ZIP_ERRORS as e:  # a damaged header: a compression method, encryption flag
+            raise ValueError(f"{target!r} is truncated or corrupted: {e!r}") from e
+    return _rebuild(meta, arrays, target)
+
+
+# ------------------------------------------------------------------ saving
+
+
+def _check_path(path) -> str:
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
+    return os.fsdecode(os.fspath(path))  # (a bytes path as str)
+
+
+def _file_mode(target: str) -> int:
+    """The permissions the saved file gets: the old file's, else 0o666 minus the umask."""
+    try:
+        return os.stat(target).st_mode & 0o7777
+    except OSError:
+        pass
+    return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process's umask, read from /proc where it can be (setting and resetting it
+    would change it for other threads for a moment)."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    umask = os.umask(0o022)  # pragma: no cover - not Linux
+    os.umask(umask)  # pragma: no cover
+    return umask  # pragma: no cover
+
+
+def _sync_directory(directory: str) -> None:
+    """Flush the rename to disk where the platform allows it (POSIX)."""
+    with contextlib.suppress(OSError):  # Windows cannot open a directory
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _estimator_class(name: str) -> type:
+    from . import estimators
+
+    return getattr(estimators, name)
+
+
+def _export(est) -> tuple[dict, dict[str, np.ndarray]]:
+    """The JSON document and the arrays of an estimator."""
+    name = type(est).__name__
+    if name not in WHITELIST or type(est) is not _estimator_class(name):
+        raise TypeError(
+            f"save takes a kernelcw estimator ({', '.join(WHITELIST)}), "
+            f"not {type(est).__module__}.{type(est).__qualname__}"
+        )
+    params = {k: _json_param(k, v) for k, v in est.get_params(deep=False).items()}
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "kernelcw_version": __version__,
+        "estimator": name,
+        "params": params,
+        "fitted": hasattr(est, "classes_"),
+    }
+    if not meta["fitted"]:
+        meta["arrays"] = []
+        return meta, {}
+    engine = est.engine_
+    with engine.lock:
+        state = engine.state_dict()
+        arrays = {"classes_": _plain_classes(est.classes_)}
+        for c in _COUNTERS:
+            arrays[c] = np.asarray(getattr(est, c), dtype=np.int64)
+    if hasattr(est, "feature_names_in_"):
+        arrays["feature_names_in_"] = np.asarray(est.feature_names_in_, dtype=str)
+    arrays.update({f"engine.{k}": np.asarray(v) for k, v in state.items()})
+    spec = engine.spec
+    meta.update(
+        n_features_in=int(est.n_features_in_),
+        n_classes=len(est.classes_),
+        classes_object=est.classes_.dtype == object,
+        engine={
+            "form": spec.form,
+            "n_models": int(engine.n_models),
+            "seed": int(spec.seed),
+            "block_size": None if spec.block_size is None else int(spec.block_size),
+        },
+        arrays=sorted(arrays),
+    )
+    return meta, arrays
+
+
+def _json_param(name: str, value):
+    """A parameter as JSON: None, bool, int, str, float (non-finite as {"float": ...})."""
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        value = value.item()
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"float": repr(value)}
+    raise ValueError(
+        f"cannot save {name}={value!r}: a saved model's parameters must be None, bool, "
+        "int, float or str (kernelcw files hold no code or objects); set a plain value, "
+        "e.g. an integer random_state or a kernel by name, before saving"
+    )
+
+
+def _plain_classes(classes: np.ndarray) -> np.ndarray:
+    """classes_ as an array .npy holds without pickle (object arrays of str as str)."""
+    if classes.dtype != object:
+        return classes
+    if all(isinstance(c, str) for c in classes):
+        return classes.astype(str)
+    raise ValueError(
+        f"cannot save classes_ {classes.tolist()!r}: labels held as Python objects must all "
+        "be strings (numbers, booleans and strings in numpy arrays save as they are)"
+    )
+
+
+# ------------------------------------------------------------------ loading
+
+
+def _read(fh, target: str) -> tuple[dict, dict[str, np.ndarray]]:
+    """The JSON document and the arrays, every member checked against the document."""
+    try:
+        npz = np.load(fh, allow_pickle=False)
+    except (*_ZIP_ERRORS, ValueError) as e:
+        raise ValueError(f"{target!r} is truncated or corrupted (not a readable zip): {e}") from e
+    with npz:
+        names = set(npz.zip.namelist())
+        if META not in names:
+            raise ValueError(f"{target!r} is not a kernelcw model file (no {META} member)")
+        try:
+            meta = json.loads(npz.zip.read(META).decode("utf-8"))
+        except (*_ZIP_ERRORS, ValueError) as e:
+            raise ValueError(f"{target!r}: member {META} is corrupted: {e}") from e
+        _check_meta(meta, target)
+        listed = meta["arrays"]
+        missing = [a for a in listed if a + ".npy" not in names]
+        if missing:
+            raise ValueError(f"{target!r} is missing member(s) {', '.join(missing)}")
+        extra = sorted(names - {META} - {a + ".npy" for a in listed})
+        if extra:
+            raise ValueError(f"{target!r} holds unexpected member(s) {', '.join(extra)}")
+        arrays = {a: _read_array(npz, a, target) for a in listed}
+    return meta, arrays
+
+
+def _read_array(npz, name: str, target: str) -> np.ndarray:
+    member = name + ".npy"  # (_check_header: a .npy member, so npz[name] is an array)
+    try:
+        _check_header(npz.zip, member)
+        arr = npz[name]
+    except (*_ZIP_ERRORS, ValueError) as e:
+        raise ValueError(f"{target!r}: member {member} is truncated or corrupted: {e}") from e
+    if arr.dtype.kind not in "biufUS":
+        raise ValueError(f"{target!r}: member {member} has dtype {arr.dtype}, not a plain one")
+    return arr
+
+
+def _check_header(zf: zipfile.ZipFile, member: str) -> None:
+    """ValueError if the .npy header promises more data than the member holds (before
+    any memory is allocated for it)."""
+    with zf.open(member) as f:
+        fmt = np.lib.format
+        header = fmt.read_array_header_1_0 if fmt.read_magic(f) == (1, 0) else None
+        shape, _, dtype = (header or fmt.read_array_header_2_0)(f)
+    if dtype.hasobject:
+        raise ValueError("it holds an object array (pickled Python objects): refused")
+    need = math.prod(shape) * dtype.itemsize
+    if need > zf.getinfo(member).file_size:
+        raise ValueError(f"its header promises {need} bytes of data, more than it holds")
+
+
+def _check_meta(meta, target: str) -> None:
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ValueError(f"{target!r} is not a kernelcw model file (its {META} is not ours)")
+    version = meta.get("format_version")
+    if type(version) is not int or version not in READS:
+        raise ValueError(
+            f"{target!r} has format_version {version!r}; this kernelcw ({__version__}) reads "
+            f"format version(s) {', '.join(map(str, READS))}: upgrade kernelcw to load it"
+        )
+    want = {"estimator": str, "params": dict, "fitted": bool, "arrays": list}
+    if meta.get("fitted"):
+        want.update(n_features_in=int, n_classes=int, classes_object=bool, engine=dict)
+    for key, kind in want.items():
+        if type(meta.get(key)) is not kind:
+            raise ValueError(
+                f"{target!r}: {META} field {key!r} is missing or not a {kind.__name__}"
+            )
+    if meta["estimator"] not in WHITELIST:
+        raise ValueError(
+            f"{target!r} names estimator {meta['estimator']!r}, not one of kernelcw's "
+            f"({', '.join(WHITELIST)})"
+        )
+    if not all(isinstance(a, str) and "/" not in a for a in meta["arrays"]):
+        raise ValueError(f"{target!r}: {META} field 'arrays' must list member names")
+
+
+def _param_value(name: str, value, target: str):
+    if isinstance(value, dict):
+        text = value.get("float") if len(value) == 1 else None
+        if text not in ("inf", "-inf", "nan"):
+            raise ValueError(f"{target!r}: parameter {name} = {value!r} is not a value")
+        return float(text)
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    raise ValueError(f"{target!r}: parameter {name} = {value!r} is not a plain value")
+
+
+def _rebuild(meta: dict, arrays: dict[str, np.ndarray], target: str):
+    """The estimator of ``meta`` with the fitted state of ``arrays``."""
+    from .spec import check_params
+
+    cls = _estimator_class(meta["estimator"])
+    known = set(cls._get_param_names())
+    unknown = sorted(set(meta["params"]) - known)
+    if unknown:
+        raise ValueError(
+            f"{target!r}: {meta['estimator']} has no parameter(s) {', '.join(unknown)}"
+        )
+    params = {k: _param_value(k, v, target) for k, v in meta["params"].items()}
+    est = cls(**params)  # parameters the file lacks (added later) keep their defaults
+    try:
+        checked = check_params(est)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{target!r}: the saved parameters are invalid: {e}") from e
+    if not meta["fitted"]:
+        if arrays:
+            raise ValueError(f"{target!r}: an unfitted model holds arrays")
+        return est
+    _install(est, meta, arrays, checked, target)
+    return est
+
+
+def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: str) -> None:
+    """Check the fitted arrays against the parameters, rebuild the engine, fit ``est``."""
+    from .engines import engine_class
+    from .spec import engine_spec
+
+    def bad(what: str) -> ValueError:
+        return ValueError(f"{target!r}: {what}")
+
+    d, n_classes, eng = meta["n_features_in"], meta["n_classes"], meta["engine"]
+    classes = arrays.get("classes_")
+    if classes is None or classes.shape != (n_classes,) or n_classes < 2:
+        raise bad(f"classes_ must hold the {n_classes} (>= 2) classes")
+    if meta["classes_object"]:
+        if classes.dtype.kind != "U":
+            raise bad("classes_ saved as strings must have a str dtype")
+        classes = classes.astype(object)
+    if d < 1:
+        raise bad(f"n_features_in = {d} must be >= 1")
+    try:
+        spec = engine_spec(est, d, n_classes, checked)
+    except (ValueError, TypeError) as e:
+        raise bad(f"the saved parameters do not fit the data shape: {e}") from e
+    if eng.get("form") != spec.form or eng.get("n_models") != spec.n_models:
+        raise bad(
+            f"engine form {eng.get('form')!r} with {eng.get('n_models')!r} model(s) does not fit "
+            f"the parameters (they select {spec.form!r} with {spec.n_models})"
+        )
+    if spec.form == "dual":
+        seed, block = eng.get("seed"), eng.get("block_size")
+        if type(seed) is not int or not 0 <= seed < 2**63 or type(block) is not int or block < 1:
+            raise bad("the dual engine's seed and block_size must be integers >= 0, >= 1")
+        spec.seed, spec.block_size = seed, block
+    K = spec.n_models
+    counters = []
+    for c in _COUNTERS:
+        arr = arrays.get(c)
+        shape = () if K == 1 else (K,)
+        if arr is None or arr.shape != shape or arr.dtype.kind not in "iu" or np.any(arr < 0):
+            raise bad(f"{c} must be non-negative integers of shape {shape}")
+        counters.append(int(arr) if K == 1 else arr.astype(np.int64))
+    names = arrays.get("feature_names_in_")
+    if names is not None and (names.shape != (d,) or names.dtype.kind != "U"):
+        raise bad(f"feature_names_in_ must be {d} strings")
+    state = {k[len("engine.") :]: v for k, v in arrays.items() if k.startswith("engine.")}
+    _check_engine_state(spec, state, bad)
+    try:
+        engine = engine_class(spec.form).from_state(spec, state)
+        probe = np.zeros((1, d))  # the rebuilt engine must predict
+        f = engine.decision(probe)
+        # (with kernel="precomputed" no variance without k(x, x) of the probe)
+        precomputed = spec.kernel is not None and spec.kernel.precomputed
+        v = np.zeros_like(f) if precomputed else engine.margin_variance(probe)
+    except (ValueError, TypeError, KeyError, IndexError) as e:
+        raise bad(f"the {spec.form} engine's arrays are inconsistent: {e!r}") from e
+    if f.shape != (1, K) or v.shape != (1, K) or not np.all(np.isfinite(v)):
+        raise bad(f"the {spec.form} engine's arrays are inconsistent")
+    est.n_features_in_ = d
+    if names is not None:
+        est.feature_names_in_ = names.astype(object)
+    est._import_state(engine, classes, tuple(counters))
+
+
+def _check_engine_state(spec, state: dict[str, np.ndarray], bad) -> None:
+    """Plain numeric arrays whose shapes fit the parameters (the primal forms in full;
+    the dual form's support rows and counts here, the rest by its ``from_state``)."""
+    K, d = spec.n_models, spec.n_features
+    for k, v in state.items():
+        if v.dtype.kind not in "biuf":
+            raise bad(f"engine.{k} has dtype {v.dtype}, not a numeric one")
+        if v.dtype.kind == "f" and not np.all(np.isfinite(v)) and spec.form != "dual":
+            raise bad(f"engine.{k} holds NaN or infinity")
+    if spec.form == "primal_full":
+        shapes = {"mean": (K, d), "covariance": (K, d, d)}
+    elif spec.form == "primal_diag":
+        shapes = {"mean": (K, d), "variance": (K, d)}
+    else:
+        shapes = {"n_models": ()}
+        kind = state.get("store.kind")
+        if kind is not None and kind.shape == () and int(kind) == 1:
+            shapes["store.rows"] = (int(state.get("store.n", -1)), d)
+    for k, shape in shapes.items():
+        if k not in state:
+            raise bad(f"member engine.{k} is missing")
+        if state[k].shape != shape:
+            raise bad(f"engine.{k} has shape {state[k].shape}; the parameters need {shape}")
+    if spec.form == "dual" and int(state["n_models"]) != K:
+        raise bad(f"engine.n_models is {int(state['n_models'])}; the classes need {K}")
+    if spec.form == "dual":
+        if "store.shape" in state and (
+            state["store.shape"].shape != (2,) or int(state["store.shape"][1]) != d
+        ):
+            raise bad(f"engine.store.shape must be (n, {d})")
+        n_store = int(state["store.n"]) if state.get("store.n", np.zeros(1)).shape == () else -1
+        for k in range(K):
+            _check_dual_model(state, f"model{k}.", n_store, bad)
+
+
+#: The dual forms' arrays of the support set's length n (each axis n, or 0 where the
+#: form or policy keeps none); the "oldest" queue form keeps whole buffers.
+_SLOTS = ("idx", "entry", "kap")
+
+
+def _check_dual_model(state: dict[str, np.ndarray], prefix: str, n_store: int, bad) -> None:
+    """One dual model's arrays: slots pointing into the store, arrays of length n."""
+    idx = state.get(prefix + "idx")
+    if idx is None or idx.ndim != 1:
+        raise bad(f"engine.{prefix}idx is missing or not a vector")
+    n = idx.shape[0]
+    if n and (idx.dtype.kind not in "iu" or idx.min() < 0 or idx.max() >= n_store):
+        raise bad(f"engine.{prefix}idx must index the {n_store} stored support inputs")
+    queue = prefix + "nO" in state
+    for key, arr in state.items():
+        if not key.startswith(prefix) or arr.ndim == 0:
+            continue
+        name = key[len(prefix) :]
+        if queue and name not in _SLOTS + ("zeta", "qv"):
+            continue
+        if any(m not in (n, 0) for m in arr.shape) or (name in _SLOTS and arr.shape != (n,)):
+            raise bad(f"engine.{key} has shape {arr.shape}; the model has {n} support vectors")

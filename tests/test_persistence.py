@@ -1,0 +1,524 @@
+"""kernelcw.save / kernelcw.load: round trips that continue bit for bit, every engine form,
+budget policy and solver; files that are corrupted, truncated, foreign or from an
+unknown version; atomic saving; no pickle anywhere."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import kernelcw
+from kernelcw import persistence
+from kernelcw.registry import ALGORITHMS, make
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _data(n=48, d=4, n_classes=2, seed=0, sparse=False):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (X[:, 0] + 0.5 * rng.normal(size=n) > 0).astype(int)
+    if n_classes > 2:
+        y = np.digitize(X[:, 0] + 0.3 * X[:, 1], np.linspace(-1, 1, n_classes - 1))
+    if sparse:
+        X = sp.csr_matrix(np.where(np.abs(X) > 0.6, X, 0.0))
+    return X, y
+
+
+def _state(est) -> dict:
+    """Everything fitted, as plain values (engine arrays and counters)."""
+    out = {f"engine.{k}": v for k, v in est.engine_.state_dict().items()}
+    for c in ("classes_", "n_updates_", "n_mistakes_", "n_variance_floored_"):
+        out[c] = np.asarray(getattr(est, c))
+    return out
+
+
+def _assert_same(a, b, X) -> None:
+    sa, sb = _state(a), _state(b)
+    assert sorted(sa) == sorted(sb)
+    for k in sa:
+        assert sa[k].dtype == sb[k].dtype, k
+        assert np.array_equal(sa[k], sb[k]), k
+    assert np.array_equal(a.decision_function(X), b.decision_function(X))
+    assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
+    assert np.array_equal(a.predict(X), b.predict(X))
+
+
+def _round_trip(est, X, y, tmp_path, cuts=(20, 34)):
+    """Learn X[:cuts[0]], save, load; then feed both the rest in two calls: the loaded
+    model must stay identical to the one never saved, at every step."""
+    path = tmp_path / "model.kcw"
+    classes = np.unique(y)
+    est.partial_fit(X[: cuts[0]], y[: cuts[0]], classes=classes)
+    kernelcw.save(est, path)
+    loaded = kernelcw.load(path)
+    assert type(loaded) is type(est)
+    assert loaded.get_params() == est.get_params()
+    _assert_same(est, loaded, X)
+    for lo, hi in ((cuts[0], cuts[1]), (cuts[1], X.shape[0])):
+        est.partial_fit(X[lo:hi], y[lo:hi])
+        loaded.partial_fit(X[lo:hi], y[lo:hi])
+        _assert_same(est, loaded, X)
+    return loaded
+
+
+# ------------------------------------------------------------------ round trips
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_every_algorithm_primal_full(name, n_classes, tmp_path):
+    X, y = _data(n_classes=n_classes)
+    _round_trip(make(name), X, y, tmp_path)
+
+
+@pytest.mark.parametrize("method", ["kl", "l2", "exact"])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("name", ["cw-var", "arow", "scw1"])
+def test_primal_diagonal(name, method, sparse, tmp_path):
+    X, y = _data(sparse=sparse, n_classes=3 if sparse else 2)
+    _round_trip(make(name, covariance="diag", diag_method=method), X, y, tmp_path)
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf", "poly", "laplacian"])
+@pytest.mark.parametrize("solver", ["cholesky", "explicit"])
+def test_dual_every_kernel_and_solver(kernel, solver, tmp_path):
+    X, y = _data()
+    est = make("scw1", kernel=kernel, mode="dual", solver=solver, block_size=8)
+    _round_trip(est, X, y, tmp_path)
+
+
+def test_dual_precomputed_kernel(tmp_path):
+    X, y = _data(n=40)
+    G = X @ X.T
+    est = make("arow", kernel="precomputed")
+    path = tmp_path / "m.kcw"
+    est.partial_fit(G[:25], y[:25])
+    kernelcw.save(est, path)
+    loaded = kernelcw.load(path)
+    est.partial_fit(G[25:], y[25:])
+    loaded.partial_fit(G[25:], y[25:])
+    for k, v in _state(est).items():
+        assert np.array_equal(v, _state(loaded)[k]), k
+    assert np.array_equal(est.decision_function(G), loaded.decision_function(G))
+
+
+@pytest.mark.parametrize("policy", ["oldest", "random", "smallest", "project"])
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_dual_budget_policies(policy, batch, n_classes, tmp_path):
+    """Saved after the budget bound (the model is in its budgeted form) and continued
+    through more evictions; "random" draws from the saved seed and counter."""
+    X, y = _data(n_classes=n_classes, sparse=policy == "smallest")
+    est = make("arow", kernel="rbf", budget=4, budget_policy=policy, budget_batch=batch)
+    est.set_params(block_size=5)
+    loaded = _round_trip(est, X, y, tmp_path)
+    assert loaded.engine_.spec.seed == est.engine_.spec.seed
+    assert np.all(np.asarray(loaded.n_support_) <= 4)
+
+
+@pytest.mark.parametrize("solver", ["cholesky", "explicit"])
+def test_dual_budget_explicit_first_order_and_random_seed_none(solver, tmp_path):
+    """random_state=None draws the policy's seed at the first call: it is saved."""
+    X, y = _data(n=60)
+    est = make("pa1", kernel="poly", degree=2, budget=3, budget_policy="random", solver=solver)
+    _round_trip(est, X, y, tmp_path, cuts=(25, 40))
+    est2 = make("sop", kernel="rbf", budget=3, budget_policy="random", solver=solver)
+    _round_trip(est2, X, y, tmp_path, cuts=(25, 40))
+
+
+def test_labels_of_every_type_keep_their_dtype(tmp_path):
+    X, _ = _data(n=30)
+    base = (X[:, 0] > 0).astype(int)
+    labels = [
+        np.array([3, 7])[base],
+        np.array([2.0, -1.0])[base],
+        np.array([False, True])[base],
+        np.array(["no", "yes"])[base],
+        np.array(["no", "yes"], dtype=object)[base],
+        np.array([b"n", b"y"])[base],
+        np.array([1, 2, 3], dtype=np.uint8)[np.arange(30) % 3],
+    ]
+    for y in labels:
+        est = make("arow").fit(X, y)
+        kernelcw.save(est, tmp_path / "m.kcw")
+        loaded = kernelcw.load(tmp_path / "m.kcw")
+        assert loaded.classes_.dtype == est.classes_.dtype
+        assert np.array_equal(loaded.classes_, est.classes_)
+        assert all(type(a) is type(b) for a, b in zip(loaded.classes_, est.classes_, strict=True))
+        assert np.array_equal(loaded.predict(X), est.predict(X))
+
+
+def test_feature_names_and_counters(tmp_path):
+    pd = pytest.importorskip("pandas")
+    X, y = _data()
+    df = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    est = make("scw2").fit(df, y)
+    kernelcw.save(est, tmp_path / "m.kcw")
+    loaded = kernelcw.load(tmp_path / "m.kcw")
+    assert loaded.feature_names_in_.dtype == object
+    assert list(loaded.feature_names_in_) == ["a", "b", "c", "d"]
+    assert loaded.n_features_in_ == 4
+    assert type(loaded.n_updates_) is int and loaded.n_updates_ == est.n_updates_
+    assert loaded.n_mistakes_ == est.n_mistakes_
+    assert np.array_equal(loaded.predict(df), est.predict(df))
+    with pytest.raises(ValueError, match="feature names"):  # checked as for the original
+        loaded.predict(df.rename(columns={"a": "z"}))
+
+
+def test_unfitted_model_saves_its_parameters(tmp_path):
+    est = make("scw1", eta=0.8, C=2, kernel="rbf", gamma=np.float64(0.5), random_state=3)
+    kernelcw.save(est, tmp_path / "m.kcw")
+    loaded = kernelcw.load(tmp_path / "m.kcw")
+    assert loaded.get_params() == est.get_params()
+    assert not hasattr(loaded, "classes_")
+    X, y = _data()
+    assert np.array_equal(loaded.fit(X, y).decision_function(X), est.fit(X, y).decision_function(X))
+
+
+def test_non_finite_floats_are_written_as_strict_json():
+    for value in (np.inf, -np.inf):
+        text = json.dumps(persistence._json_param("C", value), allow_nan=False)
+        assert persistence._param_value("C", json.loads(text), "f") == value
+    nan = persistence._param_value("C", persistence._json_param("C", np.nan), "f")
+    assert np.isnan(nan)
+
+
+def test_parameters_that_are_not_plain_values_are_refused(tmp_path):
+    path = tmp_path / "m.kcw"
+    for est, name in [
+        (make("arow", kernel=lambda A, B: A @ B.T), "kernel"),
+        (make("arow", random_state=np.random.RandomState(0)), "random_state"),
+    ]:
+        with pytest.raises(ValueError, match=f"cannot save {name}="):
+            kernelcw.save(est, path)
+        assert not path.exists()
+    with pytest.raises(TypeError, match="kernelcw estimator"):
+        kernelcw.save(object(), path)
+
+    class Sub(kernelcw.AROWClassifier):
+        pass
+
+    with pytest.raises(TypeError, match="kernelcw estimator"):
+        kernelcw.save(Sub(), path)
+
+
+# ------------------------------------------------------------------ paths, atomicity
+
+
+def test_same_model_same_bytes_and_new_files_follow_the_umask(tmp_path):
+    est = make("arow", kernel="rbf", budget=4, budget_policy="random").fit(*_data())
+    kernelcw.save(est, tmp_path / "a")
+    kernelcw.save(est, tmp_path / "b")
+    assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
+    old = os.umask(0o027)
+    try:
+        kernelcw.save(est, tmp_path / "c")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "c").stat().st_mode & 0o777 == 0o640
+
+
+def test_path_is_used_as_given(tmp_path):
+    est = make("arow").fit(*_data())
+    kernelcw.save(est, str(tmp_path / "plain"))
+    assert os.listdir(tmp_path) == ["plain"]  # no ".npz" added, no temporary left
+    kernelcw.save(est, tmp_path / "with.model")
+    assert sorted(os.listdir(tmp_path)) == ["plain", "with.model"]
+    assert isinstance(kernelcw.load(str(tmp_path / "plain")), kernelcw.AROWClassifier)
+    with pytest.raises(TypeError, match="str or os.PathLike"):
+        kernelcw.save(est, io.BytesIO())
+    with pytest.raises(FileNotFoundError):
+        kernelcw.load(tmp_path / "absent")
+
+
+def test_failed_save_leaves_the_old_file(tmp_path, monkeypatch):
+    X, y = _data()
+    path = tmp_path / "m.kcw"
+    old = make("arow").fit(X[:20], y[:20])
+    kernelcw.save(old, path)
+    os.chmod(path, 0o640)
+    before = path.read_bytes()
+    new = make("arow").fit(X, y)
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    for where, fail in [("write_array", full_disk), ("fsync", full_disk), ("replace", ctrl_c)]:
+        with monkeypatch.context() as m:
+            if where == "write_array":
+                m.setattr(np.lib.format, "write_array", fail)
+            else:
+                m.setattr(os, where, fail)
+            with pytest.raises((OSError, KeyboardInterrupt)):
+                kernelcw.save(new, path)
+        assert os.listdir(tmp_path) == ["m.kcw"], where  # the temporary file is gone
+        assert path.read_bytes() == before
+        assert np.array_equal(kernelcw.load(path).decision_function(X), old.decision_function(X))
+    kernelcw.save(new, path)
+    assert path.stat().st_mode & 0o777 == 0o640  # the old file's permissions
+    assert np.array_equal(kernelcw.load(path).decision_function(X), new.decision_function(X))
+
+
+# ------------------------------------------------------------------ bad files
+
+
+def _saved(tmp_path, est=None) -> Path:
+    path = tmp_path / "m.kcw"
+    kernelcw.save(est or make("arow", kernel="rbf", budget=5).fit(*_data()), path)
+    return path
+
+
+def _rewrite(path: Path, meta_edit=None, arrays_edit=None) -> None:
+    """Rewrite a saved file with its JSON document or arrays changed."""
+    with zipfile.ZipFile(path) as zf:
+        meta = json.loads(zf.read(persistence.META))
+        arrays = {
+            n[:-4]: np.lib.format.read_array(io.BytesIO(zf.read(n)))
+            for n in zf.namelist()
+            if n.endswith(".npy")
+        }
+    if meta_edit:
+        meta_edit(meta)
+    if arrays_edit:
+        arrays_edit(arrays)
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(persistence.META, json.dumps(meta))
+        for name, arr in arrays.items():
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, arr, allow_pickle=True)
+            zf.writestr(name + ".npy", buf.getvalue())
+
+
+def test_unknown_format_version(tmp_path):
+    path = _saved(tmp_path)
+    _rewrite(path, lambda m: m.update(format_version=2))
+    with pytest.raises(ValueError, match=r"format_version 2; this kernelcw .* reads format"):
+        kernelcw.load(path)
+    _rewrite(path, lambda m: m.update(format_version=True))
+    with pytest.raises(ValueError, match="format_version True"):
+        kernelcw.load(path)
+
+
+def test_files_that_are_not_models(tmp_path):
+    path = tmp_path / "x"
+    path.write_bytes(b"hello, world")
+    with pytest.raises(ValueError, match="not a kernelcw model file"):
+        kernelcw.load(path)
+    np.savez(tmp_path / "plain.npz", a=np.arange(3))
+    with pytest.raises(ValueError, match="not a kernelcw model file"):
+        kernelcw.load(tmp_path / "plain.npz")
+    path = _saved(tmp_path)
+    _rewrite(path, lambda m: m.update(format="other"))
+    with pytest.raises(ValueError, match="not a kernelcw model file"):
+        kernelcw.load(path)
+    _rewrite(_saved(tmp_path), lambda m: m.update(estimator="os.system"))
+    with pytest.raises(ValueError, match="names estimator 'os.system'"):
+        kernelcw.load(path)
+
+
+@pytest.mark.parametrize("keep", [0.3, 0.9, 0.999])
+def test_truncated_files(tmp_path, keep):
+    path = _saved(tmp_path)
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+    with pytest.raises(ValueError, match="truncated or corrupted"):
+        kernelcw.load(path)
+
+
+def test_corrupted_bytes_are_caught_by_the_checksum(tmp_path):
+    path = _saved(tmp_path)
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo("engine.model0.Pi.npy")
+    at = info.header_offset + 30 + len(info.filename) + info.file_size - 3
+    data[at] ^= 0xFF  # one byte of the array's data
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"engine.model0.Pi.npy is truncated or corrupted"):
+        kernelcw.load(path)
+
+
+def test_random_damage_gives_a_value_error_or_the_same_model(tmp_path):
+    """Flipped bytes and cuts anywhere: a ValueError, or (a byte no checksum covers,
+    such as a header's date) the very same model; never another exception."""
+    X, y = _data(n_classes=3)
+    est = make("arow", kernel="rbf", budget=4, budget_policy="random").fit(X, y)
+    good = _saved(tmp_path, est).read_bytes()
+    rng = np.random.default_rng(0)
+    path = tmp_path / "damaged"
+    for t in range(120):
+        data = bytearray(good[: rng.integers(0, len(good))] if t % 4 == 0 else good)
+        for _ in range(0 if t % 4 == 0 else rng.integers(1, 4)):
+            data[rng.integers(0, len(data))] = rng.integers(0, 256)
+        path.write_bytes(bytes(data))
+        try:
+            loaded = kernelcw.load(path)
+        except ValueError:
+            continue
+        assert np.array_equal(loaded.predict_proba(X), est.predict_proba(X))
+        state = _state(loaded)
+        assert all(np.array_equal(v, state[k]) for k, v in _state(est).items())
+
+
+def test_missing_and_unexpected_members(tmp_path):
+    path = _saved(tmp_path)
+    _rewrite(path, arrays_edit=lambda a: a.pop("engine.store.rows"))
+    with pytest.raises(ValueError, match="missing member.*engine.store.rows"):
+        kernelcw.load(path)
+    path = _saved(tmp_path)
+    _rewrite(path, arrays_edit=lambda a: a.update(extra=np.zeros(2)))
+    with pytest.raises(ValueError, match="unexpected member.*extra.npy"):
+        kernelcw.load(path)
+
+
+def test_object_arrays_are_refused_and_never_unpickled(tmp_path, monkeypatch):
+    path = _saved(tmp_path)
+    _rewrite(path, arrays_edit=lambda a: a.update(classes_=np.array([0, 1], dtype=object)))
+    calls = []
+    real = np.load
+    monkeypatch.setattr(np, "load", lambda *a, **k: calls.append(k) or real(*a, **k))
+    with pytest.raises(ValueError, match="classes_.npy.*object array"):
+        kernelcw.load(path)
+    assert calls and all(k.get("allow_pickle") is False for k in calls)
+
+
+def test_arrays_that_do_not_fit_the_parameters(tmp_path):
+    est = make("arow").fit(*_data())
+    path = _saved(tmp_path, est)
+    _rewrite(path, arrays_edit=lambda a: a.update({"engine.mean": np.zeros((1, 5))}))
+    with pytest.raises(ValueError, match=r"engine.mean has shape \(1, 5\)"):
+        kernelcw.load(path)
+    path = _saved(tmp_path, est)
+    _rewrite(path, meta_edit=lambda m: m.update(n_features_in=3))
+    with pytest.raises(ValueError, match=r"engine.mean has shape \(1, 4\).*\(1, 3\)"):
+        kernelcw.load(path)
+    path = _saved(tmp_path, make("arow", covariance="diag").fit(*_data()))
+    _rewrite(path, arrays_edit=lambda a: a["engine.variance"].__setitem__((0, 0), np.nan))
+    with pytest.raises(ValueError, match="engine.variance holds NaN"):
+        kernelcw.load(path)
+    path = _saved(tmp_path)
+    _rewrite(path, arrays_edit=lambda a: a.update({"engine.store.rows": np.zeros((5, 7))}))
+    with pytest.raises(ValueError, match=r"engine.store.rows has shape \(5, 7\)"):
+        kernelcw.load(path)
+    path = _saved(tmp_path)
+    _rewrite(path, arrays_edit=lambda a: a.update({"engine.model0.nu": np.zeros(2)}))
+    with pytest.raises(ValueError, match=r"engine.model0.nu has shape \(2,\); .* 5 support"):
+        kernelcw.load(path)
+    path = _saved(tmp_path)
+    _rewrite(path, arrays_edit=lambda a: a["engine.model0.idx"].__setitem__(0, -1))
+    with pytest.raises(ValueError, match="engine.model0.idx must index the 5 stored"):
+        kernelcw.load(path)
+    path = _saved(tmp_path)
+    _rewrite(path, arrays_edit=lambda a: a.update({"engine.model0.form": np.array(99)}))
+    with pytest.raises(ValueError, match="dual engine's arrays are inconsistent"):
+        kernelcw.load(path)
+    path = _saved(tmp_path)
+    _rewrite(path, arrays_edit=lambda a: a.update(n_updates_=np.array(-1)))
+    with pytest.raises(ValueError, match="n_updates_ must be non-negative"):
+        kernelcw.load(path)
+
+
+def test_invalid_or_unknown_parameters(tmp_path):
+    path = _saved(tmp_path)
+    _rewrite(path, lambda m: m["params"].update(r=-1.0))
+    with pytest.raises(ValueError, match="saved parameters are invalid: r=-1.0"):
+        kernelcw.load(path)
+    path = _saved(tmp_path)
+    _rewrite(path, lambda m: m["params"].update(mode="primal"))
+    with pytest.raises(ValueError, match="saved parameters are invalid: mode='primal'"):
+        kernelcw.load(path)
+    path = _saved(tmp_path)
+    _rewrite(path, lambda m: m["params"].update(kernel="linear", budget=None))
+    with pytest.raises(ValueError, match="engine form 'dual' .* does not fit"):
+        kernelcw.load(path)
+    path = _saved(tmp_path)
+    _rewrite(path, lambda m: m["params"].update(extra=1))
+    with pytest.raises(ValueError, match="no parameter.*extra"):
+        kernelcw.load(path)
+    path = _saved(tmp_path)
+    _rewrite(path, lambda m: m["params"].update(r={"float": "inf"}))
+    with pytest.raises(ValueError, match="saved parameters are invalid: r=inf"):
+        kernelcw.load(path)
+    path = _saved(tmp_path)
+    _rewrite(path, lambda m: m["params"].update(r={"code": "os.system('x')"}))
+    with pytest.raises(ValueError, match="parameter r = .* is not a value"):
+        kernelcw.load(path)
+
+
+def test_header_promising_more_data_than_the_member_holds(tmp_path):
+    path = _saved(tmp_path)
+    with zipfile.ZipFile(path) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    header = b"{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000,), }"
+    header += b" " * (118 - len(header)) + b"\n"
+    members["engine.model0.nu.npy"] = b"\x93NUMPY\x01\x00v\x00" + header + b"\0" * 8
+    with zipfile.ZipFile(path, "w") as zf:
+        for n, b in members.items():
+            zf.writestr(n, b)
+    with pytest.raises(ValueError, match="engine.model0.nu.npy .*promises"):
+        kernelcw.load(path)
+
+
+# ------------------------------------------------------------------ the format's layout
+
+#: The engine state's members in format version 1, per factor form. A change to an
+#: engine's state_dict changes the file format: bump persistence.FORMAT_VERSION, keep
+#: loading version 1 files (convert them), and update this table.
+LAYOUT_V1 = {
+    "primal_full": {"mean", "covariance"},
+    "primal_diag": {"mean", "variance"},
+    "panels": {"LK", "capacity", "r", "zeta"},
+    "explicit": {"nu", "Pi", "zsv", "gsv", "policy.counter", "policy.kinv", "policy.G"}
+    | {"policy.vsv"},
+    "queue": {"zeta", "qv", "LO", "rO", "LNO", "KNO", "LN", "rN", "nO", "nN"},
+    "pruned": {"L", "r", "qv", "zeta", "G", "counter"},
+}
+DUAL_V1 = {"n_models", "store.n", "store.pos", "store.n_seen", "store.kind"}
+SLOTS_V1 = {"form", "idx", "entry", "kap", "clock"}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"covariance": "diag"},
+        {"kernel": "rbf"},
+        {"kernel": "rbf", "solver": "explicit"},
+        {"kernel": "rbf", "budget": 3, "budget_policy": "oldest"},
+        {"kernel": "rbf", "budget": 3, "budget_batch": 2},
+    ],
+)
+def test_engine_state_layout_is_format_version_1(params):
+    est = make("arow", **params).fit(*_data())
+    state = est.engine_.state_dict()
+    form = est.engine_.spec.form
+    if form != "dual":
+        assert set(state) == LAYOUT_V1[form]
+        return
+    (name,) = est.engine_.factor_forms()
+    model = {k[len("model0.") :] for k in state if k.startswith("model0.")}
+    assert model == LAYOUT_V1[name] | SLOTS_V1, "the state layout changed: see LAYOUT_V1"
+    assert DUAL_V1 <= set(state)
+    assert persistence.FORMAT_VERSION == 1
+
+
+# ------------------------------------------------------------------ documentation
+
+
+def test_readme_saving_and_loading_example_runs(tmp_path, monkeypatch):
+    text = README.read_text()
+    code = re.search(r"## Saving and loading\n.*?```python\n(.*?)```", text, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, str(README), "exec"), {})
+    assert os.listdir(tmp_path) == ["model.kcw"]
