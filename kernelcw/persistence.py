@@ -401,6 +401,7 @@ def _rebuild(meta: dict, arrays: dict[str, np.ndarray], target: str):
 def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: str) -> None:
     """Check the fitted arrays against the parameters, rebuild the engine, fit ``est``."""
     from .engines import engine_class
+    from .estimators._input import with_intercept
     from .spec import engine_spec
 
     def bad(what: str) -> ValueError:
@@ -445,7 +446,7 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
     _check_engine_state(spec, state, bad)
     try:
         engine = engine_class(spec.form).from_state(spec, state)
-        probe = np.zeros((1, d))  # the rebuilt engine must predict
+        probe = with_intercept(np.zeros((1, d)), spec)  # the rebuilt engine must predict
         f = engine.decision(probe)
         # (with kernel="precomputed" no variance without k(x, x) of the probe)
         precomputed = spec.kernel is not None and spec.kernel.precomputed

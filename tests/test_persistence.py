@@ -96,6 +96,18 @@ def test_dual_every_kernel_and_solver(kernel, solver, tmp_path):
     _round_trip(est, X, y, tmp_path)
 
 
+@pytest.mark.parametrize(
+    "kw", [{}, {"covariance": "diag"}, {"kernel": "rbf"}, {"kernel": "rbf", "budget": 10}]
+)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_fit_intercept_round_trip(kw, sparse, tmp_path):
+    X, y = _data(sparse=sparse, n_classes=3)
+    est = make("scw1", fit_intercept=True, intercept_scaling=1.5, **kw)
+    loaded = _round_trip(est, X, y, tmp_path)
+    assert np.array_equal(loaded.intercept_, est.intercept_)
+    assert np.any(loaded.intercept_ != 0.0)
+
+
 def test_dual_precomputed_kernel(tmp_path):
     X, y = _data(n=40)
     G = X @ X.T
