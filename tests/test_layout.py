@@ -25,7 +25,8 @@ LAYERS = [
     {"spec"},
     {"engines"},
     {"estimators"},
-    {"online", "registry", "datasets"},
+    {"online", "registry", "datasets", "combine"},
+    {"distributed"},
     {"cli", "__main__"},
 ]
 MAX_MODULE_LINES = 520
