@@ -22,7 +22,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
-from .combine import METHODS, combine
+from .combination import METHODS, combine
 
 __all__ = ["CombinedClassifier", "tree_combine"]
 

@@ -247,3 +247,30 @@ def test_mismatches_are_named():
         combine([base, base], weights=[1, -1])
     with pytest.raises(TypeError):
         combine([base, object()])
+
+
+def test_kernelcw_combine_is_the_function_whatever_was_imported_first():
+    import kernelcw
+    import kernelcw.combination
+    import kernelcw.distributed  # noqa: F401  (imports kernelcw.combination)
+
+    assert kernelcw.combine is combine is kernelcw.combination.combine
+
+
+@pytest.mark.parametrize("method", ["kl", "bayes", "average"])
+def test_repeated_inputs_merge_exactly_and_keep_their_entry_order(method):
+    """An input that entered twice (two passes, and a row repeated in the data) is one
+    support vector of the union, with its terms added."""
+    X, y = stream(n=60)
+    X = np.vstack([X, X[:5]])
+    y = np.concatenate([y, y[:5]])
+    make = lambda: SCWClassifier(mode="dual", a=0.7, n_iter=2)  # noqa: E731
+    parts = [make().fit(X[i::2], y[i::2]) for i in range(2)]
+    combined = combine(parts, method)
+    assert_matches(combined, parts, method, 0.7)
+    sv = combined.support_vectors_
+    assert len({r.tobytes() for r in sv}) == sv.shape[0]
+    first = parts[0].support_vectors_
+    keys = [r.tobytes() for r in first]
+    expected = [k for i, k in enumerate(keys) if k not in keys[:i]]
+    assert [r.tobytes() for r in sv[: len(expected)]] == expected

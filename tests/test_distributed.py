@@ -158,3 +158,23 @@ def test_missing_dask_says_how_to_install_it(monkeypatch):
     with pytest.raises(ImportError, match=r'pip install "kernelcw\[dask\]"'):
         CombinedClassifier(CWClassifier(), client=None).fit(*data(n=20))
     assert kd._MISSING.startswith("kernelcw.distributed needs dask.distributed")
+
+
+def test_readme_combination_example_runs_and_prints_its_comments():
+    """The README's "Combining models" block, its printed lines against its comments.
+    Last in this file: it starts and closes its own cluster and client."""
+    import contextlib
+    import io
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = re.search(r"## Combining models and training on a cluster\n(.*?)\n## ", text, re.S)
+    code = re.search(r"```python\n(.*?)```", section.group(1), re.S).group(1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {})
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3
+    for line in lines:  # each printed line is the comment the README shows for it
+        assert f"# {line}\n" in code, line

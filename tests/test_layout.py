@@ -25,7 +25,7 @@ LAYERS = [
     {"spec"},
     {"engines"},
     {"estimators"},
-    {"online", "registry", "datasets", "combine"},
+    {"online", "registry", "datasets", "combination"},
     {"distributed"},
     {"cli", "__main__"},
 ]

@@ -360,7 +360,7 @@ def _merge(parts, fields: tuple[str, ...], U: int):
         for f in fields:
             np.add.at(sums[f], ids, t * vals[f])
         new = ids[~seen[ids]]
-        new = new[np.unique(new, return_index=True)[1].argsort()]  # first appearance
+        new = new[np.sort(np.unique(new, return_index=True)[1])]  # once, first appearance
         seen[new] = True
         order.extend(new.tolist())
     idx = np.array(order, dtype=np.int64)
