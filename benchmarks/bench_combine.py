@@ -38,7 +38,8 @@ of sparse chunks, one part per chunk); the cost of the pairwise tree against the
 number of parts (``tree_combine`` in one process: P - 1 combinations, depth
 log2 P on a cluster with P / 2 workers); and the bytes a part ships (its fitted
 model, pickled; the data a client would scatter instead of generating it there).
-``--quick`` shrinks every section (100,000 documents, 1 order).
+``--quick`` shrinks every section (100,000 documents, 1 order). The scaling section
+needs ``pip install "kernelcw[dask]"``.
 """
 
 from __future__ import annotations
@@ -269,9 +270,9 @@ def _dask_stream(docs: int, seed: int):
 
 
 def run_scaling(args) -> str:
-    import distributed
+    from kernelcw.distributed import CombinedClassifier, _distributed
 
-    from kernelcw.distributed import CombinedClassifier
+    distributed = _distributed()  # an ImportError naming pip install "kernelcw[dask]"
 
     X_te, y_te = synthetic_chunk(10_000, 0, 20_000)
     rows = []
