@@ -160,6 +160,15 @@ def test_missing_dask_says_how_to_install_it(monkeypatch):
     assert kd._MISSING.startswith("kernelcw.distributed needs dask.distributed")
 
 
+def test_a_scheduler_address_works_the_same(client):
+    X, y = data(n=120)
+    est = CWClassifier(covariance="diag")
+    clf = CombinedClassifier(est, n_parts=3, client=client.scheduler.address).fit(X, y)
+    assert_same_state(clf.combined_, sequential(est, split(X, y, 3), "kl"))
+    assert distributed.get_client() is client  # the call's own client is closed again
+
+
+@pytest.mark.filterwarnings("ignore:Port .* is already in use")  # the example's dashboard
 def test_readme_combination_example_runs_and_prints_its_comments():
     """The README's "Combining models" block, its printed lines against its comments.
     Last in this file: it starts and closes its own cluster and client."""
