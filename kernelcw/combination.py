@@ -11,6 +11,7 @@ parts' weights.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Sequence
 
@@ -102,15 +103,18 @@ def combine(estimators: Sequence, method: str = "kl", *, weights=None, start=Non
         return copy.deepcopy(ests[0])
     first = ests[0]
     spec = first._engine.spec
-    if spec.form == "dual":
-        engine = _combine_dual(ests, w, method, start)
-    else:
-        engines = [e._engine for e in ests]
-        e0 = None if start is None else start._engine
-        fn = _combine_full if spec.form == "primal_full" else _combine_diag
-        state = fn(engines, w, method, e0, spec)
-        engine = engine_class(spec.form).from_state(spec, state)
-    return _assemble(first, ests, engine)
+    with contextlib.ExitStack() as stack:  # no part learns while it is read
+        for e in {id(e._engine): e._engine for e in ests + [start] if e is not None}.values():
+            stack.enter_context(e.lock)
+        if spec.form == "dual":
+            engine = _combine_dual(ests, w, method, start)
+        else:
+            engines = [e._engine for e in ests]
+            e0 = None if start is None else start._engine
+            fn = _combine_full if spec.form == "primal_full" else _combine_diag
+            state = fn(engines, w, method, e0, spec)
+            engine = engine_class(spec.form).from_state(spec, state)
+        return _assemble(first, ests, engine)
 
 
 # ---------------------------------------------------------------- checks
