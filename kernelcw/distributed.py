@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clo
 from sklearn.utils.validation import check_is_fitted
 
 from .combination import METHODS, combine
+from .estimators._base import CWEstimator
 
 __all__ = ["CombinedClassifier", "tree_combine"]
 
@@ -198,13 +199,8 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             or self.n_parts < 1
         ):
             raise ValueError(f"n_parts={self.n_parts!r} must be None or an integer >= 1")
-        if not hasattr(self.estimator, "partial_fit") or not hasattr(self.estimator, "_engine"):
-            from .estimators._base import CWEstimator
-
-            if not isinstance(self.estimator, CWEstimator):
-                raise TypeError(
-                    f"estimator must be a kernelcw estimator, not {type(self.estimator)}"
-                )
+        if not isinstance(self.estimator, CWEstimator):
+            raise TypeError(f"estimator must be a kernelcw estimator, not {type(self.estimator)}")
 
     # ------------------------------------------------------------ data
 
