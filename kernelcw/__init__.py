@@ -22,6 +22,7 @@ _PUBLIC = {
     "config_context": "_threads",
     "get_config": "_threads",
     "set_config": "_threads",
+    "combine": "combination",
     "OnlineResult": "online",
     "run_online": "online",
     "load": "persistence",

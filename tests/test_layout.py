@@ -25,7 +25,17 @@ LAYERS = [
     {"spec"},
     {"engines"},
     {"estimators"},
-    {"online", "registry", "datasets", "grow", "river", "_diag_stream", "persistence"},
+    {
+        "online",
+        "registry",
+        "datasets",
+        "grow",
+        "river",
+        "_diag_stream",
+        "persistence",
+        "combination",
+    },
+    {"distributed"},
     {"cli", "__main__"},
 ]
 MAX_MODULE_LINES = 520

@@ -1,0 +1,435 @@
+"""Model combination: one fitted estimator from several trained on parts of a stream
+(JMLR 2012 section 7.10; the rules in natural parameters are ``doc/combination.md``).
+
+Every second-order model is a Gaussian N(mu, Sigma); combining is arithmetic on its
+natural parameters ``Lambda = Sigma^-1`` and ``h = Lambda mu``: per binary model,
+for primal full covariances (d x d), per feature for diagonal ones, and exactly over
+the union of the support sets for dual (kernel) models. The sums are associative,
+so a tree of pairwise combinations (:mod:`kernelcw.distributed`) is exact given the
+parts' weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.linalg import LinAlgError, cho_factor, cho_solve
+from sklearn.base import clone
+from sklearn.utils.validation import check_is_fitted
+
+from .engines import engine_class
+from .engines.dual.combine_state import build_engine, natural_parameters
+from .estimators._base import CWEstimator
+
+__all__ = ["METHODS", "combine"]
+
+#: The combination rules (:func:`combine`).
+METHODS = ("kl", "bayes", "average")
+
+
+def combine(estimators: Sequence, method: str = "kl", *, weights=None, start=None):
+    """A new fitted estimator combining models trained on disjoint parts of a stream.
+
+    The inputs are not changed; the result is an ordinary fitted estimator of the
+    same class and parameters (the first one's), ready to predict, give
+    ``predict_proba`` and continue with ``partial_fit``. Its counters
+    (``n_updates_``, ...) are the parts' sums.
+
+    Parameters
+    ----------
+    estimators : sequence of fitted estimators
+        Of one class, rule, kernel (and its parameters), prior scale ``a``,
+        covariance form, ``classes_`` and feature count.
+    method : {"kl", "bayes", "average"}, default="kl"
+        With ``Lambda_c``, ``h_c`` the parts' natural parameters and ``w_c`` their
+        weights (``W = sum w_c``):
+
+        - ``"kl"``: the precision-weighted mean of JMLR 2012 section 7.10,
+          ``Lambda = sum_c w_c Lambda_c / W``, ``h = sum_c w_c h_c / W``,
+          ``mu = Lambda^-1 h`` (per feature for diagonal models). The paper prints
+          the *sum* of the precisions; the Gaussian minimising ``sum_c KL(N || N_c)``
+          has their *average*, with the same mean. We take the average: it is the
+          true KL minimiser, it keeps the prior scale ``a`` (so the result is a
+          model of the same parameters, which the summed form, a prior ``a / C``,
+          is not), and its confidence does not grow with the number of parts.
+        - ``"bayes"``: the shared-prior product, ``Lambda = Lambda_0 + sum_c
+          (Lambda_c - Lambda_0)``, likewise h, with ``Lambda_0`` the prior I/a or the
+          ``start`` model's: each part's data counted once, the prior once. Exact
+          (the model one learner would hold, had its updates been made against the
+          parts' models) for parts that all started from ``start``: iterative
+          parameter mixing.
+        - ``"average"``: uniform parameter averaging (McDonald et al. 2010):
+          ``mu = sum w_c mu_c / W``, ``Sigma = sum w_c Sigma_c / W`` (or of the
+          diagonals).
+
+        First-order learners (perceptron, PA; Sigma = a I) have ``h = mu / a``:
+        "kl" and "average" average mu (dual: nu over the union), "bayes" adds the
+        parts' changes to the start (their sum without one).
+    weights : array-like of shape (n_estimators,), optional
+        Positive weights, default all 1: the number of parts each estimator already
+        combines, so that ``combine([combine([m1, m2]), m3], weights=[2, 1])`` is
+        ``combine([m1, m2, m3])`` (to rounding). "bayes" sums and ignores them (a
+        combined model already counts each of its parts once).
+    start : fitted estimator, optional
+        ``method="bayes"`` only: the model every part started from.
+
+    Returns
+    -------
+    estimator
+        A new fitted estimator (a copy of the only one when given one).
+
+    Notes
+    -----
+    Primal full models are inverted through Cholesky factors (``cho_factor`` and
+    ``cho_solve``, never an explicit inverse of a non-factored matrix); the
+    combined covariance is symmetrised. A dual model becomes a dual model over the
+    union of the parts' support sets, identical inputs merged exactly (their zeta
+    and g add): ``M = diag(1/zeta) + a K``, factored once, in the library's own
+    append-only Cholesky form (:mod:`kernelcw.engines.dual.combine_state`). A
+    budgeted model whose union exceeds the budget is pruned to it with its own
+    budget policy, one support vector at a time, and continues in the explicit
+    form the engine uses while a budget binds. A part pruned by projection
+    (``budget_policy="project"``) has no exact natural parameters and is refused.
+    """
+    ests = _check(estimators, method, start)
+    w = _weights(weights, len(ests))
+    if method == "bayes":  # a sum: each part already counted once, whatever it combines
+        w = np.ones(len(ests))
+    if len(ests) == 1 and start is None:
+        return copy.deepcopy(ests[0])
+    first = ests[0]
+    spec = first._engine.spec
+    with contextlib.ExitStack() as stack:  # no part learns while it is read
+        for e in {id(e._engine): e._engine for e in ests + [start] if e is not None}.values():
+            stack.enter_context(e.lock)
+        if spec.form == "dual":
+            engine = _combine_dual(ests, w, method, start)
+        else:
+            engines = [e._engine for e in ests]
+            e0 = None if start is None else start._engine
+            fn = _combine_full if spec.form == "primal_full" else _combine_diag
+            state = fn(engines, w, method, e0, spec)
+            engine = engine_class(spec.form).from_state(spec, state)
+        return _assemble(first, ests, engine)
+
+
+# ---------------------------------------------------------------- checks
+
+
+def _check(estimators, method: str, start) -> list:
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
+    if isinstance(estimators, str) or not hasattr(estimators, "__iter__"):
+        raise TypeError("combine takes a sequence of fitted estimators")
+    ests = list(estimators)
+    if not ests:
+        raise ValueError("combine needs at least one estimator")
+    if start is not None and method != "bayes":
+        raise ValueError(f"start= applies to method='bayes' only, not {method!r}")
+    ref = ests[0]
+    for i, est in enumerate(ests + ([start] if start is not None else [])):
+        where = "start" if i == len(ests) else f"estimators[{i}]"
+        if not isinstance(est, CWEstimator):
+            raise TypeError(f"{where} is a {type(est).__name__}, not a kernelcw estimator")
+        check_is_fitted(est)
+        if est is not ref:
+            _same(ref, est, where)
+    spec = ref._engine.spec
+    if spec.form == "dual" and spec.kernel.precomputed:
+        raise ValueError(
+            "kernel='precomputed' models keep positions in their own training streams, "
+            "not inputs: their support sets cannot be merged"
+        )
+    return ests
+
+
+def _same(ref, est, where: str) -> None:
+    """ValueError naming what differs between two fitted estimators."""
+    if type(est) is not type(ref):
+        raise ValueError(
+            f"{where} is a {type(est).__name__}, estimators[0] a {type(ref).__name__}: "
+            "only models of one class combine"
+        )
+    s0, s1 = ref._engine.spec, est._engine.spec
+    checks = [
+        ("rule", s0.rule.rule, s1.rule.rule),
+        ("a", s0.a, s1.a),
+        ("form (covariance / kernel / mode)", s0.form, s1.form),
+        ("n_features_in_", ref.n_features_in_, est.n_features_in_),
+        ("n_models", s0.n_models, s1.n_models),
+    ]
+    for name, x, y in checks:
+        if x is not y and x != y:
+            raise ValueError(f"{where} has {name} {y!r} but estimators[0] has {x!r}")
+    if s0.form == "dual":
+        k0, k1 = s0.kernel, s1.kernel
+        checks = [("kernel", k0.name, k1.name), ("kernel function", k0._f, k1._f)]
+        for attr in ("gamma", "degree", "coef0"):
+            checks.append((f"kernel {attr}", getattr(k0, attr), getattr(k1, attr)))
+        for name, x, y in checks:
+            if x is not y and x != y:
+                raise ValueError(f"{where} has {name} {y!r} but estimators[0] has {x!r}")
+    if not np.array_equal(ref.classes_, est.classes_):
+        raise ValueError(
+            f"{where} has classes_ {est.classes_!r} but estimators[0] has {ref.classes_!r}"
+        )
+
+
+def _weights(weights, n: int) -> np.ndarray:
+    if weights is None:
+        return np.ones(n)
+    w = np.asarray(weights, dtype=np.float64).ravel()
+    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise ValueError(f"weights must be {n} finite positive numbers, got {weights!r}")
+    return w
+
+
+def _assemble(first, ests, engine):
+    """A new estimator: the first one's parameters and fitted attributes, the new
+    engine, and the parts' counters summed."""
+    new = clone(first)
+    for k, v in vars(first).items():
+        if k.endswith("_") and not k.startswith("_"):
+            setattr(new, k, copy.deepcopy(v))
+    new._began_with = copy.copy(first._began_with)
+    new._engine = engine
+    for k in ("n_updates_", "n_mistakes_", "n_variance_floored_"):
+        total = sum(getattr(e, k) for e in ests)
+        setattr(new, k, total if np.ndim(total) else int(total))
+    return new
+
+
+# ---------------------------------------------------------------- primal
+
+
+def _chol(A: np.ndarray, what: str):
+    try:
+        return cho_factor(A, lower=True, check_finite=True)
+    except (LinAlgError, ValueError) as err:
+        raise ValueError(f"{what} is not positive definite ({err})") from None
+
+
+def _natural_full(mean, cov) -> tuple[np.ndarray, np.ndarray]:
+    """(Lambda, h) of N(mean, cov): one Cholesky factorisation, two solves."""
+    c = _chol(cov, "a part's covariance")
+    Lam = cho_solve(c, np.eye(mean.shape[0]))
+    return 0.5 * (Lam + Lam.T), cho_solve(c, mean)
+
+
+def _combine_full(engines, w, method, e0, spec) -> dict:
+    K, d = spec.n_models, spec.n_features
+    W = w.sum()
+    means = [e.state_dict()["mean"].reshape(K, d) for e in engines]
+    covs = [e.state_dict()["covariance"].reshape(K, d, d) for e in engines]
+    out_mu, out_cov = np.empty((K, d)), np.empty((K, d, d))
+    first_order = spec.rule.first_order
+    for k in range(K):
+        if method == "average" or (first_order and method == "kl"):
+            out_mu[k] = sum(wc * m[k] for wc, m in zip(w, means, strict=True)) / W
+            out_cov[k] = sum(wc * c[k] for wc, c in zip(w, covs, strict=True)) / W
+            continue
+        if first_order:  # bayes: the changes to the start added
+            base = np.zeros(d) if e0 is None else e0.state_dict()["mean"].reshape(K, d)[k]
+            out_mu[k] = base + sum(wc * (m[k] - base) for wc, m in zip(w, means, strict=True))
+            out_cov[k] = covs[0][k]
+            continue
+        nat = [_natural_full(m[k], c[k]) for m, c in zip(means, covs, strict=True)]
+        if method == "kl":
+            Lam = sum(wc * L for wc, (L, _) in zip(w, nat, strict=True)) / W
+            h = sum(wc * hc for wc, (_, hc) in zip(w, nat, strict=True)) / W
+        else:
+            if e0 is None:
+                L0, h0 = np.eye(d) / spec.a, np.zeros(d)
+            else:
+                s0 = e0.state_dict()
+                L0, h0 = _natural_full(s0["mean"].reshape(K, d)[k], s0["covariance"][k])
+            Lam = L0 + sum(wc * (L - L0) for wc, (L, _) in zip(w, nat, strict=True))
+            h = h0 + sum(wc * (hc - h0) for wc, (_, hc) in zip(w, nat, strict=True))
+        c = _chol(0.5 * (Lam + Lam.T), "the combined precision")
+        cov = cho_solve(c, np.eye(d))
+        out_cov[k] = 0.5 * (cov + cov.T)
+        out_mu[k] = cho_solve(c, h)
+    return {"mean": out_mu, "covariance": out_cov}
+
+
+def _combine_diag(engines, w, method, e0, spec) -> dict:
+    """Per feature: the same rules on 1/s_j and mu_j / s_j."""
+    K, d = spec.n_models, spec.n_features
+    W = w.sum()
+    st = [e.state_dict() for e in engines]
+    mu = np.stack([s["mean"].reshape(K, d) for s in st])  # (C, K, d)
+    var = np.stack([s["variance"].reshape(K, d) for s in st])
+    wc = w[:, None, None]
+    if method == "average" or (spec.rule.first_order and method == "kl"):
+        return {"mean": (wc * mu).sum(0) / W, "variance": (wc * var).sum(0) / W}
+    if spec.rule.first_order:
+        base = np.zeros((K, d)) if e0 is None else e0.state_dict()["mean"].reshape(K, d)
+        return {"mean": base + (wc * (mu - base)).sum(0), "variance": var[0]}
+    if np.any(~(var > 0.0)):
+        raise ValueError("a part holds a zero or negative variance: no finite precision")
+    lam, h = 1.0 / var, mu / var
+    if method == "kl":
+        Lam, H = (wc * lam).sum(0) / W, (wc * h).sum(0) / W
+    else:
+        if e0 is None:
+            L0, H0 = np.full((K, d), 1.0 / spec.a), np.zeros((K, d))
+        else:
+            s0 = e0.state_dict()
+            v0 = s0["variance"].reshape(K, d)
+            L0, H0 = 1.0 / v0, s0["mean"].reshape(K, d) / v0
+        Lam = L0 + (wc * (lam - L0)).sum(0)
+        H = H0 + (wc * (h - H0)).sum(0)
+    if np.any(~(Lam > 0.0)):
+        raise ValueError(
+            "the combined precision is not positive on some features (method='bayes' "
+            "with parts that did not start from `start`?)"
+        )
+    return {"mean": H / Lam, "variance": 1.0 / Lam}
+
+
+# ---------------------------------------------------------------- dual
+
+
+def _row_keys(rows) -> list[bytes]:
+    """A key per input that equal inputs share (exact: their bytes)."""
+    if sp.issparse(rows):
+        R = rows.tocsr().copy()
+        R.sum_duplicates()
+        R.eliminate_zeros()
+        R.sort_indices()
+        p = R.indptr
+        return [
+            R.indices[p[i] : p[i + 1]].astype(np.int64).tobytes()
+            + b"|"
+            + (R.data[p[i] : p[i + 1]] + 0.0).tobytes()
+            for i in range(R.shape[0])
+        ]
+    R = np.ascontiguousarray(rows, dtype=np.float64) + 0.0  # -0.0 and 0.0 alike
+    return [R[i].tobytes() for i in range(R.shape[0])]
+
+
+def _union_store(engines):
+    """The union of the parts' support stores, identical inputs once. Returns (the
+    store state, its rows, and per part the map from its store rows to the union's).
+    Positions continue across parts as if their streams were concatenated."""
+    all_rows, maps, keys, pos = [], [], {}, []
+    sparse = any(sp.issparse(e.store.rows) for e in engines)
+    offset = 0
+    for e in engines:
+        st = e.store
+        rows = st.take(np.arange(st.n)) if st.n else None
+        m = np.empty(st.n, dtype=np.int64)
+        if st.n:
+            rows = sp.csr_matrix(rows) if sparse else np.asarray(rows)
+            for i, key in enumerate(_row_keys(rows)):
+                j = keys.get(key)
+                if j is None:
+                    j = keys[key] = len(pos)
+                    all_rows.append(rows[i])
+                    pos.append(int(st.pos[i]) + offset)
+                m[i] = j
+        maps.append(m)
+        offset += st.n_seen
+    if not all_rows:
+        R = None
+    elif sparse:
+        R = sp.vstack(all_rows, format="csr")
+    else:
+        R = np.ascontiguousarray(np.stack(all_rows))
+    store = {
+        "n": np.array(len(pos), dtype=np.int64),
+        "pos": np.array(pos, dtype=np.int64),
+        "n_seen": np.array(offset, dtype=np.int64),
+    }
+    if R is None:
+        store["kind"] = np.array(0)
+    elif sparse:
+        store.update(kind=np.array(2), data=R.data, indices=R.indices, indptr=R.indptr)
+        store["shape"] = np.array(R.shape, dtype=np.int64)
+    else:
+        store.update(kind=np.array(1), rows=R)
+    return store, R, maps
+
+
+def _merge(parts, fields: tuple[str, ...], U: int):
+    """Sum each field over the parts' (union index, value) pairs. Returns the union
+    indices in order of first appearance and the summed fields."""
+    order, seen = [], np.zeros(U, dtype=bool)
+    sums = {f: np.zeros(U) for f in fields}
+    for ids, t, vals in parts:
+        for f in fields:
+            np.add.at(sums[f], ids, t * vals[f])
+        new = ids[~seen[ids]]
+        new = new[np.sort(np.unique(new, return_index=True)[1])]  # once, first appearance
+        seen[new] = True
+        order.extend(new.tolist())
+    idx = np.array(order, dtype=np.int64)
+    return idx, {f: s[idx] for f, s in sums.items()}
+
+
+def _combine_dual(ests, w, method, start):
+    """The union model of each binary model (module ``doc/combination.md``)."""
+    spec = ests[0]._engine.spec
+    engines = [e._engine for e in ests] + ([start._engine] if start is not None else [])
+    W = w.sum()
+    if method == "bayes":
+        t = list(w) + ([1.0 - W] if start is not None else [])
+    else:
+        t = list(w / W)
+    store, R, maps = _union_store(engines)
+    U = int(store["n"])
+    models = []
+    for k in range(spec.n_models):
+        nat = [natural_parameters(e.forms[k]) for e in engines]
+        parts = [(maps[c][p["idx"]], t[c], p) for c, p in enumerate(nat)]
+        if spec.rule.first_order:
+            idx, s = _merge(parts, ("nu",), U)
+            models.append({"idx": idx, "nu": s["nu"], "Pi": None, "zsv": 0 * s["nu"]})
+            models[-1]["gsv"] = s["nu"] / spec.a
+        elif method == "average":
+            models.append(_average_model(engines, k, parts, U, spec))
+        else:
+            idx, s = _merge(parts, ("zeta", "g"), U)
+            models.append({"idx": idx, **_clean(s["zeta"], s["g"], parts, idx, U)})
+            models[-1]["idx"] = idx[models[-1].pop("keep")]
+    return build_engine(spec, store, R, models)
+
+
+def _clean(zeta, g, parts, idx, U) -> dict:
+    """Drop support vectors whose merged terms cancelled (a start's, under
+    "bayes"); refuse a negative zeta."""
+    scale = np.zeros(U)
+    for ids, t, p in parts:
+        np.add.at(scale, ids, abs(t) * np.abs(p["zeta"]))
+    tol = 1e-9 * scale[idx]
+    if np.any(zeta < -tol):
+        raise ValueError(
+            "the combined precision has a negative term: with method='bayes' and "
+            "start=, every part must keep the start's support vectors (no budget "
+            "pruned them)"
+        )
+    keep = zeta > tol
+    return {"zeta": zeta[keep], "g": g[keep], "keep": keep}
+
+
+def _average_model(engines, k, parts, U, spec) -> dict:
+    """mu and Sigma averaged: nu and Pi over the union (the explicit form)."""
+    idx, s = _merge(parts, ("zeta", "g"), U)
+    where = np.full(U, -1, dtype=np.int64)
+    where[idx] = np.arange(idx.size)
+    nu = np.zeros(idx.size)
+    Pi = np.zeros((idx.size, idx.size))
+    for e, (ids, t, _) in zip(engines, parts, strict=True):
+        f = e.forms[k]
+        order = f.order()
+        E = sp.csr_matrix(
+            (np.ones(ids.size), (np.arange(ids.size), where[ids])), shape=(ids.size, idx.size)
+        )
+        nu += t * (E.T @ f.nu(spec.a)[order])
+        Pi += t * (E.T @ (E.T @ f.Pi(spec.a)[np.ix_(order, order)]).T)
+    Pi = 0.5 * (Pi + Pi.T)
+    return {"idx": idx, "nu": nu, "Pi": Pi, "zsv": s["zeta"], "gsv": s["g"]}

@@ -1,0 +1,318 @@
+"""Training on a Dask cluster: one model per part of the data, combined on the cluster.
+
+:class:`CombinedClassifier` learns each part (a dask array chunk, a dask dataframe
+partition, or a contiguous slice of an in-memory array) in its own task from the
+same starting model, then combines the parts with :func:`kernelcw.combine` in a
+pairwise tree of tasks on the cluster: only the final model travels to the client.
+With ``n_epochs > 1`` every epoch starts every part from the last combination and
+combines with the shared-prior rule relative to it (iterative parameter mixing,
+``doc/combination.md``). :func:`tree_combine` is the same tree, run in this
+process (the reference the cluster's result equals bit for bit).
+
+Dask is optional: ``pip install "kernelcw[dask]"``; importing this module does not
+import it.
+"""
+
+from __future__ import annotations
+
+import copy
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
+from sklearn.utils.validation import check_is_fitted
+
+from .combination import METHODS, combine
+from .estimators._base import CWEstimator
+
+__all__ = ["CombinedClassifier", "tree_combine"]
+
+_MISSING = (
+    'kernelcw.distributed needs dask.distributed: pip install "kernelcw[dask]" '
+    '(or pip install "dask[distributed]")'
+)
+
+
+def _distributed():
+    try:
+        import dask  # noqa: F401
+        import distributed
+    except ImportError as err:
+        raise ImportError(_MISSING) from err
+    return distributed
+
+
+# ---------------------------------------------------------------- the tasks
+
+
+def fit_part(template, start, X, y, classes):
+    """One part learnt in one pass (``partial_fit``) from ``start`` (a fitted model)
+    or, without one, from the prior of ``template`` (an unfitted estimator)."""
+    X = _as_array(X)
+    y = np.asarray(y).ravel()
+    if start is None:
+        return clone(template).partial_fit(X, y, classes=classes)
+    return copy.deepcopy(start).partial_fit(X, y)
+
+
+def _as_array(X):
+    if hasattr(X, "to_numpy"):  # a pandas partition
+        return X.to_numpy(dtype=np.float64)
+    return X
+
+
+def combine_pair(a, b, method: str, wa: float, wb: float, start):
+    """One node of the tree (:func:`kernelcw.combine` of two)."""
+    if start is not None:
+        return combine([a, b], "bayes", start=start)
+    return combine([a, b], method, weights=[wa, wb])
+
+
+def _tree(nodes: list, method: str, start, pair):
+    """Pairwise tree over ``nodes`` [(model, weight)], level by level, (0, 1), (2, 3),
+    ...; an odd last node goes up as it is. ``pair`` makes a node from two."""
+    while len(nodes) > 1:
+        up = []
+        for i in range(0, len(nodes) - 1, 2):
+            (a, wa), (b, wb) = nodes[i], nodes[i + 1]
+            up.append((pair(a, b, method, wa, wb, start), wa + wb))
+        if len(nodes) % 2:
+            up.append(nodes[-1])
+        nodes = up
+    return nodes[0][0]
+
+
+def tree_combine(models: list, method: str = "kl", start=None):
+    """The combination :class:`CombinedClassifier` computes on the cluster, here:
+    the same pairwise tree of :func:`kernelcw.combine` (``start``: combine with the
+    shared-prior rule relative to it)."""
+    if len(models) == 1 and start is None:
+        return copy.deepcopy(models[0])
+    return _tree([(m, 1.0) for m in models], method, start, combine_pair)
+
+
+# ---------------------------------------------------------------- the estimator
+
+
+class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
+    """Train a kernelcw estimator on a Dask cluster by model combination.
+
+    Parameters
+    ----------
+    estimator : kernelcw estimator
+        The learner (cloned; each part makes one ``partial_fit`` pass per epoch).
+    method : {"kl", "bayes", "average"}, default="kl"
+        How the first epoch's parts combine (:func:`kernelcw.combine`).
+    n_epochs : int, default=1
+        Passes over the data. Epochs after the first start every part from the last
+        combination and combine with the shared-prior rule relative to it.
+    n_parts : int, optional
+        For in-memory X: the number of contiguous parts (default: the cluster's
+        worker threads). Dask arrays and dataframes give one part per row chunk or
+        partition.
+    client : dask.distributed.Client or str, optional
+        The client, or a scheduler address. Default: the current client if there is
+        one, else a ``LocalCluster`` sized to the machine, closed after the call.
+    verbose : bool, default=False
+        Show Dask's progress bar (``distributed.progress``) while the tasks run.
+
+    Attributes
+    ----------
+    combined_ : estimator
+        The combined model; predictions delegate to it.
+    classes_ : ndarray
+    n_parts_ : int
+        Parts in the last call.
+    """
+
+    def __init__(
+        self, estimator, *, method="kl", n_epochs=1, n_parts=None, client=None, verbose=False
+    ):
+        self.estimator = estimator
+        self.method = method
+        self.n_epochs = n_epochs
+        self.n_parts = n_parts
+        self.client = client
+        self.verbose = verbose
+
+    # ------------------------------------------------------------ training
+
+    def fit(self, X, y, classes=None):
+        """Learn from the parts of (X, y) from scratch, ``n_epochs`` passes."""
+        self._check_params()
+        template = clone(self.estimator)
+        with _Session(self.client) as client:
+            parts = self._parts(client, X, y)
+            classes = self._classes(client, y, classes)
+            model = None
+            for epoch in range(self.n_epochs):
+                model = self._epoch(client, template, model, parts, classes, epoch == 0)
+            self._finish(client.gather(model), len(parts))
+        return self
+
+    def partial_fit(self, X, y, classes=None):
+        """One epoch over the parts of a new batch, from the current combined model
+        (the shared-prior rule relative to it); the first call starts from the prior."""
+        self._check_params()
+        fitted = hasattr(self, "combined_")
+        with _Session(self.client) as client:
+            parts = self._parts(client, X, y)
+            if fitted:
+                start = client.scatter(self.combined_, hash=False)
+                model = self._epoch(client, None, start, parts, self.classes_, False)
+            else:
+                classes = self._classes(client, y, classes)
+                model = self._epoch(client, clone(self.estimator), None, parts, classes, True)
+            self._finish(client.gather(model), len(parts))
+        return self
+
+    def _epoch(self, client, template, start, parts, classes, first: bool):
+        fits = [client.submit(fit_part, template, start, Xp, yp, classes, pure=False)
+                for Xp, yp in parts]  # fmt: skip
+        if len(fits) == 1:
+            out = fits[0]
+        else:
+            rel = None if first else start
+            out = _tree([(f, 1.0) for f in fits], self.method, rel, _submitter(client))
+        if self.verbose:
+            _distributed().progress(out)
+        return out
+
+    def _finish(self, model, n_parts: int) -> None:
+        self.combined_ = model
+        self.classes_ = model.classes_
+        self.n_features_in_ = model.n_features_in_
+        self.n_parts_ = n_parts
+
+    def _check_params(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(
+                f"method={self.method!r} is not one of {', '.join(map(repr, METHODS))}"
+            )
+        if isinstance(self.n_epochs, bool) or not isinstance(self.n_epochs, numbers.Integral):
+            raise TypeError(f"n_epochs={self.n_epochs!r} must be an integer >= 1")
+        if self.n_epochs < 1:
+            raise ValueError(f"n_epochs={self.n_epochs!r} must be an integer >= 1")
+        if self.n_parts is not None and (
+            isinstance(self.n_parts, bool)
+            or not isinstance(self.n_parts, numbers.Integral)
+            or self.n_parts < 1
+        ):
+            raise ValueError(f"n_parts={self.n_parts!r} must be None or an integer >= 1")
+        if not isinstance(self.estimator, CWEstimator):
+            raise TypeError(f"estimator must be a kernelcw estimator, not {type(self.estimator)}")
+
+    # ------------------------------------------------------------ data
+
+    def _parts(self, client, X, y) -> list:
+        """[(X part, y part)] as futures on the cluster."""
+        if _is_dask_collection(X) != _is_dask_collection(y):
+            raise TypeError("X and y must both be dask collections or both in memory")
+        if _is_dask_collection(X):
+            return _dask_parts(client, X, y)
+        X, y = _in_memory(X, y)
+        n = X.shape[0]
+        P = self.n_parts or max(1, sum(client.nthreads().values()))
+        if P > n:
+            raise ValueError(f"n_parts={P} exceeds the {n} rows of X")
+        bounds = np.linspace(0, n, P + 1).astype(int)
+        pieces = [(X[lo:hi], y[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        # hash=False: identical data scattered by an earlier fit may be released
+        # concurrently under the same content-hash key ("lost dependencies")
+        return [tuple(client.scatter(list(p), hash=False)) for p in pieces]
+
+    def _classes(self, client, y, classes) -> np.ndarray:
+        if classes is not None:
+            return np.unique(np.asarray(classes))
+        if _is_dask_collection(y):
+            if hasattr(y, "unique") and not hasattr(y, "chunks"):  # dask Series
+                return np.unique(np.asarray(client.compute(y.unique()).result()))
+            import dask.array as da
+
+            return np.asarray(client.compute(da.unique(y.ravel())).result())
+        return np.unique(np.asarray(y))
+
+    # ------------------------------------------------------------ prediction
+
+    def decision_function(self, X):
+        check_is_fitted(self, "combined_")
+        return self.combined_.decision_function(_as_array(X))
+
+    def predict(self, X):
+        check_is_fitted(self, "combined_")
+        return self.combined_.predict(_as_array(X))
+
+    def predict_proba(self, X):
+        check_is_fitted(self, "combined_")
+        return self.combined_.predict_proba(_as_array(X))
+
+
+def _submitter(client):
+    def pair(a, b, method, wa, wb, start):
+        return client.submit(combine_pair, a, b, method, wa, wb, start, pure=False)
+
+    return pair
+
+
+def _is_dask_collection(x) -> bool:
+    return hasattr(x, "__dask_graph__") and hasattr(x, "to_delayed")
+
+
+def _in_memory(X, y):
+    import scipy.sparse as sp
+
+    X = X.tocsr() if sp.issparse(X) else _as_array(X)
+    X = X if sp.issparse(X) else np.asarray(X)
+    y = np.asarray(y).ravel()
+    if X.ndim != 2 or X.shape[0] != y.shape[0]:
+        raise ValueError(f"X {X.shape} and y {y.shape} must have one label per row of X")
+    return X, y
+
+
+def _dask_parts(client, X, y) -> list:
+    """One part per row chunk (dask array; columns in one chunk) or per partition
+    (dask dataframe / series, as many partitions each)."""
+    if hasattr(X, "chunks"):  # dask array
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D, got a dask array of {X.ndim} dimensions")
+        X = X.rechunk({1: -1})
+        y = y.rechunk((X.chunks[0],))
+        xs, ys = list(X.to_delayed().ravel()), list(y.to_delayed().ravel())
+    else:
+        if X.npartitions != y.npartitions:
+            raise ValueError(
+                f"X has {X.npartitions} partitions but y {y.npartitions}: align them "
+                "(one part per partition)"
+            )
+        xs, ys = list(X.to_delayed()), list(y.to_delayed())
+    fx, fy = client.compute(xs), client.compute(ys)
+    return list(zip(fx, fy, strict=True))
+
+
+class _Session:
+    """The client to use, and whatever this call started (closed on exit)."""
+
+    def __init__(self, client):
+        self.given = client
+        self.owned: list = []
+
+    def __enter__(self):
+        distributed = _distributed()
+        if self.given is not None and not isinstance(self.given, str):
+            return self.given
+        if isinstance(self.given, str):
+            client = distributed.Client(self.given)
+            self.owned = [client]
+            return client
+        try:
+            return distributed.get_client()
+        except ValueError:
+            cluster = distributed.LocalCluster(threads_per_worker=1)
+            client = distributed.Client(cluster)
+            self.owned = [client, cluster]
+            return client
+
+    def __exit__(self, *exc):
+        for x in self.owned:
+            x.close()
+        return False

@@ -1,0 +1,202 @@
+"""Dual models read as natural parameters, and dual engines built from them
+(for :func:`kernelcw.combine`, ``doc/combination.md``).
+
+Every second-order binary dual model is ``Lambda = I/a + Phi D Phi'``,
+``h = Phi g`` over its support set (``D = diag(zeta)``, ``zeta`` and ``g`` fixed
+when each input entered; ``doc/dual-form.md`` section 2). The forms keep them:
+the panel form as ``zeta`` and ``g / zeta = L r``; the queue and batch-pruned
+forms as ``zeta`` and ``qv = g / zeta``; the explicit form as ``zsv`` and ``gsv``.
+Removal policies unlearn exactly, so these stay exact under a budget; a
+*projection* ("project") changes Lambda by more than a diagonal term, and a
+model that has projected has no such (zeta, g): :func:`natural_parameters`
+refuses it. First-order models hold nu alone (Sigma = a I).
+
+:func:`build_engine` makes a :class:`.DualEngine` from plain arrays: a model given
+as (zeta, g) becomes the append-only panel form, ``M = diag(1/zeta) + a K``,
+``L = chol(M)``, ``r = L^-1 (g / zeta)``; a model given as (nu, Pi) becomes the
+explicit form. A budgeted model over more than its budget is then pruned with its
+own policy (:func:`kernelcw.budget.evict`, one support vector at a time, in the
+explicit form the engine uses whenever a budget binds one at a time).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import LinAlgError, cholesky, solve_triangular
+
+from ...budget import Support, evict, make_policy
+from .convert import panels_to_explicit
+from .engine import DualEngine
+from .explicit import ExplicitForm
+from .panels import PanelForm
+from .pruned import PrunedForm
+from .queue import QueueForm
+
+__all__ = ["build_engine", "natural_parameters"]
+
+
+def natural_parameters(form) -> dict[str, np.ndarray]:
+    """One binary model's parameters in entry order: ``idx`` (store rows) and either
+    ``zeta``, ``g`` (second order) or ``nu`` (first order); ``nu`` and ``Pi`` are
+    given for every model (the "average" rule reads them)."""
+    order = form.order()
+    out = {"idx": form.idx[order].copy()}
+    if isinstance(form, ExplicitForm) and not form.second:
+        out["nu"] = form.nu(1.0)[order]
+        return out
+    if isinstance(form, PanelForm):
+        zeta, g = form.zeta, form.zeta * form.unlearning_weights()
+    elif isinstance(form, QueueForm | PrunedForm):
+        n = form.n
+        zeta, g = form.zeta[:n], form.zeta[:n] * form.qv[:n]
+        if isinstance(form, PrunedForm) and form.projects and form.counter:
+            raise _projected()
+    elif isinstance(form, ExplicitForm):
+        n = form.n
+        zeta, g = form.zsv[:n], form.gsv[:n]
+        if form.policy.name == "project" and form.policy.counter:
+            raise _projected()
+    else:  # pragma: no cover - every form is listed above
+        raise TypeError(f"unknown dual form {type(form).__name__}")
+    out["zeta"] = np.array(zeta, dtype=np.float64)[order]
+    out["g"] = np.array(g, dtype=np.float64)[order]
+    return out
+
+
+def _projected() -> ValueError:
+    return ValueError(
+        "a part pruned by projection (budget_policy='project') has no diagonal natural "
+        "parameters (a projection changes the precision by more than one term per "
+        "support vector), so it cannot be combined exactly: combine the parts before "
+        "their budget binds, or use a removal policy ('oldest', 'random', 'smallest')"
+    )
+
+
+def _gram(kernel, rows) -> tuple[np.ndarray, np.ndarray]:
+    """(K(S, S) exactly symmetric, kappa) as the engine forms them for a block."""
+    K = kernel.block(rows, rows)
+    K = 0.5 * (K + K.T)
+    kap = kernel.diag(rows) if kernel._f is None else np.ascontiguousarray(np.diagonal(K))
+    return K, kap
+
+
+def _slots(idx: np.ndarray, kap: np.ndarray) -> dict[str, np.ndarray]:
+    n = idx.shape[0]
+    return {
+        "idx": np.asarray(idx, dtype=np.int64),
+        "entry": np.arange(n, dtype=np.int64),
+        "kap": np.asarray(kap, dtype=np.float64),
+        "clock": np.array(n, dtype=np.int64),
+    }
+
+
+def panel_state(K: np.ndarray, kap: np.ndarray, zeta: np.ndarray, g: np.ndarray, a: float):
+    """The panel form's arrays for ``Lambda = I/a + Phi diag(zeta) Phi'``, ``h = Phi g``.
+
+    ``M = diag(1/zeta) + a K`` is factored once (LAPACK Cholesky) and ``r`` is one
+    triangular solve: no inverse is formed. M is positive definite for zeta > 0 and
+    a positive semi-definite kernel; a failed factorisation is a ValueError."""
+    n = zeta.shape[0]
+    if np.any(~(zeta > 0.0)) or not np.all(np.isfinite(g)):
+        raise ValueError("combined support vectors need finite g and zeta > 0")
+    Kd = K.copy()
+    Kd[np.diag_indices(n)] = kap
+    M = a * Kd
+    M[np.diag_indices(n)] += 1.0 / zeta
+    try:
+        L = cholesky(M, lower=True, check_finite=True) if n else np.zeros((0, 0))
+    except LinAlgError as err:
+        raise ValueError(
+            f"the combined model's M = D^-1 + a K is not positive definite ({err}): the "
+            "kernel is not positive semi-definite on the union of the support sets"
+        ) from None
+    r = solve_triangular(L, g / zeta, lower=True, check_finite=False) if n else np.zeros(0)
+    LK = np.tril(L) + np.triu(Kd, 1)
+    return {
+        "form": np.array(PanelForm.code, dtype=np.int64),
+        "LK": LK,
+        "capacity": np.array(n, dtype=np.int64),
+        "r": r,
+        "zeta": np.array(zeta, dtype=np.float64),
+    }
+
+
+def explicit_state(spec, K, kap, nu, Pi, zsv, gsv) -> dict[str, np.ndarray]:
+    """The explicit form's arrays (nu, Pi, the unlearning weights), its budget
+    policy started on the Gram matrix as when a budget binds."""
+    n = nu.shape[0]
+    second = Pi is not None
+    Pi = np.zeros((n, n)) if Pi is None else Pi
+    Kd = K.copy()
+    Kd[np.diag_indices(n)] = kap
+    pol = make_policy(spec.budget_policy, spec.budget, spec.seed)
+    pol.start(Kd, Pi, spec.a, max(n, 1))
+    state = {
+        "form": np.array(ExplicitForm.code, dtype=np.int64),
+        "nu": np.asarray(nu, dtype=np.float64),
+        "Pi": Pi if second else np.zeros((0, 0)),
+        "zsv": np.asarray(zsv, dtype=np.float64),
+        "gsv": np.asarray(gsv, dtype=np.float64),
+    }
+    state.update({f"policy.{k}": v for k, v in pol.state_dict(n).items()})
+    return state
+
+
+def build_engine(spec, store: dict[str, np.ndarray], rows, models: list[dict]) -> DualEngine:
+    """A dual engine over the support store ``store`` (a
+    :meth:`.store.SupportStore.state_dict`, ``rows`` its inputs) whose binary model k is
+    ``models[k]``: ``idx`` (store rows, in entry order) with either ``zeta`` and
+    ``g`` (natural parameters: the panel form), or ``nu`` and ``Pi`` (None for
+    first order) with ``zsv``, ``gsv`` (the explicit form). Budgeted models over
+    their budget are pruned with their policy."""
+    state = {"n_models": np.array(len(models), dtype=np.int64)}
+    state.update({f"store.{k}": v for k, v in store.items()})
+    for i, m in enumerate(models):
+        idx = np.asarray(m["idx"], dtype=np.int64)
+        K, kap = _gram(spec.kernel, rows[idx]) if idx.size else (np.zeros((0, 0)), np.zeros(0))
+        if "zeta" in m:
+            form = panel_state(K, kap, m["zeta"], m["g"], spec.a)
+        else:
+            form = explicit_state(spec, K, kap, m["nu"], m["Pi"], m["zsv"], m["gsv"])
+        form.update(_slots(idx, kap))
+        state.update({f"model{i}.{k}": v for k, v in form.items()})
+    eng = DualEngine.from_state(spec, state)
+    if spec.budget is not None:
+        for k, form in enumerate(eng.forms):
+            if form.n > spec.budget:
+                eng.forms[k] = prune_to_budget(form, eng._ctx)
+    return eng
+
+
+def prune_to_budget(form, ctx) -> ExplicitForm:
+    """``form`` brought down to ``ctx.budget`` support vectors by the budget policy's
+    own eviction (the one a budget binding one round at a time runs), in the
+    explicit form."""
+    if isinstance(form, PanelForm):
+        form = panels_to_explicit(form, ctx, form.n + 1)
+    n = form.n
+    form.ensure_capacity(n + 1)
+    cap = form.capacity
+    sup = Support(
+        form._nu,
+        form._Pi,
+        form.zsv,
+        form.gsv,
+        _grown(form.kap, cap),
+        _grown(form.entry, cap),
+        _grown(form.idx, cap),  # the slots' store rows travel with them
+    )
+    work = np.empty(2 * cap)
+    pol = form.policy
+    while n > ctx.budget:
+        evict(pol.record(), pol.counter, n, sup, ctx.a, form.second, work)
+        pol.counter += 1
+        n -= 1
+    form.kap, form.entry, form.idx = sup.kap[:n].copy(), sup.entry[:n].copy(), sup.ks[:n].copy()
+    return form
+
+
+def _grown(x: np.ndarray, cap: int) -> np.ndarray:
+    out = np.zeros(cap, dtype=x.dtype)
+    out[: x.shape[0]] = x
+    return out

@@ -1,0 +1,276 @@
+"""kernelcw.combine against the dense natural-parameter formulas of doc/combination.md."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from kernelcw import (
+    AROWClassifier,
+    CWClassifier,
+    PAClassifier,
+    SCWClassifier,
+    combine,
+    primal_from_dual,
+)
+from kernelcw.engines import engine_class
+
+# ---------------------------------------------------------------- the dense reference
+
+
+def ref_combine(gaussians, method, a, weights=None, start=None):
+    """(mu, Sigma) of the combination, by explicit inverses of dense matrices."""
+    C = len(gaussians)
+    w = np.ones(C) if weights is None else np.asarray(weights, float)
+    d = gaussians[0][0].shape[0]
+    if method == "average":
+        mu = sum(wc * m for wc, (m, _) in zip(w, gaussians, strict=True)) / w.sum()
+        return mu, sum(wc * s for wc, (_, s) in zip(w, gaussians, strict=True)) / w.sum()
+    nat = [(np.linalg.inv(s), np.linalg.inv(s) @ m) for m, s in gaussians]
+    if method == "kl":
+        Lam = sum(wc * L for wc, (L, _) in zip(w, nat, strict=True)) / w.sum()
+        h = sum(wc * hc for wc, (_, hc) in zip(w, nat, strict=True)) / w.sum()
+    else:
+        if start is None:
+            L0, h0 = np.eye(d) / a, np.zeros(d)
+        else:
+            L0 = np.linalg.inv(start[1])
+            h0 = L0 @ start[0]
+        Lam = L0 + sum(wc * (L - L0) for wc, (L, _) in zip(w, nat, strict=True))
+        h = h0 + sum(wc * (hc - h0) for wc, (_, hc) in zip(w, nat, strict=True))
+    Sig = np.linalg.inv(Lam)
+    return Sig @ h, Sig
+
+
+def gaussian(model, k=None):
+    """(mu, Sigma) of binary model k as dense arrays, any form."""
+    if model._engine.spec.form == "dual":
+        mu, S = primal_from_dual(model)
+    else:
+        mu, S = model.mean_, model.covariance_
+        if S.ndim == mu.ndim:  # diagonal
+            S = np.stack([np.diag(s) for s in np.atleast_2d(S)])
+            S = S[0] if mu.ndim == 1 else S
+    return (mu, S) if k is None else (mu[k], S[k])
+
+
+def stream(n=150, d=4, classes=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    W = rng.standard_normal((d, classes))
+    y = np.argmax(X @ W + 0.5 * rng.standard_normal((n, classes)), axis=1)
+    if classes == 2:
+        y = (X[:, 0] + 0.5 * rng.standard_normal(n) > 0).astype(int)
+    return X, y
+
+
+def fit_parts(make, X, y, C=3, classes=None):
+    classes = np.unique(y) if classes is None else classes
+    return [make().partial_fit(X[i::C], y[i::C], classes=classes) for i in range(C)]
+
+
+def assert_matches(combined, parts, method, a, **kw):
+    K = len(combined.classes_) if len(combined.classes_) > 2 else 1
+    for k in range(K):
+        kk = None if K == 1 else k
+        ref_mu, ref_S = ref_combine([gaussian(p, kk) for p in parts], method, a, **kw)
+        mu, S = gaussian(combined, kk)
+        np.testing.assert_allclose(mu, ref_mu, atol=1e-10, rtol=1e-10)
+        np.testing.assert_allclose(S, ref_S, atol=1e-10, rtol=1e-10)
+
+
+# ---------------------------------------------------------------- against the formulas
+
+MAKERS = {
+    "dual": lambda: SCWClassifier(mode="dual", a=0.7),
+    "full": lambda: SCWClassifier(covariance="full", a=0.7),
+    "diag": lambda: AROWClassifier(covariance="diag", a=0.7, r=2.0),
+}
+
+
+@pytest.mark.parametrize("method", ["kl", "bayes", "average"])
+@pytest.mark.parametrize("form", list(MAKERS))
+@pytest.mark.parametrize("classes", [2, 3])
+def test_combination_equals_the_dense_formulas(form, method, classes):
+    X, y = stream(classes=classes)
+    parts = fit_parts(MAKERS[form], X, y)
+    before = [copy.deepcopy(p._engine.state_dict()) for p in parts]
+    combined = combine(parts, method)
+    assert type(combined) is type(parts[0]) and combined is not parts[0]
+    assert_matches(combined, parts, method, 0.7)
+    for p, st in zip(parts, before, strict=True):  # inputs untouched
+        for key, v in p._engine.state_dict().items():
+            np.testing.assert_array_equal(v, st[key])
+
+
+def test_diagonal_models_trained_on_sparse_input_combine_per_feature():
+    X, y = stream(d=6)
+    X[:, 3] = 0.0  # a feature no part sees keeps s = a, mu = 0
+    Xs = sp.csr_matrix(X)
+    parts = fit_parts(lambda: CWClassifier(covariance="diag", a=0.5), Xs, y)
+    combined = combine(parts, "kl")
+    assert_matches(combined, parts, "kl", 0.5)
+    assert combined.covariance_[3] == 0.5 and combined.mean_[3] == 0.0
+
+
+@pytest.mark.parametrize("form", list(MAKERS))
+def test_bayes_with_a_start_model_is_iterative_parameter_mixing(form):
+    X, y = stream(n=200)
+    start = MAKERS[form]().fit(X[:50], y[:50])
+    parts = [copy.deepcopy(start).partial_fit(X[50 + i :: 3], y[50 + i :: 3]) for i in range(3)]
+    combined = combine(parts, "bayes", start=start)
+    assert_matches(combined, parts, "bayes", 0.7, start=gaussian(start))
+    if form == "dual":  # the start's support vectors merge back to one copy each
+        assert combined.n_support_ == sum(p.n_support_ for p in parts) - 2 * start.n_support_
+
+
+def test_first_order_parts_average_their_means():
+    X, y = stream()
+    for make in (lambda: PAClassifier(mode="dual"), lambda: PAClassifier()):
+        parts = fit_parts(make, X, y)
+        mus = [gaussian(p)[0] for p in parts]
+        for method in ("kl", "average"):
+            np.testing.assert_allclose(gaussian(combine(parts, method))[0], np.mean(mus, 0))
+        np.testing.assert_allclose(gaussian(combine(parts, "bayes"))[0], np.sum(mus, 0))
+
+
+# ---------------------------------------------------------------- algebra
+
+
+@pytest.mark.parametrize("form", list(MAKERS))
+def test_combining_one_model_returns_it(form):
+    X, y = stream()
+    model = MAKERS[form]().fit(X, y)
+    for method in ("kl", "bayes", "average"):
+        out = combine([model], method)
+        assert out is not model and out.get_params() == model.get_params()
+        st0, st1 = model._engine.state_dict(), out._engine.state_dict()
+        assert st0.keys() == st1.keys()
+        for k in st0:
+            np.testing.assert_array_equal(st0[k], st1[k])
+    twice = combine([model, model], "kl")  # the same model twice: itself, to rounding
+    np.testing.assert_allclose(
+        twice.decision_function(X), model.decision_function(X), rtol=1e-9, atol=1e-10
+    )
+
+
+@pytest.mark.parametrize("method", ["kl", "bayes", "average"])
+@pytest.mark.parametrize("form", list(MAKERS))
+def test_the_tree_order_does_not_matter(form, method):
+    X, y = stream(n=160)
+    m1, m2, m3 = fit_parts(MAKERS[form], X, y)
+    left = combine([combine([m1, m2], method), m3], method, weights=[2, 1])
+    right = combine([m1, combine([m2, m3], method)], method, weights=[1, 2])
+    flat = combine([m1, m2, m3], method)
+    for out in (left, right):
+        mu, S = gaussian(out)
+        np.testing.assert_allclose(mu, gaussian(flat)[0], rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(S, gaussian(flat)[1], rtol=1e-10, atol=1e-10)
+
+
+def test_combined_dual_model_keeps_learning_like_the_union_model():
+    """Linear kernel: the combined dual model continues exactly as a primal full model
+    built from the dense formula; RBF: as the union built in another order."""
+    X, y = stream(n=240, classes=3)
+    parts = fit_parts(MAKERS["dual"], X[:150], y[:150])
+    combined = combine(parts, "kl")
+    primal = MAKERS["full"]().partial_fit(X[:5], y[:5], classes=np.unique(y))
+    spec = primal._engine.spec
+    nat = [ref_combine([gaussian(p, k) for p in parts], "kl", 0.7) for k in range(3)]
+    state = {"mean": np.stack([m for m, _ in nat]), "covariance": np.stack([s for _, s in nat])}
+    primal._engine = engine_class("primal_full").from_state(spec, state)
+    combined.partial_fit(X[150:], y[150:])
+    primal.partial_fit(X[150:], y[150:])
+    np.testing.assert_allclose(
+        combined.decision_function(X), primal.decision_function(X), rtol=1e-8, atol=1e-8
+    )
+    rbf = fit_parts(lambda: SCWClassifier(kernel="rbf", gamma=0.3), X[:150], y[:150])
+    a, b = combine(rbf, "kl"), combine(rbf[::-1], "kl")
+    for m in (a, b):
+        m.partial_fit(X[150:], y[150:])
+    np.testing.assert_allclose(a.decision_function(X), b.decision_function(X), atol=1e-9)
+    np.testing.assert_allclose(a.predict_proba(X), b.predict_proba(X), atol=1e-9)
+
+
+@pytest.mark.parametrize("policy", ["oldest", "random", "smallest"])
+def test_a_union_over_the_budget_is_pruned_with_the_models_policy(policy):
+    X, y = stream(n=240)
+    make = lambda: SCWClassifier(kernel="rbf", budget=25, budget_policy=policy)  # noqa: E731
+    parts = fit_parts(make, X[:180], y[:180])
+    assert sum(p.n_support_ for p in parts) > 25
+    combined = combine(parts, "kl")
+    assert combined.n_support_ == 25
+    assert np.all(np.isfinite(combined.predict_proba(X)))
+    combined.partial_fit(X[180:], y[180:])
+    assert combined.n_support_ <= 25
+    assert np.mean(combined.predict(X) == y) > 0.6
+
+
+def test_parts_pruned_by_projection_are_refused():
+    X, y = stream(n=120)
+    parts = fit_parts(lambda: SCWClassifier(kernel="rbf", budget=5), X, y)
+    with pytest.raises(ValueError, match="projection"):
+        combine(parts)
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def test_mismatches_are_named():
+    X, y = stream()
+    base = SCWClassifier(kernel="rbf", gamma=0.5).fit(X, y)
+    cases = {
+        "SCWClassifier": CWClassifier(kernel="rbf", gamma=0.5).fit(X, y),
+        "rule": SCWClassifier(variant=2, kernel="rbf", gamma=0.5).fit(X, y),
+        "kernel": SCWClassifier(kernel="laplacian", gamma=0.5).fit(X, y),
+        "kernel gamma": SCWClassifier(kernel="rbf", gamma=0.1).fit(X, y),
+        "'a'|a ": SCWClassifier(kernel="rbf", gamma=0.5, a=2.0).fit(X, y),
+        "form": SCWClassifier(gamma=0.5).fit(X, y),
+        "classes_": SCWClassifier(kernel="rbf", gamma=0.5).fit(X, np.where(y == 1, 5, 0)),
+        "n_features_in_": SCWClassifier(kernel="rbf", gamma=0.5).fit(X[:, :3], y),
+    }
+    for what, other in cases.items():
+        with pytest.raises(ValueError, match=what):
+            combine([base, other])
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        combine([base, SCWClassifier(kernel="rbf", gamma=0.5)])
+    with pytest.raises(ValueError, match="method"):
+        combine([base], "median")
+    with pytest.raises(ValueError, match="start"):
+        combine([base, base], "kl", start=base)
+    with pytest.raises(ValueError, match="weights"):
+        combine([base, base], weights=[1, -1])
+    with pytest.raises(TypeError):
+        combine([base, object()])
+
+
+def test_kernelcw_combine_is_the_function_whatever_was_imported_first():
+    import kernelcw
+    import kernelcw.combination
+    import kernelcw.distributed  # noqa: F401  (imports kernelcw.combination)
+
+    assert kernelcw.combine is combine is kernelcw.combination.combine
+
+
+@pytest.mark.parametrize("method", ["kl", "bayes", "average"])
+def test_repeated_inputs_merge_exactly_and_keep_their_entry_order(method):
+    """An input that entered twice (two passes, and a row repeated in the data) is one
+    support vector of the union, with its terms added."""
+    X, y = stream(n=60)
+    X = np.vstack([X, X[:5]])
+    y = np.concatenate([y, y[:5]])
+    make = lambda: SCWClassifier(mode="dual", a=0.7, n_iter=2)  # noqa: E731
+    parts = [make().fit(X[i::2], y[i::2]) for i in range(2)]
+    combined = combine(parts, method)
+    assert_matches(combined, parts, method, 0.7)
+    sv = combined.support_vectors_
+    assert len({r.tobytes() for r in sv}) == sv.shape[0]
+    first = parts[0].support_vectors_
+    keys = [r.tobytes() for r in first]
+    expected = [k for i, k in enumerate(keys) if k not in keys[:i]]
+    assert [r.tobytes() for r in sv[: len(expected)]] == expected

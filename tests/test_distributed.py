@@ -1,0 +1,189 @@
+"""kernelcw.distributed on an in-process LocalCluster: the cluster's combination equals
+the same tree of kernelcw.combine run here, bit for bit."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from kernelcw import CWClassifier, SCWClassifier
+
+distributed = pytest.importorskip("distributed")
+da = pytest.importorskip("dask.array")
+
+from kernelcw.distributed import CombinedClassifier, tree_combine  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(
+        processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None
+    )
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+def data(n=240, d=5, seed=0, classes=2):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = (X[:, 0] + 0.4 * rng.standard_normal(n) > 0).astype(int)
+    if classes == 3:
+        y = y + (X[:, 1] > 0.8)
+    return X, y
+
+
+def sequential(est, pieces, method, n_epochs=1, start=None):
+    classes = np.unique(np.concatenate([y for _, y in pieces]))
+    model = start
+    for _ in range(n_epochs):
+        if model is None:
+            parts = [copy.deepcopy(est).partial_fit(X, y, classes=classes) for X, y in pieces]
+            model = tree_combine(parts, method)
+        else:
+            parts = [copy.deepcopy(model).partial_fit(X, y) for X, y in pieces]
+            model = tree_combine(parts, method, start=model)
+    return model
+
+
+def assert_same_state(a, b):
+    sa, sb = a._engine.state_dict(), b._engine.state_dict()
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        np.testing.assert_array_equal(sa[k], sb[k], err_msg=k)
+
+
+def split(X, y, P):
+    b = np.linspace(0, X.shape[0], P + 1).astype(int)
+    return [(X[lo:hi], y[lo:hi]) for lo, hi in zip(b[:-1], b[1:], strict=True)]
+
+
+@pytest.mark.parametrize(
+    "est",
+    [SCWClassifier(kernel="rbf", gamma=0.3), CWClassifier(covariance="diag")],
+    ids=["dual", "diag"],
+)
+@pytest.mark.parametrize("method", ["kl", "bayes"])
+def test_in_memory_parts_equal_the_sequential_tree_bit_for_bit(client, est, method):
+    X, y = data(classes=3)
+    clf = CombinedClassifier(est, method=method, n_parts=5).fit(X, y)
+    ref = sequential(est, split(X, y, 5), method)
+    assert_same_state(clf.combined_, ref)
+    assert clf.n_parts_ == 5 and clf.classes_.tolist() == [0, 1, 2]
+    np.testing.assert_array_equal(clf.predict(X), ref.predict(X))
+    np.testing.assert_array_equal(clf.predict_proba(X), ref.predict_proba(X))
+    assert clf.score(X, y) > 0.7
+
+
+def test_dask_array_input_one_part_per_chunk(client):
+    X, y = data()
+    dX, dy = da.from_array(X, chunks=(60, 5)), da.from_array(y, chunks=60)
+    clf = CombinedClassifier(SCWClassifier(mode="dual"), method="average").fit(dX, dy)
+    assert clf.n_parts_ == 4
+    assert_same_state(
+        clf.combined_, sequential(SCWClassifier(mode="dual"), split(X, y, 4), "average")
+    )
+
+
+def test_dataframe_input_one_part_per_partition(client):
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    X, y = data()
+    dX = dd.from_pandas(pd.DataFrame(X, columns=list("abcde")), npartitions=3)
+    dy = dd.from_pandas(pd.Series(y), npartitions=3)
+    clf = CombinedClassifier(CWClassifier(covariance="diag")).fit(dX, dy)
+    pieces = [(X[lo:hi], y[lo:hi]) for lo, hi in _bounds(dX)]
+    assert clf.n_parts_ == 3
+    assert_same_state(clf.combined_, sequential(CWClassifier(covariance="diag"), pieces, "kl"))
+
+
+def _bounds(ddf):
+    sizes = ddf.map_partitions(len).compute().tolist()
+    ends = np.cumsum([0] + sizes)
+    return list(zip(ends[:-1], ends[1:], strict=True))
+
+
+def test_epochs_mix_parameters_from_the_last_combination(client):
+    X, y = data()
+    est = SCWClassifier(mode="dual")
+    clf = CombinedClassifier(est, method="kl", n_epochs=2, n_parts=3).fit(X, y)
+    pieces = split(X, y, 3)
+    one = sequential(est, pieces, "kl")
+    two = tree_combine([copy.deepcopy(one).partial_fit(a, b) for a, b in pieces], start=one)
+    assert_same_state(clf.combined_, two)
+
+
+def test_partial_fit_continues_the_combined_model(client):
+    X, y = data(n=300)
+    est = CWClassifier(covariance="diag")
+    clf = CombinedClassifier(est, n_parts=2)
+    clf.partial_fit(X[:150], y[:150], classes=[0, 1]).partial_fit(X[150:], y[150:])
+    first = sequential(est, split(X[:150], y[:150], 2), "kl")
+    ref = sequential(est, split(X[150:], y[150:], 2), "kl", start=first)
+    assert_same_state(clf.combined_, ref)
+
+
+def test_clear_errors(client):
+    X, y = data(n=20)
+    with pytest.raises(ValueError, match="method"):
+        CombinedClassifier(CWClassifier(), method="vote").fit(X, y)
+    with pytest.raises(ValueError, match="n_epochs"):
+        CombinedClassifier(CWClassifier(), n_epochs=0).fit(X, y)
+    with pytest.raises(ValueError, match="n_parts"):
+        CombinedClassifier(CWClassifier(), n_parts=30).fit(X, y)
+    with pytest.raises(TypeError, match="both"):
+        CombinedClassifier(CWClassifier()).fit(da.from_array(X), y)
+    with pytest.raises(TypeError, match="kernelcw estimator"):
+        CombinedClassifier(object()).fit(X, y)
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        CombinedClassifier(CWClassifier()).predict(X)
+
+
+def test_importing_kernelcw_does_not_import_dask():
+    code = "import sys, kernelcw, kernelcw.distributed; print('dask' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_missing_dask_says_how_to_install_it(monkeypatch):
+    import kernelcw.distributed as kd
+
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(ImportError, match=r'pip install "kernelcw\[dask\]"'):
+        CombinedClassifier(CWClassifier(), client=None).fit(*data(n=20))
+    assert kd._MISSING.startswith("kernelcw.distributed needs dask.distributed")
+
+
+def test_a_scheduler_address_works_the_same(client):
+    X, y = data(n=120)
+    est = CWClassifier(covariance="diag")
+    clf = CombinedClassifier(est, n_parts=3, client=client.scheduler.address).fit(X, y)
+    assert_same_state(clf.combined_, sequential(est, split(X, y, 3), "kl"))
+    assert distributed.get_client() is client  # the call's own client is closed again
+
+
+@pytest.mark.filterwarnings("ignore:Port .* is already in use")  # the example's dashboard
+def test_readme_combination_example_runs_and_prints_its_comments():
+    """The README's "Combining models" block, its printed lines against its comments.
+    Last in this file: it starts and closes its own cluster and client."""
+    import contextlib
+    import io
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = re.search(r"## Combining models and training on a cluster\n(.*?)\n## ", text, re.S)
+    code = re.search(r"```python\n(.*?)```", section.group(1), re.S).group(1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {})
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3
+    for line in lines:  # each printed line is the comment the README shows for it
+        assert f"# {line}\n" in code, line
