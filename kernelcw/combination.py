@@ -161,6 +161,7 @@ def _same(ref, est, where: str) -> None:
         ("form (covariance / kernel / mode)", s0.form, s1.form),
         ("n_features_in_", ref.n_features_in_, est.n_features_in_),
         ("n_models", s0.n_models, s1.n_models),
+        ("intercept (fit_intercept, intercept_scaling)", s0.intercept, s1.intercept),
     ]
     for name, x, y in checks:
         if x is not y and x != y:

@@ -274,3 +274,21 @@ def test_repeated_inputs_merge_exactly_and_keep_their_entry_order(method):
     keys = [r.tobytes() for r in first]
     expected = [k for i, k in enumerate(keys) if k not in keys[:i]]
     assert [r.tobytes() for r in sv[: len(expected)]] == expected
+
+
+@pytest.mark.parametrize("kw", [{}, {"covariance": "diag"}, {"kernel": "rbf"}])
+def test_intercept_models_combine_and_a_mismatch_is_named(kw):
+    import kernelcw
+    from kernelcw import SCWClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4)) + 2.0
+    y = (X[:, 0] > 2.0).astype(int)
+    a = SCWClassifier(fit_intercept=True, **kw).fit(X[:100], y[:100])
+    b = SCWClassifier(fit_intercept=True, **kw).fit(X[100:], y[100:])
+    c = kernelcw.combine([a, b], method="average")
+    assert np.all(np.isfinite(c.intercept_)) and np.any(c.intercept_ != 0.0)
+    if not kw:  # the intercept is the constant feature's weight: averaged with the rest
+        np.testing.assert_allclose(c.intercept_, (a.intercept_ + b.intercept_) / 2, rtol=1e-12)
+    with pytest.raises(ValueError, match="intercept"):
+        kernelcw.combine([a, SCWClassifier(**kw).fit(X[100:], y[100:])])
