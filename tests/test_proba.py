@@ -18,6 +18,7 @@ from kernelcw import AROWClassifier, CWClassifier, SCWClassifier
 from kernelcw.estimators._proba import (
     LARGEST_BELOW_ONE,
     SMALLEST,
+    SMOOTH_RATIO,
     binary_log_proba,
     binary_proba,
     multiclass_proba,
@@ -59,6 +60,19 @@ def test_multiclass_quadrature_matches_adaptive_reference(spread):
     R = np.array([ref_largest(F[i], V[i]) for i in range(n)])
     np.testing.assert_allclose(R.sum(axis=1), 1.0, atol=1e-9)  # the reference is right
     np.testing.assert_allclose(P, R, rtol=0, atol=1e-8)
+
+
+def test_multiclass_smooth_rows_hermite_matches_adaptive_reference():
+    """Standard deviations within the factor SMOOTH_RATIO: the Gauss-Hermite path, at its
+    limit (some rows exactly at the factor)."""
+    rng = np.random.default_rng(7)
+    n, K = 16, 5
+    F = rng.normal(scale=2.0, size=(n, K))
+    S = np.exp(rng.uniform(0, np.log(SMOOTH_RATIO), size=(n, K)))
+    S[::2, 0], S[::2, 1] = 1.0, SMOOTH_RATIO
+    V = S**2
+    R = np.array([ref_largest(F[i], V[i]) for i in range(n)])
+    np.testing.assert_allclose(multiclass_proba(F, V), R, rtol=0, atol=1e-9)
 
 
 def test_multiclass_rows_sum_to_one_and_stay_inside_zero_one():

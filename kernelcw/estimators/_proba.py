@@ -12,11 +12,12 @@ score w . x is N(m, v) with m = mu . x (``decision_function``) and v = x' Sigma 
 
       P(k) = integral phi(t) prod_{j != k} Phi((m_k + s_k t - m_j) / s_j) dt,  s_k = sqrt(v_k),
 
-  by composite Gauss-Legendre quadrature on t in [-9, 9] (the mass of phi outside is
-  2e-19), with panel ends at the steps of the factors that are sharper than phi
-  (t = c_j +- 2 w_j, c_j +- 6 w_j with c_j = (m_j - m_k) / s_k, w_j = s_j / s_k), so a
-  factor that is nearly a step is integrated as accurately as a smooth one. Rows are then
-  renormalised (the quadrature's rounding, ~1e-12).
+  by Gauss-Hermite quadrature (128 nodes) when the s_k differ by at most a factor 3
+  (nearly every row of a fitted model), else by composite Gauss-Legendre on t in [-9, 9]
+  (the mass of phi outside is 2e-19), with panel ends at every factor's step
+  (t = c_j +- 2 w_j, c_j +- 6 w_j with c_j = (m_j - m_k) / s_k, w_j = min(s_j / s_k, 1)),
+  so a factor that is nearly a step is integrated as accurately as a smooth one. Rows are
+  then renormalised (the quadrature's rounding, ~1e-12).
 
 Never exactly 0 or 1 for finite margins and v > 0: a probability below the smallest positive
 float64 (Phi(-38.5) ~ 1e-324) is reported as that float (4.9e-324), and one that rounds to 1
@@ -43,6 +44,12 @@ _BASE = np.linspace(-T, T, 13)
 _NODES, _WEIGHTS = leggauss(10)
 #: Panel ends around each sharp factor's step, in units of its width.
 _STEP_ENDS = np.array([-6.0, -2.0, 2.0, 6.0])
+#: Rows whose standard deviations differ by at most this factor (nearly all rows of the
+#: fitted models measured: 1.2-2.8 at the 99th percentile) use Gauss-Hermite with this many
+#: nodes (every factor is then at least a third as wide as the density: error < 1e-10).
+SMOOTH_RATIO = 3.0
+_GH_T, _GH_W = np.polynomial.hermite_e.hermegauss(128)
+_GH_W = _GH_W / _GH_W.sum()
 #: Rows per quadrature block: its arrays are rows x K x K x nodes floats.
 _BLOCK_FLOATS = 4_000_000
 
@@ -118,6 +125,16 @@ def _quadrature(M: np.ndarray, S: np.ndarray) -> np.ndarray:
     return np.einsum("ikt,ikt->ik", factors.prod(axis=2), wt)
 
 
+def _hermite(M: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """Unnormalised P(k is the largest) by Gauss-Hermite, for rows with all s_k > 0 within
+    a factor SMOOTH_RATIO of each other, (n, K)."""
+    s = M[:, :, None] + S[:, :, None] * _GH_T
+    factors = ndtr((s[:, :, None, :] - M[:, None, :, None]) / S[:, None, :, None])
+    diag = np.arange(M.shape[1])
+    factors[:, diag, diag, :] = 1.0
+    return factors.prod(axis=2) @ _GH_W
+
+
 def multiclass_proba(F: np.ndarray, V: np.ndarray) -> np.ndarray:
     """P(class k's score is the largest) under independent N(F[:, k], V[:, k]), (n, K).
 
@@ -131,9 +148,16 @@ def multiclass_proba(F: np.ndarray, V: np.ndarray) -> np.ndarray:
     S = np.sqrt(V)
     full = (S > 0).all(axis=1) & np.isfinite(F).all(axis=1)
     F = np.clip(F, -1e300, 1e300)  # an infinite margin: a score beyond every other
-    step = max(1, _BLOCK_FLOATS // (K * K * (_BASE.size + 4 * K) * _NODES.size))
-    for lo in range(0, n, step):
-        P[lo : lo + step] = _quadrature(F[lo : lo + step], S[lo : lo + step])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        smooth = full & (S.max(axis=1) <= SMOOTH_RATIO * S.min(axis=1))
+    for rows, nodes, rule in (
+        (np.flatnonzero(smooth), _GH_T.size, _hermite),
+        (np.flatnonzero(~smooth), (_BASE.size + 4 * K) * _NODES.size, _quadrature),
+    ):
+        step = max(1, _BLOCK_FLOATS // (K * K * nodes))
+        for lo in range(0, rows.size, step):
+            r = rows[lo : lo + step]
+            P[r] = rule(F[r], S[r])
     tot = P.sum(axis=1, keepdims=True)
     P = np.where(tot > 0, P / np.where(tot > 0, tot, 1.0), 1.0 / K)
     P[full] = np.clip(P[full], SMALLEST, LARGEST_BELOW_ONE)
