@@ -187,3 +187,21 @@ def test_multiclass_estimator_matches_reference_on_its_own_gaussians():
     clear = 1.0 - ndtr(-gap).sum(axis=1) > 0.5
     assert clear.sum() >= 10
     np.testing.assert_array_equal(clf.predict(Xt)[clear], clf.classes_[P.argmax(axis=1)][clear])
+
+
+def test_readme_probabilities_example_runs_and_prints_its_comments():
+    """The README's "Probabilities" block: run it, compare with the numbers in its comments."""
+    import contextlib
+    import io
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    code = re.search(r"## Probabilities\n.*?```python\n(.*?)```", text, re.S).group(1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {})
+    printed = out.getvalue().splitlines()
+    quoted = re.findall(r"print\(.*\)  # ([0-9. ]+):", code)
+    assert len(quoted) == 2
+    assert printed == [q.strip() for q in quoted]
