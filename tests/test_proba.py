@@ -112,6 +112,8 @@ def test_multiclass_refuses_nan_and_negative_variance():
         multiclass_proba(np.zeros((1, 3)), -np.ones((1, 3)))
     with pytest.raises(ValueError, match="NaN"):
         binary_proba(np.array([np.nan]), np.array([1.0]))
+    with pytest.raises(ValueError, match="infinite"):
+        multiclass_proba(np.zeros((1, 3)), np.full((1, 3), np.inf))
 
 
 @pytest.mark.parametrize("z", [0.3, 5.0, 8.0, 9.0, 37.0, 40.0, 1e3])

@@ -62,6 +62,8 @@ def _check(F: np.ndarray, V: np.ndarray) -> None:
             "margins and variances must be numbers and the variances >= 0; got NaN or a "
             "negative variance (the model's covariance is no longer positive semi-definite)"
         )
+    if np.isinf(V).any():
+        raise ValueError("a margin variance is infinite: x' Sigma x overflowed float64")
 
 
 def _z(f: np.ndarray, v: np.ndarray) -> np.ndarray:
