@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
 
 from ._input import validate_X
-from ._proba import binary_log_proba, binary_proba, multiclass_proba
+from ._proba import binary_proba, multiclass_proba
 
 __all__ = ["DualAttributesMixin", "PredictionMixin", "primal_from_dual"]
 
@@ -58,16 +58,6 @@ class PredictionMixin:
         if f.shape[1] == 1:
             return binary_proba(f[:, 0], v[:, 0])
         return multiclass_proba(f, v)
-
-    def predict_log_proba(self, X):
-        """log of :meth:`predict_proba`; with two classes exact in log space
-        (``log_ndtr``), so a tail below 1e-308 keeps its value (-800.9 at m / sqrt(v) = 40).
-        """
-        f, v = self._margins(X)
-        if f.shape[1] == 1:
-            return binary_log_proba(f[:, 0], v[:, 0])
-        with np.errstate(divide="ignore"):
-            return np.log(multiclass_proba(f, v))
 
     def predict(self, X):
         """The sign of ``mu . x`` (``sign(0) = +1``, i.e. ``classes_[1]``); argmax for OvR."""

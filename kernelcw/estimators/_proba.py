@@ -21,8 +21,8 @@ score w . x is N(m, v) with m = mu . x (``decision_function``) and v = x' Sigma 
 
 Never exactly 0 or 1 for finite margins and v > 0: a probability below the smallest positive
 float64 (Phi(-38.5) ~ 1e-324) is reported as that float (4.9e-324), and one that rounds to 1
-as the largest float below 1 (1 - 2**-53); ``predict_log_proba`` gives the exact logarithm of
-the two-class probabilities (``log_ndtr``). Exactly 0 and 1 (and 1/2 on a tie) remain where
+as the largest float below 1 (1 - 2**-53); ``scipy.special.log_ndtr(z)`` gives the exact
+logarithm of a two-class probability. Exactly 0 and 1 (and 1/2 on a tie) remain where
 they are true: v = 0 (the model's Gaussian is a point along x, e.g. x = 0) or an infinite
 margin.
 """
@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.polynomial.legendre import leggauss
-from scipy.special import log_ndtr, ndtr
+from scipy.special import ndtr
 
-__all__ = ["binary_log_proba", "binary_proba", "multiclass_proba"]
+__all__ = ["binary_proba", "multiclass_proba"]
 
 #: The smallest positive float64 and the largest below 1: the clip of an underflowed tail.
 SMALLEST = np.nextafter(0.0, 1.0)
@@ -91,14 +91,6 @@ def binary_proba(f: np.ndarray, v: np.ndarray) -> np.ndarray:
     pos = np.where(z >= 0, big, small)
     neg = np.where(z >= 0, small, big)
     return np.column_stack([neg, pos])
-
-
-def binary_log_proba(f: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """[log Phi(-z), log Phi(z)] exactly (``log_ndtr``): log P(neg) = -800.9 at z = 40."""
-    f, v = np.asarray(f, dtype=float).ravel(), np.asarray(v, dtype=float).ravel()
-    _check(f[:, None], v[:, None])
-    z = _z(f, v)
-    return np.column_stack([log_ndtr(-z), log_ndtr(z)])
 
 
 def _quadrature(M: np.ndarray, S: np.ndarray) -> np.ndarray:
