@@ -39,6 +39,7 @@ from kernelcw import (
     primal_from_dual,
     run_online,
 )
+from kernelcw.estimators._proba import multiclass_proba
 
 RTOL = 1e-8  # fast vs reference: nu, Pi, primal mu and Sigma (norm-relative)
 RTOL_SELF = 1e-10  # the fast engine against itself (block sizes, chunks, pickling)
@@ -265,6 +266,7 @@ def check_new_data(est, r: rd.RefDualResult, X_new, kernel_id, what=""):
     V_ref = None if precomputed else r.model.variance(X_new)
     dP = np.zeros_like(F)
     P_own = np.zeros_like(F)
+    V_own = np.zeros_like(F)
     for k, lr in enumerate(r.learners):
         w = f"{what} [model {k}]"
         Ks_ref, _ = r.model._kernel_rows(X_new, lr)
@@ -288,6 +290,7 @@ def check_new_data(est, r: rd.RefDualResult, X_new, kernel_id, what=""):
             dP[:, k] = 0.4 * (df / np.sqrt(v) + np.abs(F_ref[:, k]) * dv / (2 * v**1.5))
             v_own = lr.a * kappa + np.einsum("ij,jk,ik->i", Ks, Pi, Ks)
             P_own[:, k] = ndtr(F[:, k] / np.sqrt(v_own))
+            V_own[:, k] = v_own
     # predict agrees with the decision function
     pred = est.predict(X_new)
     if binary:
@@ -298,16 +301,17 @@ def check_new_data(est, r: rd.RefDualResult, X_new, kernel_id, what=""):
     if precomputed:
         return
     P = np.asarray(est.predict_proba(X_new))
-    P_ref = r.model.predict_proba(X_new)
-    assert P.shape == P_ref.shape
     if binary:
+        P_ref = r.model.predict_proba(X_new)
         tol = np.column_stack([dP[:, 0], dP[:, 0]])
         own = np.column_stack([1.0 - P_own[:, 0], P_own[:, 0]])
-    else:  # p_k / s with s = sum_j p_j
-        Pu = ndtr(F_ref / np.sqrt(V_ref))
-        s = Pu.sum(axis=1, keepdims=True)
-        tol = (dP + Pu / s * dP.sum(axis=1, keepdims=True)) / s
-        own = P_own / P_own.sum(axis=1, keepdims=True)
+    else:  # P(k's score is the largest), tests/test_proba.py checks the combination itself
+        P_ref = multiclass_proba(F_ref, V_ref)
+        # each P_k moves by at most the sum of what every model's change moves its own
+        # Phi(f / sqrt(v)) (the normal density bounds both), twice for safety
+        tol = 2.0 * dP.sum(axis=1, keepdims=True) + 1e-9
+        own = multiclass_proba(F, V_own)
+    assert P.shape == P_ref.shape
     err = np.abs(P - P_ref)
     assert np.all(err <= tol + 1e-15), f"{what} predict_proba: max err {err.max():.3e}"
     np.testing.assert_allclose(P, own, rtol=0, atol=1e-10, err_msg=f"{what} proba invariant")

@@ -52,9 +52,10 @@ _PROBA_REASON = (
 )
 _MULTI_REASON = (
     "with more than two classes predict is argmax_k mu_k . x (the decision function) while "
-    "predict_proba normalises the one-vs-rest probabilities Phi(mu_k . x / sqrt(v_k)); with "
-    "unequal variances v_k their argmax can differ. The accuracy part of this check is "
-    "asserted in test_multiclass_training_accuracy_and_consistency."
+    "predict_proba is the probability that class k's score is the largest under the "
+    "one-vs-rest Gaussians N(mu_k . x, v_k); with unequal variances v_k their argmax can "
+    "differ. The accuracy part of this check is asserted in "
+    "test_multiclass_training_accuracy_and_consistency."
 )
 
 
@@ -65,9 +66,9 @@ def _expected_failures(est):
     fails = {}
     if not (first_order and unit_diag):  # else v = a for every input: proba monotone in f
         fails["check_decision_proba_consistency"] = _PROBA_REASON
-    # v_k = a k(x, x) is the same for every class model of a first-order rule;
-    # kernel SCW-I keeps the argmaxes equal on the check's data (not guaranteed)
-    if not first_order and not (isinstance(est, SCWClassifier) and est.kernel == "rbf"):
+    # v_k = a k(x, x) is the same for every class model of a first-order rule; on the
+    # check's data SCW-I's and AROW's argmaxes agree too (not guaranteed), CW's and SOP's not
+    if isinstance(est, CWClassifier | SOPClassifier):
         fails["check_classifiers_train"] = _MULTI_REASON
     return fails
 

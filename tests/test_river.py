@@ -133,13 +133,17 @@ def test_growing_features_equal_the_estimator_on_the_padded_matrix(form):
     M = _padded(model, dicts)
     ref = FORMS[form]().partial_fit(M, y, classes=[0, 1])
     got, want = model.estimator_.decision_function(M), ref.decision_function(M)
+    # one row at a time against one block: the kernel values differ in their last bits (a
+    # small block's distances come from the differences, a large one's from the BLAS
+    # expansion), which "project" (a jittered Gram of condition ~1e6) amplifies
+    tol = 1e-6 if form == "dual_project" else 1e-10
     if form in EXACT_WIDEN:
         np.testing.assert_array_equal(got, want)
     else:
-        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 1e-2)
     assert model.estimator_.n_mistakes_ == ref.n_mistakes_
     proba = pd.DataFrame([model.predict_proba_one(x) for x in dicts])
-    np.testing.assert_allclose(proba[[0, 1]].to_numpy(), ref.predict_proba(M), atol=1e-10)
+    np.testing.assert_allclose(proba[[0, 1]].to_numpy(), ref.predict_proba(M), atol=tol)
     assert [model.predict_one(x) for x in dicts] == ref.predict(M).tolist()
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import ndtr
 from sklearn.utils.validation import check_is_fitted
 
 from ._input import validate_X
+from ._proba import binary_proba, multiclass_proba
 
 __all__ = ["DualAttributesMixin", "PredictionMixin", "margin_proba", "primal_from_dual"]
 
@@ -25,15 +25,9 @@ def _one_or_list(values: list):
 def margin_proba(f: np.ndarray, v: np.ndarray) -> np.ndarray:
     """:meth:`PredictionMixin.predict_proba` from the (n, K) mean margins ``f`` and margin
     variances ``v`` (shared with :mod:`kernelcw.river`, which has them per row)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(v > 0, f / np.sqrt(np.maximum(v, 0)), np.sign(f) * np.inf)
-    z = np.where(np.isnan(z), 0.0, z)
-    p = ndtr(z)
-    if p.shape[1] == 1:
-        return np.hstack([1.0 - p, p])
-    tot = p.sum(axis=1, keepdims=True)
-    K = p.shape[1]
-    return np.where(tot > 0, p / np.where(tot > 0, tot, 1.0), 1.0 / K)
+    if f.shape[1] == 1:
+        return binary_proba(f[:, 0], v[:, 0])
+    return multiclass_proba(f, v)
 
 
 class PredictionMixin:
@@ -47,18 +41,28 @@ class PredictionMixin:
             f = self._engine.decision(X)
         return f[:, 0] if f.shape[1] == 1 else f
 
-    def predict_proba(self, X):
-        """Probability that a weight vector drawn from N(mu, Sigma) gives each class.
-
-        For one binary model this is ``p = Phi(mu . x / sqrt(x' Sigma x))`` for
-        ``classes_[1]`` and ``1 - p`` for ``classes_[0]``. With more classes each
-        one-vs-rest model's ``p`` is normalised over the classes.
-        """
+    def _margins(self, X) -> tuple[np.ndarray, np.ndarray]:
         check_is_fitted(self)
         X = validate_X(self, X, reset=False)
         with self._engine.lock:
-            f = self._engine.decision(X)
-            v = self._engine.margin_variance(X)
+            return self._engine.decision(X), self._engine.margin_variance(X)
+
+    def predict_proba(self, X):
+        """Probability of each class under the model's Gaussian N(mu, Sigma) over weights.
+
+        Two classes: ``P(classes_[1]) = P(w . x > 0) = Phi(m / sqrt(v))``, m = mu . x (the
+        decision function) and v = x' Sigma x. More classes: the probability that class k's
+        one-vs-rest score is the largest, the scores independent N(m_k, v_k). These are the
+        model's own beliefs, not calibrated frequencies (wrap the estimator in
+        ``CalibratedClassifierCV`` for those), and with v varying between inputs they do not
+        rank inputs as ``decision_function`` does. Never exactly 0 or 1 unless v = 0: see
+        :mod:`kernelcw.estimators._proba`.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        f, v = self._margins(X)
         return margin_proba(f, v)
 
     def predict(self, X):
