@@ -56,7 +56,7 @@ class ExplicitResult(NamedTuple):
 
 
 @njit(cache=True)
-def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr):
+def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, budgeted=None):
     """nu and Pi (``sup``, a :class:`kernelcw.budget.Support`) updated in place, one
     round at a time, from block input t0 on (``blk`` a :class:`.form.BlockData`).
 
@@ -64,6 +64,10 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr):
     the block's start) or, for ks < 0, row -1-ks of Kbb (an input of this block).
     With more than ``pol.budget`` support vectors after an update, one leaves at
     once (:func:`kernelcw.budget.evict`). Returns an :class:`ExplicitResult`.
+
+    ``budgeted`` is None for a model without a budget: numba then prunes the eviction
+    branch at compile time, so an unbudgeted run does not compile every policy
+    (``evict`` is most of a cold start's compile time otherwise).
     """
     b = blk.kap.shape[0]
     a = rule.a
@@ -123,10 +127,11 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr):
             n += 1
             scr.src[u] = t
             u += 1
-            if n > pol.budget:
-                evict(pol, counter, n, sup, a, second, scr.work)
-                counter += 1
-                n -= 1
+            if budgeted is not None:  # a compile-time constant (see above)
+                if n > pol.budget:
+                    evict(pol, counter, n, sup, a, second, scr.work)
+                    counter += 1
+                    n -= 1
     return ExplicitResult(n, counter, clock, u, nfl, -1, OK)
 
 
@@ -211,7 +216,7 @@ class ExplicitForm(Form):
         data = BlockData(np.ascontiguousarray(blk.K0), blk.Kbb, blk.kap, blk.y)
         res = explicit_walk(
             data, t0, sup, n_now, self.clock, self.policy.record(), ctx.rule, self.second,
-            psd_tol, scr,
+            psd_tol, scr, None if B is None else True,
         )  # fmt: skip
         n_end = res.n
         self.policy.counter = int(res.counter)
