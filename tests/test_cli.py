@@ -156,6 +156,17 @@ def test_mixed_kernels_and_budgets_per_algorithm(capsys):
     assert "--kernel does not apply: every -a entry names its own kernel" in err
 
 
+def test_algorithm_entries_parse_to_name_kernel_and_budget():
+    from kernelcw.cli.parser import AlgSpec, parse_specs
+
+    specs = parse_specs(["SCW-1:RBF:20, arow:30", "pa1", "scw1:rbf:20", "all:poly"])
+    assert specs[:3] == [AlgSpec("scw1", "rbf", 20), AlgSpec("arow", None, 30), AlgSpec("pa1")]
+    assert specs[3:] == [AlgSpec(name, "poly") for name in ALGORITHMS]  # no repeats
+    assert [s.label for s in specs[:3]] == ["scw1:rbf:20", "arow:30", "pa1"]
+    assert [s.label for s in parse_specs(None, demo=True)] == list(DEMO_ALGORITHMS)
+    assert [s.label for s in parse_specs(None)] == list(DEFAULT_ALGORITHMS)
+
+
 def test_dataset_or_kernel_keeps_the_seven_linear_defaults(capsys):
     for argv in (["--dataset", "moons"], ["--kernel", "rbf", "--budget", "20"]):
         assert main(["run", "--limit", "60", *argv]) == 0

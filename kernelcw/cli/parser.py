@@ -159,7 +159,8 @@ def _algorithm_help() -> str:
 
 def _dataset_help() -> str:
     width = max(map(len, BUILTIN)) + 2
-    lines = ["built-in data sets (--dataset NAME; bundled with scikit-learn, no network):"]
+    lines = ["built-in data sets (--dataset NAME; generated or bundled with scikit-learn, "]
+    lines[0] += "no network):"
     lines += [f"  {name:<{width}}{text}" for name, text in BUILTIN.items()]
     return "\n".join(lines)
 
