@@ -31,6 +31,7 @@ from kernelcw import (
     run_online,
 )
 from kernelcw.cli import ALGORITHMS, DEFAULT_ALGORITHMS, main
+from kernelcw.cli.parser import DEMO_ALGORITHMS
 from kernelcw.datasets import (
     BUILTIN,
     DatasetError,
@@ -82,7 +83,7 @@ def assert_one_line_error(err: str, *fragments: str) -> None:
 
 
 def test_default_run_prints_every_default_algorithm(capsys):
-    assert main(["run", "--limit", "100"]) == 0
+    assert main(["run", "--dataset", "breast_cancer", "--limit", "100"]) == 0
     captured = capsys.readouterr()
     out = captured.out
     assert out.splitlines()[0] == "data: breast_cancer (100 of 569 examples x 30 features, " + (
@@ -101,11 +102,123 @@ def test_default_run_prints_every_default_algorithm(capsys):
     assert int(rows["perceptron"][2]) == int(rows["perceptron"][0])  # it updates on mistakes only
 
 
+def quarters(curve: np.ndarray) -> list[int]:
+    """Mistakes in each quarter of the stream, from a cumulative-mistake curve."""
+    ends = [curve.size * (i + 1) // 4 for i in range(4)]
+    cum = [0, *(int(curve[e - 1]) for e in ends)]
+    return [b - a for a, b in zip(cum[:-1], cum[1:], strict=True)]
+
+
+def test_default_run_puts_linear_and_kernel_learners_side_by_side(capsys):
+    """`kernelcw run`: the demo entries on the generated moons, each row what
+    run_online gives, the kernel rows beating their linear twins."""
+    assert main(["run"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "data: moons (800 examples x 2 features, 2 classes, dense)"
+    rows = table_rows(out)
+    assert list(rows) == list(DEMO_ALGORITHMS)
+    data = load_builtin("moons")
+    X = StandardScaler().fit_transform(data.X)
+    for label, (mistakes, _, updates, support, _) in rows.items():
+        name, kernel = label.split(":")
+        est = cli.make_estimator(name, cli.build_parser().parse_args(["run"]), kernel=kernel)
+        ref = run_online(est, X, data.y)
+        assert int(mistakes) == ref.n_mistakes and int(updates) == ref.n_updates, label
+        assert support == ("-" if kernel == "linear" else str(ref.estimator.n_support_)), label
+        line = next(x for x in out.splitlines() if x.startswith(f"  {label} "))
+        assert [int(c) for c in line.split()[1:]] == quarters(ref.cumulative_mistakes)
+    for name in {label.split(":")[0] for label in rows}:  # where the kernel matters
+        assert int(rows[f"{name}:rbf"][0]) < int(rows[f"{name}:linear"][0]) / 2, name
+
+
+def test_mixed_kernels_and_budgets_per_algorithm(capsys):
+    argv = ["--dataset", "breast_cancer", "--limit", "120", "-a", "scw1:linear,scw1:rbf:30"]
+    result = run_json(capsys, *argv, "-a", "arow,ScW-1:RBF", "--kernel", "poly", "--degree", "2")
+    X, y = scaled_default(120)
+    expected = {
+        "scw1:linear": SCWClassifier(variant=1, kernel="linear", degree=2),
+        "scw1:rbf:30": SCWClassifier(variant=1, kernel="rbf", budget=30, degree=2),
+        "arow": AROWClassifier(kernel="poly", degree=2),  # no kernel of its own: --kernel
+        "scw1:rbf": SCWClassifier(variant=1, kernel="rbf", degree=2),
+    }
+    assert [r["algorithm"] for r in result["results"]] == list(expected)
+    for row in result["results"]:
+        est = expected[row["algorithm"]]
+        ref = run_online(est, X, y)
+        assert row["params"] == est.get_params()
+        assert (row["mistakes"], row["updates"]) == (ref.n_mistakes, ref.n_updates)
+        support = getattr(ref.estimator, "n_support_", None)
+        assert row["support"] == (None if support is None else int(support))
+    assert result["results"][1]["support"] <= 30
+    assert main(["run", "--dataset", "breast_cancer", "--limit", "40", "-a", "pa1:rbf",
+                 "--kernel", "poly", "--budget", "5"]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert "--kernel does not apply: every -a entry names its own kernel" in err
+
+
+def test_algorithm_entries_parse_to_name_kernel_and_budget():
+    from kernelcw.cli.parser import AlgSpec, parse_specs
+
+    specs = parse_specs(["SCW-1:RBF:20, arow:30", "pa1", "scw1:rbf:20", "all:poly"])
+    assert specs[:3] == [AlgSpec("scw1", "rbf", 20), AlgSpec("arow", None, 30), AlgSpec("pa1")]
+    assert specs[3:] == [AlgSpec(name, "poly") for name in ALGORITHMS]  # no repeats
+    assert [s.label for s in specs[:3]] == ["scw1:rbf:20", "arow:30", "pa1"]
+    assert [s.label for s in parse_specs(None, demo=True)] == list(DEMO_ALGORITHMS)
+    assert [s.label for s in parse_specs(None)] == list(DEFAULT_ALGORITHMS)
+
+
+def test_dataset_or_kernel_keeps_the_seven_linear_defaults(capsys):
+    for argv in (["--dataset", "moons"], ["--kernel", "rbf", "--budget", "20"]):
+        assert main(["run", "--limit", "60", *argv]) == 0
+        assert list(table_rows(capsys.readouterr().out)) == list(DEFAULT_ALGORITHMS)
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragments"),
+    [
+        ("scw1:rbff", ("unknown kernel 'rbff'", "did you mean 'rbf'?", "laplacian")),
+        ("scw1:precomputed", ("unknown kernel 'precomputed'",)),
+        ("scw1:rbf:0", ("budget must be at least 1",)),
+        ("scw1:rbf:5:6", ("two budgets",)),
+        ("scw1:5:rbf", ("unexpected 'rbf'", "NAME[:KERNEL][:BUDGET]")),
+        ("scw1:rbf:poly", ("unexpected 'poly'",)),
+        ("scw:rbf", ("unknown algorithm 'scw' in 'scw:rbf'", "'scw1' or 'scw2'")),
+        (":rbf", ("unknown algorithm ''",)),
+    ],
+)
+def test_bad_algorithm_entry(capsys, monkeypatch, spec, fragments):
+    monkeypatch.setattr(kernelcw.online, "run_online", must_not_run)
+    assert main(["run", "-a", spec]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert_one_line_error(captured.err, *fragments)
+
+
+@pytest.mark.parametrize(("flag", "shown"), [("--progress", True), ("--no-progress", False)])
+def test_slow_warm_up_says_it_is_compiling(capsys, monkeypatch, flag, shown):
+    """A warm-up (numba compiling on a cold cache) that outlasts the threshold is
+    announced on stderr, and its end too; never with --no-progress."""
+    from kernelcw.cli import run as cli_run
+
+    def slow_warm_up(*args):
+        import time
+
+        time.sleep(0.3)
+
+    monkeypatch.setattr(cli_run, "_warm_up", slow_warm_up)
+    monkeypatch.setattr(cli_run, "COMPILE_NOTICE_AFTER", 0.05)
+    assert main(["run", "--limit", "20", "-a", "pa1,pa1:rbf", flag]) == 0
+    err = capsys.readouterr().err
+    for label in ("pa1", "pa1:rbf"):
+        assert (f"compiling {label} (numba; first run only, cached afterwards)" in err) is shown
+        assert (f"compiled {label} in " in err) is shown
+
+
 def test_reported_mistakes_equal_run_online(capsys):
     n = 150
     result = run_json(
         capsys,
-        "--limit", str(n),
+        "--dataset", "breast_cancer", "--limit", str(n),
         "-a", "cw-stdev,cw-var",
         "--algorithms", "scw1,scw2,arow",
         "-a", "pa,pa1,pa2,perceptron,sop",
@@ -135,7 +248,7 @@ def test_reported_mistakes_equal_run_online(capsys):
 
 
 def test_json_output(capsys):
-    result = run_json(capsys, "--limit", "60")
+    result = run_json(capsys, "--dataset", "breast_cancer", "--limit", "60")
     assert result["dataset"] == "breast_cancer"
     assert (result["n_samples"], result["n_features"], result["n_classes"]) == (60, 30, 2)
     assert result["sparse"] is False and result["scale"] == "standard"
@@ -148,8 +261,30 @@ def test_json_output(capsys):
 
 def test_shuffle_is_seeded_and_reported(capsys):
     n = 80
-    first = run_json(capsys, "--shuffle", "--seed", "7", "--limit", str(n), "-a", "arow")
-    again = run_json(capsys, "--shuffle", "--seed", "7", "--limit", str(n), "-a", "arow")
+    first = run_json(
+        capsys,
+        "--dataset",
+        "breast_cancer",
+        "--shuffle",
+        "--seed",
+        "7",
+        "--limit",
+        str(n),
+        "-a",
+        "arow",
+    )
+    again = run_json(
+        capsys,
+        "--dataset",
+        "breast_cancer",
+        "--shuffle",
+        "--seed",
+        "7",
+        "--limit",
+        str(n),
+        "-a",
+        "arow",
+    )
     assert first["seed"] == 7 and first["results"][0]["mistakes"] == again["results"][0]["mistakes"]
     # shuffle the whole stream, then take the first n, then scale
     X, y = load_breast_cancer(return_X_y=True)
@@ -157,7 +292,9 @@ def test_shuffle_is_seeded_and_reported(capsys):
     Xs = StandardScaler().fit_transform(X[order])
     assert first["results"][0]["mistakes"] == run_online(AROWClassifier(), Xs, y[order]).n_mistakes
 
-    assert main(["run", "--shuffle", "--limit", "30", "-a", "pa1"]) == 0
+    assert (
+        main(["run", "--dataset", "breast_cancer", "--shuffle", "--limit", "30", "-a", "pa1"]) == 0
+    )
     assert "order: shuffled (seed " in capsys.readouterr().out  # a random seed, printed
 
 
@@ -171,19 +308,20 @@ def test_multiclass_builtin(capsys):
 
 def test_support_column_shows_n_support(capsys):
     """Dual (kernel) models fill the support column with their n_support_."""
-    from kernelcw.datasets import load_default
-
-    assert main(["run", "--limit", "80", "-a", "pa1,scw1", "--kernel", "rbf"]) == 0
+    argv = ["--dataset", "breast_cancer", "--limit", "80", "-a", "pa1,scw1", "--kernel", "rbf"]
+    assert main(["run", *argv]) == 0
     out = capsys.readouterr().out
     assert "dual, kernel rbf" in out
     rows = table_rows(out)
-    data = load_default()
+    data = load_builtin("breast_cancer")
     X = data.X[:80]
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     expected = kernelcw.SCWClassifier(kernel="rbf").fit(X, data.y[:80]).n_support_
     assert rows["scw1"][3] == str(expected)
     assert int(rows["pa1"][3]) == int(rows["pa1"][2])  # every update adds one
-    res = run_json(capsys, "--limit", "80", "-a", "scw1", "--kernel", "rbf")
+    res = run_json(
+        capsys, "--dataset", "breast_cancer", "--limit", "80", "-a", "scw1", "--kernel", "rbf"
+    )
     assert res["results"][0]["support"] == expected
 
 
@@ -211,7 +349,10 @@ def test_progress_bar_choice(capsys, monkeypatch, argv, expected):
 
 
 def test_option_that_applies_to_no_algorithm_is_noted(capsys):
-    assert main(["run", "--limit", "30", "-a", "arow", "--eta", "0.9"]) == 0
+    assert (
+        main(["run", "--dataset", "breast_cancer", "--limit", "30", "-a", "arow", "--eta", "0.9"])
+        == 0
+    )
     captured = capsys.readouterr()
     assert "--eta does not apply to arow" in captured.err
     assert "arow" in table_rows(captured.out)
@@ -226,7 +367,22 @@ def test_budget_batch_prunes_in_batches(capsys):
 
 
 def test_option_ignored_by_some_algorithms_names_them(capsys):
-    assert main(["run", "--limit", "30", "-a", "scw1,arow", "--eta", "0.9"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--dataset",
+                "breast_cancer",
+                "--limit",
+                "30",
+                "-a",
+                "scw1,arow",
+                "--eta",
+                "0.9",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert "--eta does not apply to arow; ignored" in captured.err
     assert "scw1" not in captured.err
@@ -249,12 +405,12 @@ def test_scaling_that_overflows_says_so(tmp_path, capsys):
         (["--kernel", "rbf", "--degree", "2"], "--degree does not apply: only the poly kernel"),
         (["--coef0", "1"], "--coef0 does not apply"),
         (["--solver", "explicit"], "--solver does not apply"),
-        (["--budget-policy", "oldest"], "--budget-policy does not apply: there is no --budget"),
+        (["--budget-policy", "oldest"], "--budget-policy does not apply: there is no budget"),
         (["--diag-method", "l2"], "--diag-method does not apply: it needs --covariance diag"),
     ],
 )
 def test_kernel_solver_and_budget_options_that_do_not_apply_are_noted(capsys, argv, note):
-    assert main(["run", "--limit", "30", "-a", "arow", *argv]) == 0
+    assert main(["run", "--dataset", "breast_cancer", "--limit", "30", "-a", "arow", *argv]) == 0
     assert f"note: {note}" in capsys.readouterr().err
 
 
@@ -275,10 +431,24 @@ def test_options_that_apply_raise_no_note(capsys):
         "--budget-policy",
         "oldest",
     ]
-    assert main(["run", "--limit", "60", "-a", "arow", *argv]) == 0
+    assert main(["run", "--dataset", "breast_cancer", "--limit", "60", "-a", "arow", *argv]) == 0
     assert "note" not in capsys.readouterr().err
     assert (
-        main(["run", "--limit", "30", "-a", "arow", "--covariance", "diag", "--diag-method", "l2"])
+        main(
+            [
+                "run",
+                "--dataset",
+                "breast_cancer",
+                "--limit",
+                "30",
+                "-a",
+                "arow",
+                "--covariance",
+                "diag",
+                "--diag-method",
+                "l2",
+            ]
+        )
         == 0
     )
     assert "note" not in capsys.readouterr().err
@@ -286,9 +456,9 @@ def test_options_that_apply_raise_no_note(capsys):
 
 def test_algorithm_names_are_forgiving(capsys):
     argv = ["-a", " SCW-1 ,arow,", "-a", "scw1", "-a", "PA_1", "-a", "cw_stdev"]
-    assert main(["run", "--limit", "30", *argv]) == 0
+    assert main(["run", "--dataset", "breast_cancer", "--limit", "30", *argv]) == 0
     assert list(table_rows(capsys.readouterr().out)) == ["scw1", "arow", "pa1", "cw-stdev"]
-    assert main(["run", "--limit", "30", "-a", "all"]) == 0
+    assert main(["run", "--dataset", "breast_cancer", "--limit", "30", "-a", "all"]) == 0
     assert list(table_rows(capsys.readouterr().out)) == list(ALGORITHMS)
 
 
@@ -396,13 +566,30 @@ def test_data_file_that_is_a_directory(tmp_path, capsys):
 
 def test_plot_png(tmp_path, capsys):
     png = tmp_path / "curves.png"
-    assert main(["run", "--limit", "60", "-a", "scw1,arow,perceptron", "--plot", str(png)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--dataset",
+                "breast_cancer",
+                "--limit",
+                "60",
+                "-a",
+                "scw1,arow,perceptron",
+                "--plot",
+                str(png),
+            ]
+        )
+        == 0
+    )
     assert f"plotted to {png}" in capsys.readouterr().out
     data = png.read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 5000
 
     svg = tmp_path / "curves.svg"
-    assert run_json(capsys, "--limit", "30", "-a", "pa1", "--plot", str(svg))["plot"] == str(svg)
+    assert run_json(
+        capsys, "--dataset", "breast_cancer", "--limit", "30", "-a", "pa1", "--plot", str(svg)
+    )["plot"] == str(svg)
     assert b"cumulative mistakes" in svg.read_bytes()
 
 
@@ -411,14 +598,30 @@ def test_plot_png(tmp_path, capsys):
 )
 def test_bad_plot_path_fails_before_running(tmp_path, capsys, monkeypatch, name, fragment):
     monkeypatch.setattr(kernelcw.online, "run_online", must_not_run)
-    assert main(["run", "--limit", "30", "--plot", str(tmp_path / name)]) == 2
+    assert (
+        main(["run", "--dataset", "breast_cancer", "--limit", "30", "--plot", str(tmp_path / name)])
+        == 2
+    )
     assert_one_line_error(capsys.readouterr().err, fragment)
 
 
 def test_plot_without_matplotlib_fails_before_running(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
     monkeypatch.setattr(kernelcw.online, "run_online", must_not_run)
-    assert main(["run", "--limit", "30", "--plot", str(tmp_path / "curves.png")]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--dataset",
+                "breast_cancer",
+                "--limit",
+                "30",
+                "--plot",
+                str(tmp_path / "curves.png"),
+            ]
+        )
+        == 2
+    )
     captured = capsys.readouterr()
     assert captured.out == ""
     assert_one_line_error(captured.err, '--plot needs matplotlib: pip install "kernelcw[plot]"')
@@ -449,7 +652,7 @@ def test_bad_algorithm(capsys):
 )
 def test_bad_parameter(capsys, monkeypatch, argv, fragments):
     monkeypatch.setattr(kernelcw.online, "run_online", must_not_run)  # refused before the run
-    assert main(["run", "--limit", "30", *argv]) == 2
+    assert main(["run", "--dataset", "breast_cancer", "--limit", "30", *argv]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert_one_line_error(captured.err, *fragments)
@@ -512,14 +715,15 @@ def test_python_m_kernelcw_help():
 
 def test_builtin_datasets():
     shapes = {"breast_cancer": (569, 30, 2), "digits": (1797, 64, 10), "iris": (150, 4, 3),
-              "wine": (178, 13, 3)}  # fmt: skip
+              "wine": (178, 13, 3), "moons": (800, 2, 2)}  # fmt: skip
     assert set(shapes) == set(BUILTIN)
     for name, (n, d, k) in shapes.items():
         data = load_builtin(name)
         assert (data.n_samples, data.n_features, data.classes.size) == (n, d, k)
         assert data.X.dtype == np.float64 and not data.sparse
     default = load_default()
-    assert default.name == "breast_cancer" and default.n_samples == 569
+    assert default.name == "moons" and default.n_samples == 800
+    assert np.array_equal(load_builtin("moons").X, default.X)  # the same data every time
     with pytest.raises(DatasetError, match="unknown built-in data set 'mnist'"):
         load_builtin("mnist")
 

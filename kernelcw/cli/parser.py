@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 from .. import __version__, registry
 from ..datasets import BUILTIN, DEFAULT
@@ -25,8 +26,36 @@ PROGRESS_THRESHOLD = 5000
 RULE_OPTIONS = {"eta": "--eta", "C": "--C", "r": "--r"}
 
 
+#: The default run when no -a, --data, --dataset or --kernel is given: linear and
+#: kernel learners side by side on the built-in moons.
+DEMO_ALGORITHMS = (
+    "scw1:linear",
+    "scw1:rbf",
+    "arow:linear",
+    "arow:rbf",
+    "pa1:linear",
+    "pa1:rbf",
+)
+
+
 class CLIError(Exception):
     """A usage or data problem: reported as one line on stderr, exit code 2."""
+
+
+@dataclass(frozen=True)
+class AlgSpec:
+    """One ``-a`` entry, ``NAME[:KERNEL][:BUDGET]``: an algorithm, and optionally its own
+    kernel and budget (None: the --kernel / --budget options apply)."""
+
+    name: str
+    kernel: str | None = None
+    budget: int | None = None
+
+    @property
+    def label(self) -> str:
+        """The row's name in the table: the entry in canonical form, e.g. ``scw1:rbf:200``."""
+        parts = [self.name, self.kernel, None if self.budget is None else str(self.budget)]
+        return ":".join(p for p in parts if p is not None)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -122,13 +151,16 @@ def _algorithm_help() -> str:
         opts = ", ".join(RULE_OPTIONS[p] for p in alg.params)
         lines.append(f"  {name:<{width}}{alg.summary}" + (f" [{opts}]" if opts else ""))
     lines.append(f"  {'all':<{width}}every algorithm above")
-    lines.append(f"  default: {','.join(DEFAULT_ALGORITHMS)}")
+    lines.append(f"  default: {','.join(DEMO_ALGORITHMS)} (no --data, --dataset or --kernel)")
+    lines.append(f"           {','.join(DEFAULT_ALGORITHMS)} (otherwise)")
+    lines.append("  NAME:KERNEL[:B] gives one entry its own kernel (and budget B)")
     return "\n".join(lines)
 
 
 def _dataset_help() -> str:
     width = max(map(len, BUILTIN)) + 2
-    lines = ["built-in data sets (--dataset NAME; bundled with scikit-learn, no network):"]
+    lines = ["built-in data sets (--dataset NAME; generated or bundled with scikit-learn, "]
+    lines[0] += "no network):"
     lines += [f"  {name:<{width}}{text}" for name, text in BUILTIN.items()]
     return "\n".join(lines)
 
@@ -139,7 +171,7 @@ output columns:
   rate (%)   mistakes / examples
   updates    rounds that changed the model (summed over the one-vs-rest models
              when there are more than two classes)
-  support    support vectors kept by the dual (kernel) engine (summed over the
+  support    support vectors kept by the dual (kernel) engine, at the end (summed over the
              one-vs-rest models, each of which keeps its own); "-" for primal
              models, which keep weights instead
   seconds    wall-clock time of the pass; an untimed warm-up on the first 64
@@ -149,6 +181,8 @@ output columns:
 _EXAMPLES = """\
 examples:
   kernelcw run
+  kernelcw run -a scw1:linear,scw1:rbf,scw1:rbf:50,arow:poly --plot mistakes.png
+  kernelcw run --dataset breast_cancer
   kernelcw run -a scw1 -a arow --eta 0.9 --plot mistakes.png
   kernelcw run --dataset digits --algorithms cw-stdev,pa1 --covariance diag --json
   kernelcw run --data rcv1.svm.bz2 --covariance diag --shuffle --seed 0"""
@@ -194,8 +228,13 @@ def _add_algorithm_options(run: argparse.ArgumentParser) -> None:
         "--algorithms",
         action="append",
         metavar="NAMES",
-        help="algorithm(s) to run: repeat the option or separate names with commas; "
-        "'all' runs every one (default: the seven listed below)",
+        help="algorithm(s) to run: repeat the option or separate entries with commas; "
+        "'all' runs every one. An entry NAME:KERNEL gives that algorithm its own kernel "
+        "and NAME:KERNEL:B also a budget of B support vectors (e.g. -a "
+        "scw1:linear,scw1:rbf,arow:rbf:100), so linear and kernel learners share one "
+        "table; entries without them take --kernel and --budget. Default: "
+        f"{','.join(DEMO_ALGORITHMS)} on the built-in moons; with --data, --dataset or "
+        "--kernel, the seven listed below",
     )
     g.add_argument(
         "--eta",
@@ -347,31 +386,80 @@ def _add_output_options(run: argparse.ArgumentParser) -> None:
 
 
 def parse_algorithms(values: Sequence[str] | None) -> list[str]:
-    """Names from repeated/comma-separated ``-a`` values, in order, without repeats."""
+    """Algorithm names from repeated/comma-separated ``-a`` values, in order, without
+    repeats (kernel and budget parts dropped); the seven linear defaults if none."""
     if not values:
         return list(DEFAULT_ALGORITHMS)
-    # Case, "-" and "_" do not matter: "SCW-1", "cw_stdev" and "pa1" all work.
-    canonical = {a.replace("-", ""): a for a in ALGORITHMS}
-    names: list[str] = []
+    return list(dict.fromkeys(spec.name for spec in parse_specs(values)))
+
+
+def parse_specs(values: Sequence[str] | None, *, demo: bool = False) -> list[AlgSpec]:
+    """The ``-a`` entries (``NAME[:KERNEL][:BUDGET]``), in order, without repeats.
+
+    Without ``values``: :data:`DEMO_ALGORITHMS` if ``demo``, else the seven linear
+    :data:`~kernelcw.registry.DEFAULT_ALGORITHMS`.
+    """
+    if not values:
+        return [_parse_entry(e) for e in (DEMO_ALGORITHMS if demo else DEFAULT_ALGORITHMS)]
+    specs: list[AlgSpec] = []
     for value in values:
         for raw in value.split(","):
-            name = raw.strip().lower()
-            if not name:
+            entry = raw.strip()
+            if not entry:
                 continue
-            key = name.replace("-", "").replace("_", "")
-            if name == "all":
-                chosen = list(ALGORITHMS)
-            elif key in canonical:
-                chosen = [canonical[key]]
+            if entry.lower() == "all":
+                chosen = [AlgSpec(name) for name in ALGORITHMS]
+            elif entry.lower().startswith("all:"):
+                extra = _parse_entry("pa" + entry[3:])
+                chosen = [AlgSpec(n, extra.kernel, extra.budget) for n in ALGORITHMS]
             else:
-                close = [a for a in ALGORITHMS if a.startswith(name)]
-                close = close or difflib.get_close_matches(name, list(ALGORITHMS), n=1)
-                hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
-                raise CLIError(
-                    f"unknown algorithm {raw.strip()!r}{hint}; choose from "
-                    f"{', '.join(ALGORITHMS)}, all"
-                )
-            names += [c for c in chosen if c not in names]
-    if not names:
+                chosen = [_parse_entry(entry)]
+            specs += [c for c in chosen if c not in specs]
+    if not specs:
         raise CLIError("no algorithm given to -a/--algorithms")
-    return names
+    return specs
+
+
+def _parse_entry(entry: str) -> AlgSpec:
+    """One ``NAME[:KERNEL][:BUDGET]`` entry."""
+    name, *parts = (p.strip() for p in entry.split(":"))
+    name = _algorithm_name(name, entry)
+    kernel = budget = None
+    for part in parts:
+        if part.isdigit():
+            if budget is not None:
+                raise CLIError(f"-a {entry!r}: two budgets; write NAME[:KERNEL][:BUDGET]")
+            budget = int(part)
+            if budget < 1:
+                raise CLIError(f"-a {entry!r}: the budget must be at least 1")
+            continue
+        if kernel is not None or budget is not None:
+            raise CLIError(
+                f"-a {entry!r}: unexpected {part!r}; write NAME[:KERNEL][:BUDGET], "
+                "e.g. scw1:rbf or scw1:rbf:200"
+            )
+        kernel = part.lower()
+        kernels = _cli_kernels()
+        if kernel not in kernels:
+            close = difflib.get_close_matches(kernel, kernels, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise CLIError(
+                f"-a {entry!r}: unknown kernel {part!r}{hint}; choose from {', '.join(kernels)}"
+            )
+    return AlgSpec(name, kernel, budget)
+
+
+def _algorithm_name(text: str, entry: str) -> str:
+    """The canonical algorithm name of ``text`` (case, "-" and "_" do not matter)."""
+    canonical = {a.replace("-", ""): a for a in ALGORITHMS}
+    name = text.lower()
+    key = name.replace("-", "").replace("_", "")
+    if key in canonical:
+        return canonical[key]
+    close = [a for a in ALGORITHMS if name and a.startswith(name)]
+    close = close or difflib.get_close_matches(name, list(ALGORITHMS), n=1)
+    hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+    where = f" in {entry!r}" if entry != text else ""
+    raise CLIError(
+        f"unknown algorithm {text!r}{where}{hint}; choose from {', '.join(ALGORITHMS)}, all"
+    )

@@ -145,23 +145,27 @@ def print_json(
 # ------------------------------------------------------------------------------ the table
 
 
-def covariance_summary(estimators: dict, dual: Collection[str]) -> str:
+def covariance_summary(
+    estimators: dict, dual: Collection[str], bases: dict[str, str] | None = None
+) -> str:
     """How the second-order algorithms keep Sigma, e.g. "full" or "diag (kl)"; "" if none do.
 
-    ``dual`` names the algorithms that learn in the dual (kernel) form.
+    ``dual`` names the algorithms (row labels) that learn in the dual (kernel) form;
+    ``bases`` maps a row label such as ``scw1:rbf`` to its algorithm (default: itself).
     """
     groups: dict[str, list[str]] = {}
     for name, est in estimators.items():
         params = est.get_params()
+        base = (bases or {}).get(name, name)
         if name in dual:
             kind = f"dual, kernel {params.get('kernel')}"
-            if not ALGORITHMS[name].first_order:
+            if not ALGORITHMS[base].first_order:
                 kind += f" ({params.get('solver')})"
             if params.get("budget") is not None:
                 kind += f", budget {params['budget']} ({params.get('budget_policy')})"
             groups.setdefault(kind, []).append(name)
             continue
-        if ALGORITHMS[name].first_order:
+        if ALGORITHMS[base].first_order:
             continue  # Sigma = a I throughout: nothing to report
         kind = str(params.get("covariance"))
         if kind == "diag":
@@ -169,7 +173,7 @@ def covariance_summary(estimators: dict, dual: Collection[str]) -> str:
         groups.setdefault(kind, []).append(name)
     if len(groups) <= 1:
         return next(iter(groups), "")
-    return ", ".join(f"{kind} for {', '.join(names)}" for kind, names in groups.items())
+    return "; ".join(f"{kind} for {', '.join(names)}" for kind, names in groups.items())
 
 
 def _fmt_table(results: list[RunResult]) -> str:
@@ -193,6 +197,23 @@ def _fmt_table(results: list[RunResult]) -> str:
         return "  ".join([first, *rest])
 
     return "\n".join([line(head), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def _fmt_curves(results: list[RunResult], parts: int = 4) -> str:
+    """The mistake curves in text: each algorithm's mistakes in each quarter of the stream
+    (falling counts: it is learning), as ``--plot`` draws them."""
+    n = min((r.curve.size for r in results), default=0)
+    if n < parts:
+        return ""
+    ends = [n * (i + 1) // parts for i in range(parts)]
+    width = max(len(r.algorithm) for r in results)
+    spans = ", ".join(f"{a + 1}-{b}" for a, b in zip([0, *ends[:-1]], ends, strict=True))
+    lines = [f"\nmistakes in each quarter of the stream (examples {spans}):"]
+    for r in results:
+        cum = [0, *(int(r.curve[e - 1]) for e in ends)]
+        counts = [str(b - a) for a, b in zip(cum[:-1], cum[1:], strict=True)]
+        lines.append(f"  {r.algorithm:<{width}}  " + "  ".join(c.rjust(4) for c in counts))
+    return "\n".join(lines)
 
 
 def _features(data: Dataset) -> str:
@@ -228,6 +249,7 @@ def print_table(
     print(_settings(data, info, covariance))
     print()
     print(_fmt_table(results))
+    print(_fmt_curves(results))
     if n_classes > 2:
         summed = (
             "updates and support" if any(r.support is not None for r in results) else ("updates")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
+import time
 import warnings
 
 import numpy as np
@@ -18,10 +20,13 @@ from .. import registry
 from ..datasets import DEFAULT, Dataset, DatasetError
 from ..registry import ALGORITHMS
 from . import report
-from .parser import PROG, PROGRESS_THRESHOLD, RULE_OPTIONS, CLIError, parse_algorithms
+from .parser import PROG, PROGRESS_THRESHOLD, RULE_OPTIONS, AlgSpec, CLIError, parse_specs
 from .report import RunResult
 
 __all__ = ["make_estimator", "run_command"]
+
+#: Seconds a warm-up may take before the "compiling" notice appears on stderr.
+COMPILE_NOTICE_AFTER = 1.0
 
 
 # Options every algorithm takes (option dest = constructor argument).
@@ -42,9 +47,12 @@ _SHARED_OPTIONS = (
 
 def run_command(args: argparse.Namespace) -> int:
     """``kernelcw run``: check, build, load, learn, report; returns the exit code."""
-    names = parse_algorithms(args.algorithms)
-    notes = _check_options(args, names)
-    estimators = {name: make_estimator(name, args) for name in names}
+    demo = args.data is None and args.dataset is None and args.kernel is None
+    specs = parse_specs(args.algorithms, demo=demo)
+    notes = _check_options(args, specs)
+    estimators = {
+        s.label: make_estimator(s.name, args, kernel=s.kernel, budget=s.budget) for s in specs
+    }
     check_parameters(estimators)
     if args.plot:
         report.check_plot(args.plot)
@@ -55,7 +63,8 @@ def run_command(args: argparse.Namespace) -> int:
     _check_classes(data, info, shuffled=args.shuffle)
     check_memory(estimators, data.n_features, data.classes.size)
     progress = args.progress if args.progress is not None else data.n_samples > PROGRESS_THRESHOLD
-    results = [_learn(name, est, data, progress) for name, est in estimators.items()]
+    notice = args.progress is not False and (args.progress or sys.stderr.isatty())
+    results = [_learn(name, est, data, progress, notice) for name, est in estimators.items()]
 
     if args.plot:
         report.write_plot(results, args.plot, data)
@@ -63,7 +72,8 @@ def run_command(args: argparse.Namespace) -> int:
         report.print_json(data, info, results, shuffle=args.shuffle, plot=args.plot)
     else:
         dual = {name for name, est in estimators.items() if _is_dual(est)}
-        covariance = report.covariance_summary(estimators, dual)
+        bases = {s.label: s.name for s in specs}
+        covariance = report.covariance_summary(estimators, dual, bases)
         report.print_table(data, info, results, covariance=covariance, plot=args.plot)
     return 0
 
@@ -71,40 +81,51 @@ def run_command(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------ checks
 
 
-def _check_options(args: argparse.Namespace, names: list[str]) -> list[str]:
+def _check_options(args: argparse.Namespace, specs: list[AlgSpec]) -> list[str]:
     """Refuse --seed without --shuffle; return notes on the options this run does not
     use (or some of its algorithms ignore)."""
     if args.seed is not None and not args.shuffle:
         raise CLIError("--seed only applies with --shuffle")
     notes = []
+    names = list(dict.fromkeys(s.name for s in specs))
     for p, option in RULE_OPTIONS.items():
         ignoring = [n for n in names if p not in ALGORITHMS[n].params]
         if getattr(args, p) is not None and ignoring:
             notes.append(f"{option} does not apply to {', '.join(ignoring)}")
-    return notes + _unused_options(args)
+    for option, own in (("kernel", "kernel"), ("budget", "budget")):
+        if getattr(args, option) is not None and all(getattr(s, own) is not None for s in specs):
+            notes.append(f"--{option} does not apply: every -a entry names its own {own}")
+    return notes + _unused_options(args, specs)
 
 
-def _unused_options(args: argparse.Namespace) -> list[str]:
+def _unused_options(args: argparse.Namespace, specs: list[AlgSpec]) -> list[str]:
     """Options the user gave that this run does not use (kernel, solver and budget ones)."""
-    kernel = args.kernel or "linear"
-    dual = kernel != "linear" or args.dual or args.budget is not None
+    kernels = {s.kernel or args.kernel or "linear" for s in specs}
+    budgeted = [s for s in specs if (s.budget if s.budget is not None else args.budget)]
+    dual = bool(budgeted) or args.dual or kernels != {"linear"}
+    primal = any(
+        (s.kernel or args.kernel or "linear") == "linear"
+        and (s.budget if s.budget is not None else args.budget) is None
+        for s in specs
+    )
+    shown = "/".join(sorted(kernels))
     uses = {
-        "gamma": kernel in ("rbf", "poly", "laplacian"),
-        "degree": kernel == "poly",
-        "coef0": kernel == "poly",
+        "gamma": bool(kernels & {"rbf", "poly", "laplacian"}),
+        "degree": "poly" in kernels,
+        "coef0": "poly" in kernels,
         "solver": dual,
-        "budget_policy": args.budget is not None,
-        "budget_batch": args.budget is not None,
-        "diag_method": args.covariance == "diag" and not dual,
+        "budget_policy": bool(budgeted),
+        "budget_batch": bool(budgeted),
+        "diag_method": args.covariance == "diag" and primal and not args.dual,
     }
     why = {
-        "gamma": f"the {kernel} kernel has no width",
-        "degree": f"only the poly kernel has a degree (this run: {kernel})",
-        "coef0": f"only the poly kernel has a constant (this run: {kernel})",
+        "gamma": f"the {shown} kernel has no width",
+        "degree": f"only the poly kernel has a degree (this run: {shown})",
+        "coef0": f"only the poly kernel has a constant (this run: {shown})",
         "solver": "the solver is the dual form's, and this run is primal (linear kernel, "
-        "no --budget, no --dual)",
-        "budget_policy": "there is no --budget",
-        "budget_batch": "there is no --budget",
+        "no budget, no --dual)",
+        "budget_policy": "there is no budget",
+        "budget_batch": "there is no budget",
         "diag_method": "it needs --covariance diag in the primal form",
     }
     return [
@@ -167,9 +188,13 @@ def _check_classes(data: Dataset, info: dict, *, shuffled: bool) -> None:
 # ------------------------------------------------------------------------------ estimators
 
 
-def make_estimator(name: str, args: argparse.Namespace):
-    """The unfitted estimator for ``name`` with the options the user gave."""
+def make_estimator(
+    name: str, args: argparse.Namespace, *, kernel: str | None = None, budget: int | None = None
+):
+    """The unfitted estimator for ``name`` with the options the user gave; ``kernel``
+    and ``budget`` (an ``-a NAME:KERNEL:BUDGET`` entry's own) override --kernel and --budget."""
     params = {p: getattr(args, p, None) for p in (*ALGORITHMS[name].params, *_SHARED_OPTIONS)}
+    params.update({p: v for p, v in (("kernel", kernel), ("budget", budget)) if v is not None})
     params = {p: value for p, value in params.items() if value is not None}
     if getattr(args, "dual", False):
         params["mode"] = "dual"
@@ -239,12 +264,17 @@ def _standardise(X, data: Dataset):
 # ------------------------------------------------------------------------------ the online run
 
 
-def _learn(name: str, est, data: Dataset, progress: bool) -> RunResult:
-    """One algorithm's timed online pass over the stream, after an untimed warm-up."""
+def _learn(name: str, est, data: Dataset, progress: bool, notice: bool = False) -> RunResult:
+    """One algorithm's timed online pass over the stream, after an untimed warm-up.
+
+    With ``notice``, a warm-up that takes over :data:`COMPILE_NOTICE_AFTER` seconds (numba
+    compiling on a cold cache) says so on stderr rather than looking hung.
+    """
     from ..online import run_online
 
     classes = data.classes
-    _warm_up(est, data.X, data.y, classes)
+    with _compile_notice(name, enabled=notice):
+        _warm_up(est, data.X, data.y, classes)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -265,6 +295,38 @@ def _learn(name: str, est, data: Dataset, progress: bool) -> RunResult:
         params=est.get_params(),
         curve=res.cumulative_mistakes,
     )
+
+
+class _compile_notice:
+    """Context: if the block outlasts :data:`COMPILE_NOTICE_AFTER`, print that numba is
+    compiling (from a timer thread), and at the end how long it took."""
+
+    def __init__(self, name: str, *, enabled: bool):
+        self.name, self.enabled, self.shown = name, enabled, False
+
+    def _show(self) -> None:
+        self.shown = True
+        print(
+            f"{PROG} run: compiling {self.name} (numba; first run only, cached afterwards) ...",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+        self.timer = threading.Timer(COMPILE_NOTICE_AFTER, self._show)
+        self.timer.daemon = True
+        if self.enabled:
+            self.timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.timer.cancel()
+        if self.enabled:
+            self.timer.join()
+        if self.shown:
+            seconds = time.perf_counter() - self.start
+            print(f"{PROG} run: compiled {self.name} in {seconds:.1f} s", file=sys.stderr)
 
 
 def _warm_up(est, X, y, classes) -> None:

@@ -59,7 +59,8 @@ class ExplicitResult(NamedTuple):
 
 
 @njit(cache=True)
-def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, stop_first):
+def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, stop_first,
+                  budgeted=None):  # fmt: skip
     """nu and Pi (``sup``, a :class:`kernelcw.budget.Support`) updated in place, one
     round at a time, from block input t0 on (``blk`` a :class:`.form.BlockData`).
 
@@ -69,6 +70,10 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, stop_
     once (:func:`kernelcw.budget.evict`). With ``stop_first`` the walk stops (status
     :data:`COPY`) at the first update, before it changes anything: the caller then
     saves what a rollback needs and resumes there. Returns an :class:`ExplicitResult`.
+
+    ``budgeted`` is None for a model without a budget: numba then prunes the eviction
+    branch at compile time, so an unbudgeted run does not compile every policy
+    (``evict`` is most of a cold start's compile time otherwise).
     """
     b = blk.kap.shape[0]
     a = rule.a
@@ -130,10 +135,11 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, stop_
             n += 1
             scr.src[u] = t
             u += 1
-            if n > pol.budget:
-                evict(pol, counter, n, sup, a, second, scr.work)
-                counter += 1
-                n -= 1
+            if budgeted is not None:  # a compile-time constant (see above)
+                if n > pol.budget:
+                    evict(pol, counter, n, sup, a, second, scr.work)
+                    counter += 1
+                    n -= 1
     return ExplicitResult(n, counter, clock, u, nfl, -1, OK)
 
 
@@ -218,14 +224,15 @@ class ExplicitForm(Form):
         psd_tol = np.inf if ctx.known_psd else PSD_TOL
         data = BlockData(np.ascontiguousarray(blk.K0), blk.Kbb, blk.kap, blk.y)
         rec = self.policy.record()
+        budgeted = None if B is None else True
         res = explicit_walk(data, t0, sup, n_now, self.clock, rec, ctx.rule, self.second,
-                            psd_tol, scr, self._undo is not None)  # fmt: skip
+                            psd_tol, scr, self._undo is not None, budgeted)  # fmt: skip
         if res.status == COPY:  # the call's first change is next: save what restore needs
             self._undo.saved = self._copies()
             self._undo = None
             nfl = res.n_floored
             res = explicit_walk(data, res.index, sup, n_now, self.clock, rec, ctx.rule,
-                                self.second, psd_tol, scr, False)  # fmt: skip
+                                self.second, psd_tol, scr, False, budgeted)  # fmt: skip
             res = res._replace(n_floored=res.n_floored + nfl)
         n_end = res.n
         self.policy.counter = int(res.counter)
