@@ -23,7 +23,7 @@ from numba import njit
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
 from ...budget.kernels import symv
 from ...budget.policies import grown
-from ...rules import FIRST_ORDER, VAR_FLOOR, step
+from ...rules import FIRST_ORDER, VAR_FLOOR, negligible, step
 from .form import BlockData, Form, Walked
 from .status import NONFINITE, NOT_PSD, OK, PSD_TOL
 from .steps import checked_step
@@ -100,6 +100,8 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr):
             v = v_raw
             if not (math.isfinite(alpha) and math.isfinite(f)):
                 return ExplicitResult(n, counter, clock, u, nfl, t, NONFINITE)
+            if alpha > 0.0 and negligible(alpha * a * kap_t, f):
+                alpha = 0.0
         if alpha > 0.0:
             ay = alpha * y_t
             policy_append(pol, n, kv, kap_t, c, beta, v_raw, a, second, scr.work)
