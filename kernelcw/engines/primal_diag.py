@@ -25,7 +25,16 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from ..rules import AROW, DIAG_METHODS, SOP, VAR_FLOOR, RuleParams, is_first_order, step
+from ..rules import (
+    AROW,
+    DIAG_METHODS,
+    SOP,
+    VAR_FLOOR,
+    RuleParams,
+    is_first_order,
+    negligible,
+    step,
+)
 from ..spec import EngineSpec
 from ._diag_exact import exact_zeta
 from ._primal_common import (
@@ -119,7 +128,7 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log):
     alpha, beta, zeta = step(rp.rule, m, sq if first else v, rp.phi, rp.C, rp.r)
     if not (math.isfinite(alpha) and math.isfinite(beta) and math.isfinite(f)):
         return RoundResult(f, np.nan, floored)
-    if alpha <= 0.0:
+    if alpha <= 0.0 or negligible(alpha * (rp.a * sq if first else v), f):
         return RoundResult(f, 0.0, floored)
     decoupled = rp.rule == AROW or rp.rule == SOP
     if method == _EXACT and not first and not decoupled and not floored:
@@ -138,13 +147,21 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log):
         mu[k, p] += ay * sp_ * x
         if zeta > 0.0:
             t = sp_ * x * x
-            if method == _L2:
-                s[k, p] = math.copysign(
-                    sp_ * (1.0 + zeta * max(v - t, 0.0)) / (1.0 + zeta * v), raw
-                )
+            if method == _L2:  # the ratio first: sp_ * (1 + zeta (v - t)) overflows at a ~ 1e155
+                s[k, p] = math.copysign(sp_ * _l2_ratio(zeta, v, t), raw)
             else:
                 s[k, p] = math.copysign(sp_ / (1.0 + zeta * t), raw)
     return RoundResult(f, alpha, floored)
+
+
+@njit(cache=True)
+def _l2_ratio(zeta, v, t):
+    """``s_new / s_p`` of the "l2" step, ``(1 + zeta (v - t)) / (1 + zeta v)`` (t = s_p
+    x_p^2 <= v), in [0, 1]; where ``zeta v`` overflows, its limit ``(v - t) / v``."""
+    den = 1.0 + zeta * v
+    if math.isinf(den):
+        return max(v - t, 0.0) / v
+    return (1.0 + zeta * max(v - t, 0.0)) / den
 
 
 @njit(cache=True)
@@ -261,6 +278,16 @@ class PrimalDiagEngine(Locked):
         self.variance = w[:, :, 1].T
         self._armed = None  # the log the next learn call writes
         self._prior = prior  # the state is still the prior N(0, a I)
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        del state["mean"], state["variance"]  # views of _w: pickled apart they would not be
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.mean = self._w[:, :, 0].T  # the views again (a copy or an unpickled engine
+        self.variance = self._w[:, :, 1].T  # reads _w for sparse decisions)
 
     @property
     def n_models(self) -> int:
