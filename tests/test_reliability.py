@@ -245,3 +245,19 @@ def test_sparse_diagonal_model_copied_mid_stream_continues_exactly(clone):
         est.partial_fit(Xs[10:], y[10:])
     np.testing.assert_array_equal(a.decision_function(Xs), b.decision_function(Xs))
     np.testing.assert_array_equal(a.covariance_, b.covariance_)
+
+
+@pytest.mark.parametrize("solver", ["cholesky", "explicit"])
+def test_a_dual_model_of_zero_rows_has_no_support_and_works(solver):
+    """Only zero rows: every update is skipped, the support set stays empty, and the
+    model still predicts, reports its (empty) attributes, pickles and learns on."""
+    X = np.zeros((4, 2))
+    y = np.array([0, 1, 1, 1])
+    est = AROWClassifier(kernel="linear", mode="dual", solver=solver).fit(X, y)
+    assert est.n_support_ == 0 and est.support_vectors_.shape[0] == 0
+    np.testing.assert_array_equal(est.decision_function(X), 0.0)
+    np.testing.assert_array_equal(est.predict_proba(X), 0.5)
+    np.testing.assert_array_equal(est.coef_, 0.0)
+    again = pickle.loads(pickle.dumps(est))
+    again.partial_fit(np.ones((2, 2)), [0, 1])
+    assert again.n_support_ > 0
