@@ -5,7 +5,7 @@ columns are scaled by 10^-4..10^4, learnt by one ``fit`` (one block) and by 60
 one-row ``partial_fit`` calls. Both are compared with the same rule run row by row in
 long double (``numpy.longdouble``, 64-bit mantissa on x86) as ``max |f - f_ref| /
 max |f_ref|`` over the training rows, and with the tolerance the library states
-(README, "Chunking"): ``64 eps max(a |x|^2 / v)``.
+(README, "Chunking"): ``1024 eps max(a |x|^2 / v)``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def one_stream(seed: int):
     scale = np.abs(f_ref).max()
     kappa = float((np.sum(X * X, axis=1) / whole.engine_.margin_variance(X).ravel()).max())
     err = [np.abs(e.decision_function(X) - f_ref).max() / scale for e in (whole, rows)]
-    return err[0], err[1], 64 * np.finfo(float).eps * kappa
+    return err[0], err[1], 1024 * np.finfo(float).eps * kappa
 
 
 def main(argv=None):

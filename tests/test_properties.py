@@ -53,7 +53,7 @@ settings.load_profile(os.environ.get("KERNELCW_HYPOTHESIS_PROFILE", "ci"))
 #: ``kappa_max = max a k(x, x) / v``, how far the model has shrunk the prior variance
 #: along an input: a block computes v as the prior's a k(x, x) less the updates' terms,
 #: so it loses that factor of digits against row by row.
-CHUNK_EPS = 64 * np.finfo(float).eps
+CHUNK_EPS = 1024 * np.finfo(float).eps
 
 DOCUMENTED = (ValueError, FloatingPointError)
 

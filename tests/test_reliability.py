@@ -261,3 +261,26 @@ def test_a_dual_model_of_zero_rows_has_no_support_and_works(solver):
     again = pickle.loads(pickle.dumps(est))
     again.partial_fit(np.ones((2, 2)), [0, 1])
     assert again.n_support_ > 0
+
+
+@pytest.mark.filterwarnings("ignore:.*variance fell below")
+@pytest.mark.parametrize("policy", POLICIES)
+def test_explicit_budget_division_by_zero_is_a_documented_error(policy):
+    """The explicit form's walk and the budget kernels divided by an exact zero (a
+    poly kernel of large values, a stream learnt twice) and numba raised a bare
+    ZeroDivisionError; now the walk's finiteness checks see the inf."""
+    x = [3455.84192065, 8216.18143501, 3304.37076183, -13031.57231604]
+    x += [9053.55866673, 4463.74572364, -5369.5323536, 5811.18104196]
+    X = np.array(x)[:, None] * 0.1
+    y = np.array([0, 1, 1, 0, 1, 0, 0, 1])
+    est = AROWClassifier(
+        kernel="poly", degree=3, budget=2, budget_policy=policy, solver="explicit", random_state=0
+    ).fit(X, y)
+    before = fitted_attributes(est)
+    try:
+        est.partial_fit(X, y)
+    except (ValueError, FloatingPointError) as exc:
+        assert "row" in str(exc)
+        assert_same_attributes(fitted_attributes(est), before)
+        return
+    assert np.isfinite(est.decision_function(X)).all()

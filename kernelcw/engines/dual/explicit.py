@@ -55,7 +55,7 @@ class ExplicitResult(NamedTuple):
     status: int
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr):
     """nu and Pi (``sup``, a :class:`kernelcw.budget.Support`) updated in place, one
     round at a time, from block input t0 on (``blk`` a :class:`.form.BlockData`).
