@@ -58,6 +58,7 @@ __all__ = [
     "RULES",
     "FIRST_ORDER",
     "is_first_order",
+    "negligible",
     "cw_stdev",
     "cw_var",
     "scw1",
@@ -71,6 +72,7 @@ __all__ = [
     "stdev_sqrt_u",
     "step",
     "update_condition",
+    "STEP_RTOL",
     "VAR_FLOOR",
 ]
 
@@ -107,6 +109,14 @@ FIRST_ORDER = frozenset({PERCEPTRON, PA, PA1, PA2})
 #: leaves float64's range. Floored rounds are counted and reported by the learners.
 VAR_FLOOR = 1e-12
 
+#: A step is skipped (no update, no support vector) when the change it makes to the
+#: margin at x, ``alpha v`` (first order: ``alpha a |x|^2``), is at most ``STEP_RTOL |f|``.
+#: Such a step lies within rounding of the update boundary: an input that repeats one
+#: just learnt lies exactly on it, and rounding alone would decide whether a negligible
+#: update happens (under a budget it would take a slot). An input with ``k(x, x) = 0``
+#: (an all-zero row, linear kernel) changes nothing and is skipped too. ``doc/rules.md``.
+STEP_RTOL = 1e-10
+
 #: The diagonal-covariance methods of JMLR 2012 section 6 -> code.
 DIAG_METHODS = {"kl": 0, "l2": 1, "exact": 2}
 
@@ -125,6 +135,14 @@ class RuleParams(NamedTuple):
     @property
     def first_order(self) -> bool:
         return self.rule in FIRST_ORDER
+
+
+@njit(cache=True, error_model="numpy")
+def negligible(gain, f):
+    """Whether a step whose margin change at x is ``gain`` (``alpha v``; first order
+    ``alpha a |x|^2``) is skipped at decision value ``f``: ``gain <= STEP_RTOL |f|``
+    (:data:`STEP_RTOL`). Call it on finite values only."""
+    return not (gain > STEP_RTOL * abs(f))
 
 
 @njit(cache=True, error_model="numpy")

@@ -29,7 +29,9 @@ Conventions (doc/rules.md):
   paper's own matrix-inverse formula.
 - ``mu = 0``, ``Sigma = a I`` at the start; prediction ``sign(mu . x)`` with sign(0) = +1;
   a round is a mistake when the prediction differs from ``y``; an update is a round with
-  ``alpha > 0`` (Perceptron: every mistake).
+  ``alpha > 0`` (Perceptron: every mistake) whose margin change at x, ``alpha v`` (first
+  order ``alpha a |x|^2``), exceeds ``STEP_RTOL |f|`` (:func:`skip_negligible`; a zero
+  row never updates).
 - First-order rules (perceptron, pa, pa1, pa2) keep ``Sigma = a I``, read ``|x|^2`` in
   place of ``v`` in the alpha formula and step ``mu <- mu + alpha y a x``.
 
@@ -54,6 +56,8 @@ import scipy.sparse as sp
 from scipy.optimize import brentq
 from scipy.stats import norm
 
+from kernelcw.rules import STEP_RTOL
+
 __all__ = [
     "ALL_RULES",
     "CW_FAMILY",
@@ -68,6 +72,7 @@ __all__ = [
     "ref_rule",
     "ref_step",
     "run_ref",
+    "skip_negligible",
     "scw2_alpha_printed",
     "stdev_alpha_printed",
     "stdev_beta_printed",
@@ -171,6 +176,14 @@ class Step:
     beta: float
     zeta: float
     update: bool
+
+
+def skip_negligible(step: Step, gain: float, f: float) -> Step:
+    """No update when the step's margin change at x, ``gain`` (``alpha v``; first order
+    ``alpha a |x|^2``), is at most ``STEP_RTOL |f|`` (``kernelcw.rules.STEP_RTOL``)."""
+    if step.update and not (gain > STEP_RTOL * abs(f)):
+        return Step(0.0, 0.0, 0.0, False)
+    return step
 
 
 def _printed_step(rule, m, v, phi, C, r):
@@ -457,6 +470,7 @@ class RefLearner:
         self.n_mistakes += int(mistake)
         if self.rule in FIRST_ORDER_RULES:
             step = ref_rule(self.rule, m, float(x @ x), C=self.C, y=y, precise=self.precise)
+            step = skip_negligible(step, step.alpha * self.a * float(x @ x), s)
             if step.update:
                 self.mu = self.mu + step.alpha * y * self.a * x
         elif self.covariance == "full":
@@ -465,6 +479,7 @@ class RefLearner:
             step = ref_rule(
                 self.rule, m, v, phi=self.phi, C=self.C, r=self.r, y=y, precise=self.precise
             )
+            step = skip_negligible(step, step.alpha * v, s)
             if step.update:
                 self.mu = self.mu + step.alpha * y * Sx
                 self.Sigma = self.Sigma - step.beta * np.outer(Sx, Sx)
@@ -480,13 +495,14 @@ class RefLearner:
         method = self.diag_method
         if method == "exact" and self.rule in ("arow", "sop"):
             method = "kl"  # AROW, SOP: mean and covariance decouple, the "exact" step is "kl"
+        kl = ref_rule(self.rule, m, v, phi=self.phi, C=self.C, r=self.r, y=y, precise=self.precise)
+        if skip_negligible(kl, kl.alpha * v, m).update is False:  # (|f| = |m|)
+            return Step(0.0, 0.0, 0.0, False)
         if method == "exact":
             alpha, zeta = diag_exact_step(self.rule, m, x, s, self.phi, self.C)
             step = Step(alpha, float("nan"), zeta, alpha > 0.0)
         else:
-            step = ref_rule(
-                self.rule, m, v, phi=self.phi, C=self.C, r=self.r, y=y, precise=self.precise
-            )
+            step = kl
         if not step.update:
             return step
         self.mu = self.mu + step.alpha * y * s * x

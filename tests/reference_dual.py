@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from reference import FIRST_ORDER_RULES, Step, phi_from_eta, ref_rule
+from reference import FIRST_ORDER_RULES, Step, phi_from_eta, ref_rule, skip_negligible
 from scipy.special import ndtr
 
 __all__ = [
@@ -220,6 +220,7 @@ class RefDualLearner:
         v = kappa
         if self.first_order:
             step = ref_rule(self.rule, m, kappa, C=self.C, y=y, precise=self.precise)
+            step = skip_negligible(step, step.alpha * self.a * kappa, f)
             if step.update:
                 self.nu = np.append(self.nu, step.alpha * y * self.a)
                 self.Pi = np.zeros((self.nu.size, self.nu.size))
@@ -236,6 +237,7 @@ class RefDualLearner:
             step = ref_rule(
                 self.rule, m, v, phi=self.phi, C=self.C, r=self.r, y=y, precise=self.precise
             )
+            step = skip_negligible(step, step.alpha * v, f)
             if step.update:
                 a, b = self.a, step.beta
                 n = self.nu.size

@@ -493,7 +493,7 @@ LAYOUT_V1 = {
     "panels": {"LK", "capacity", "r", "zeta"},
     "explicit": {"nu", "Pi", "zsv", "gsv", "policy.counter", "policy.kinv", "policy.G"}
     | {"policy.vsv"},
-    "queue": {"zeta", "qv", "LO", "rO", "LNO", "KNO", "LN", "rN", "nO", "nN"},
+    "queue": {"zeta", "qv", "LO", "rO", "LNO", "KNO", "LN", "rN", "nO", "nN", "capO", "capN"},
     "pruned": {"L", "r", "qv", "zeta", "G", "counter"},
 }
 DUAL_V1 = {"n_models", "store.n", "store.pos", "store.n_seen", "store.kind"}

@@ -76,7 +76,7 @@ class Support(NamedTuple):
     ks: np.ndarray
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def splitmix64_uniform(seed, counter):
     """A uniform in [0, 1) from (seed, counter): splitmix64 of seed + counter * golden,
     the top 53 bits. Counter-based, so the c-th draw is the same however the stream
@@ -88,7 +88,7 @@ def splitmix64_uniform(seed, counter):
     return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def kl_score(f_p, v_p, zeta_p, g_p):
     """KL divergence of removing p (module docstring). First-order rules
     (zeta = 0) reduce to the mean's move ``g_p^2 v_p / 2`` with ``v_p = a k_pp``
@@ -100,7 +100,7 @@ def kl_score(f_p, v_p, zeta_p, g_p):
     return 0.5 * (d * d * v_p / (1.0 - s) - s - math.log1p(-s))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def symv(n, A, x, out):
     """``out[:n] = A[:n, :n] x[:n]`` for a symmetric A, row by row:
     ``out += x_j A[j, :]``. Each step is an elementwise update of a contiguous row,
@@ -115,7 +115,7 @@ def symv(n, A, x, out):
             out[i] += xj * row[i]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def choose_victim(pol, counter, n, sup, work):
     """Index (0..n-1) of the support vector that leaves; ``sup.entry`` holds the rounds
     the support vectors entered (the newest is the largest)."""
@@ -155,7 +155,7 @@ def choose_victim(pol, counter, n, sup, work):
     return best
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def remove(n, p, nu, Pi, zsv, gsv, a, second_order, work):
     """Unlearn p: Pi' = Pi_{-p,-p} - Pi_{-p,p} Pi_{p,-p} / Pi_pp and
     nu' = -(1/a) Pi' (g / zeta) (first order: nu' = nu_{-p}).
@@ -178,7 +178,7 @@ def remove(n, p, nu, Pi, zsv, gsv, a, second_order, work):
             nu[i] = -work[i] / a
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def project(n, p, nu, Pi, kinv, second_order, work):
     """Project p onto the span of the others: nu' = nu_{-p} + nu_p e,
     Pi' = A Pi A', e = K_{-p}^-1 k_{-p,p} = -kinv[-p, p] / kinv[p, p]."""
@@ -209,7 +209,7 @@ def project(n, p, nu, Pi, kinv, second_order, work):
     _swap_last(n, p, nu, Pi, second_order)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def schur_delete(n, p, A):
     """A_{-p} - A_{-p,p} A_{p,-p} / A_pp in place, then the last row and column move
     into slot p. For A = X^-1 this is (X_{-p})^-1: Pi for M without p, and the
@@ -228,7 +228,7 @@ def schur_delete(n, p, A):
     swap_last_matrix(n, p, A)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def kinv_append(n, kinv, kvec, kappa, work):
     """Inverse Gram with a new last vector (kernel column kvec over the n others,
     k(x, x) = kappa, jitter already added): block inverse, O(n^2)."""
@@ -249,7 +249,7 @@ def kinv_append(n, kinv, kvec, kappa, work):
     kinv[n, n] = inv_s
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _swap_last(n, p, nu, Pi, second_order):
     last = n - 1
     nu[p] = nu[last]
@@ -257,7 +257,7 @@ def _swap_last(n, p, nu, Pi, second_order):
         swap_last_matrix(n, p, Pi)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def swap_last_matrix(n, p, A):
     last = n - 1
     if p != last:
@@ -268,7 +268,7 @@ def swap_last_matrix(n, p, A):
         A[p, p] = A[last, last]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def kinv_refresh(n, G, kinv):
     """kinv = (G with the jittered diagonal)^-1, from scratch (O(n^3))."""
     Gj = G[:n, :n].copy()
@@ -277,7 +277,7 @@ def kinv_refresh(n, G, kinv):
     kinv[:n, :n] = np.linalg.inv(Gj)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def kl_append(n, G, vsv, kv, kap_new, c, beta, v_raw, a, second, work):
     """Keep the variances at the support vectors through an update that appends a
     support vector as slot n (the caller keeps G).
@@ -293,7 +293,7 @@ def kl_append(n, G, vsv, kv, kap_new, c, beta, v_raw, a, second, work):
     vsv[n] = v_raw - beta * v_raw * v_raw if second else a * kap_new
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def kl_remove(n, p, G, zsv, vsv, Pi, a, second, work):
     """Keep the same through the removal of p (before ``remove`` changes Pi):
     Sigma' = Sigma + zeta_p Sigma phi_p phi_p' Sigma / (1 - zeta_p v_p), so
@@ -312,7 +312,7 @@ def kl_remove(n, p, G, zsv, vsv, Pi, a, second, work):
     vsv[p] = vsv[n - 1]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def policy_append(pol, n, kv, kap_new, c, beta, v_raw, a, second, work):
     """What the policy tracks, through an update that appends slot n (kernel column
     ``kv`` over the n others, ``c = Pi k`` before the update, ``v_raw`` unfloored)."""
@@ -328,7 +328,7 @@ def policy_append(pol, n, kv, kap_new, c, beta, v_raw, a, second, work):
         kinv_append(n, pol.kinv, kv, kap_new * (1.0 + PROJECT_JITTER), work)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def evict(pol, counter, n, sup, a, second, work):
     """One round's eviction: the model holds n = budget + 1 support vectors; the one
     the policy chooses (its ``counter``-th removal) leaves (removed or projected) and

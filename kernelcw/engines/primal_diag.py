@@ -32,7 +32,16 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from ..rules import AROW, DIAG_METHODS, SOP, VAR_FLOOR, RuleParams, is_first_order, step
+from ..rules import (
+    AROW,
+    DIAG_METHODS,
+    SOP,
+    VAR_FLOOR,
+    RuleParams,
+    is_first_order,
+    negligible,
+    step,
+)
 from ..spec import EngineSpec
 from ._diag_exact import exact_zeta
 from ._primal_common import (
@@ -138,7 +147,7 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log):
     alpha, beta, zeta = step(rp.rule, m, sq if first else v, rp.phi, rp.C, rp.r)
     if not (math.isfinite(alpha) and math.isfinite(beta) and math.isfinite(f)):
         return RoundResult(f, np.nan, floored)
-    if alpha <= 0.0:
+    if alpha <= 0.0 or negligible(alpha * (rp.a * sq if first else v), f):
         return RoundResult(f, 0.0, floored)
     decoupled = rp.rule == AROW or rp.rule == SOP
     if method == _EXACT and not first and not decoupled and not floored:
@@ -160,12 +169,22 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log):
         mu[k, p] += ay * sp_ * x
         if zeta > 0.0:
             t = sp_ * x * x
-            if method == _L2:
-                nv = sp_ * (1.0 + zeta * max(v - t, 0.0)) / (1.0 + zeta * v)
+            if method == _L2:  # the ratio first: sp_ * (1 + zeta (v - t)) overflows at a ~ 1e155
+                nv = sp_ * _l2_ratio(zeta, v, t)
             else:
                 nv = sp_ / (1.0 + zeta * t)
             s[k, p] = math.copysign(nv if nv > 0.0 else _TINY, raw)
     return RoundResult(f, alpha, floored)
+
+
+@njit(cache=True)
+def _l2_ratio(zeta, v, t):
+    """``s_new / s_p`` of the "l2" step, ``(1 + zeta (v - t)) / (1 + zeta v)`` (t = s_p
+    x_p^2 <= v), in [0, 1]; where ``zeta v`` overflows, its limit ``(v - t) / v``."""
+    den = 1.0 + zeta * v
+    if math.isinf(den):
+        return max(v - t, 0.0) / v
+    return (1.0 + zeta * max(v - t, 0.0)) / den
 
 
 @njit(cache=True)

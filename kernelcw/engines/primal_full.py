@@ -36,7 +36,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from .._threads import BlasThreads
-from ..rules import VAR_FLOOR, RuleParams, step
+from ..rules import VAR_FLOOR, RuleParams, negligible, step
 from ..spec import EngineSpec
 from ._primal_common import Counts, check_same_a, new_counts, raise_nonfinite, rule_record
 from .base import LearnResult, Locked
@@ -108,7 +108,7 @@ def _full_walk(C0, F, sq, y, rp, w):
         alpha, bet, _ = step(rp.rule, y[t] * f, v, rp.phi, rp.C, rp.r)
         if not (math.isfinite(alpha) and math.isfinite(bet) and math.isfinite(f)):
             return WalkResult(nu, nfl, t)
-        if alpha > 0.0:
+        if alpha > 0.0 and not negligible(alpha * v, f):
             ay[t] = alpha * y[t]
             beta[t] = bet
             for s in range(t, b):

@@ -23,7 +23,7 @@ from numba import njit
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
 from ...budget.kernels import symv
 from ...budget.policies import grown
-from ...rules import FIRST_ORDER, VAR_FLOOR, step
+from ...rules import FIRST_ORDER, VAR_FLOOR, negligible, step
 from .form import BlockData, Form, Walked
 from .status import NONFINITE, NOT_PSD, OK, PSD_TOL
 from .steps import checked_step
@@ -58,7 +58,7 @@ class ExplicitResult(NamedTuple):
     status: int
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, stop_first,
                   budgeted=None):  # fmt: skip
     """nu and Pi (``sup``, a :class:`kernelcw.budget.Support`) updated in place, one
@@ -110,6 +110,8 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, stop_
             v = v_raw
             if not (math.isfinite(alpha) and math.isfinite(f)):
                 return ExplicitResult(n, counter, clock, u, nfl, t, NONFINITE)
+            if alpha > 0.0 and negligible(alpha * a * kap_t, f):
+                alpha = 0.0
         if alpha > 0.0:
             if stop_first:
                 return ExplicitResult(n, counter, clock, u, nfl, t, COPY)

@@ -17,8 +17,11 @@ from the Gram cache (:meth:`QueueForm.rebuild`).
 Buffers (C-ordered; the Gram cache shares the square ones): ``LO`` (lower: L_O;
 strict upper: K(O, O)), ``LNO`` and ``KNO`` (N x O), ``LN`` (lower: L_N; strict
 upper: K(N, N)), ``rO``, ``rN`` (r = L^-1 (g / zeta)). Slots are the rows,
-[O[:n_O], N]. The form is too large to copy per call: an error part-way leaves the
-model unusable (``checkpoint()`` is None).
+[O[:n_O], N].
+
+Rollback. The form is too large to copy per call, and need not be: only the
+removal of the oldest (:meth:`QueueForm._drop_oldest`) changes the model's blocks
+in place, and copies them first, once per call (:mod:`.queue_state`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,14 @@ from scipy.linalg import solve_triangular
 from ... import _blas
 from ...rules import VAR_FLOOR
 from .form import Form, Walked
+from .queue_state import (
+    QueueCheckpoint,
+    load_queue_state,
+    queue_state,
+    restore_checkpoint,
+    save_leading,
+    take_checkpoint,
+)
 from .status import OK, PSD_TOL, STOP
 from .steps import Block, block_rows_part, checked_step, chol_rank1, chol_solve_lower
 
@@ -213,6 +224,12 @@ class QueueForm(Form):
         self.LNO = self.KNO = self.LN = np.zeros((0, 0))
         self.rN = np.zeros((0, 1))
         self._nu_cache: np.ndarray | None = None
+        self._cp_ref = None  # weak reference to the current call's checkpoint
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_cp_ref"] = None  # a checkpoint belongs to one call, not to the model
+        return state
 
     # ------------------------------------------------------------ the factor
 
@@ -437,6 +454,7 @@ class QueueForm(Form):
         their columns of L_NO folded in (one dtpqrt)."""
         nO = self.nO
         nO2 = nO - D
+        save_leading(self)
         _blas.tpqrt_update(self.LN[: self.nN, : self.nN], self.LNO[: self.nN, nO2:nO])
         self.LNO[: self.nN, nO2:nO] = 0.0
         self.nO = nO2
@@ -448,12 +466,13 @@ class QueueForm(Form):
 
     # ------------------------------------------------------------ rollback, state
 
-    def checkpoint(self):
-        """None: too large to copy per call (an error leaves the model unusable)."""
-        return None
+    def checkpoint(self) -> QueueCheckpoint:
+        """References and counts; the leading blocks are copied on the first in-place
+        change, not here (module docstring, Rollback; :mod:`.queue_state`)."""
+        return take_checkpoint(self)
 
-    def restore(self, cp) -> None:  # pragma: no cover - checkpoint() is None
-        raise RuntimeError("the queue form cannot be restored")
+    def restore(self, cp: QueueCheckpoint) -> None:
+        restore_checkpoint(self, cp)
 
     @property
     def nbytes(self) -> int:
@@ -461,23 +480,16 @@ class QueueForm(Form):
         return self.slots_nbytes() + sum(x.nbytes for x in arrays)
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        """The buffers whole (their capacity included) and the two block sizes."""
-        state = {k: getattr(self, k).copy() for k in _QUEUE_ARRAYS}
-        state["nO"] = np.array(self.nO, dtype=np.int64)
-        state["nN"] = np.array(self.nN, dtype=np.int64)
-        return {**state, **self.slots_state()}
+        """The model's blocks of the buffers, the block sizes and capacities
+        (:func:`.queue_state.queue_state`)."""
+        return {**queue_state(self), **self.slots_state()}
 
     @classmethod
     def from_state(cls, state: dict[str, np.ndarray], ctx=None) -> QueueForm:
         new = cls()
         new.load_slots(state)
-        for k in _QUEUE_ARRAYS:
-            setattr(new, k, np.array(state[k], dtype=np.float64, order="C"))
-        new.nO, new.nN = int(state["nO"]), int(state["nN"])
+        load_queue_state(new, state)
         return new
-
-
-_QUEUE_ARRAYS = ("zeta", "qv", "LO", "rO", "LNO", "KNO", "LN", "rN")
 
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:

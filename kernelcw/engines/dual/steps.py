@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ...rules import VAR_FLOOR, step
+from ...rules import VAR_FLOOR, negligible, step
 from .status import NONFINITE, NOT_PSD, OK
 
 __all__ = [
@@ -84,7 +84,8 @@ class WalkResult(NamedTuple):
 def checked_step(rule, m, f, v, kap, psd_tol):
     """The step of ``rule`` (a :class:`kernelcw.rules.RuleParams`) for margin ``m``,
     mean ``f`` and variance ``v`` after the variance floor and the PSD and finiteness
-    checks (a v below ``-psd_tol * a * kap`` is an error; above it, v is floored)."""
+    checks (a v below ``-psd_tol * a * kap`` is an error; above it, v is floored); a
+    negligible step is none (:func:`kernelcw.rules.negligible`)."""
     a = rule.a
     if not (kap >= 0.0) or v < -psd_tol * a * kap:
         return Step(0.0, 0.0, 0.0, v, False, NOT_PSD)
@@ -98,6 +99,8 @@ def checked_step(rule, m, f, v, kap, psd_tol):
         return Step(alpha, beta, zeta, v, floored, NONFINITE)
     if not math.isfinite(f):
         return Step(alpha, beta, zeta, v, floored, NONFINITE)
+    if alpha > 0.0 and negligible(alpha * v, f):  # kernelcw.rules.STEP_RTOL
+        return Step(0.0, 0.0, 0.0, v, floored, OK)
     return Step(alpha, beta, zeta, v, floored, OK)
 
 

@@ -43,6 +43,8 @@ class SupportStore:
             return np.zeros((0, XB.shape[0]))
         if self.kernel.precomputed:
             return np.ascontiguousarray(_dense(XB[:, self.pos[:n]]).T)
+        if self.rows is None:  # no support vector yet (every update so far was skipped)
+            return np.zeros((0, XB.shape[0]))
         return self.kernel.block(self.rows[:n], XB)
 
     def kernel_block(self, XB, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -123,7 +125,9 @@ class SupportStore:
         return new_pos
 
     def take(self, idx: np.ndarray):
-        """The stored rows at ``idx`` (dense rows or CSR)."""
+        """The stored rows at ``idx`` (dense rows or CSR; none stored yet: (0, 0))."""
+        if self.rows is None:
+            return np.zeros((len(idx), 0))
         return self.rows[idx]
 
     # ------------------------------------------------------------ rollback, state

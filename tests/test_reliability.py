@@ -1,0 +1,286 @@
+"""Reliability defects of issue #13, each with the stream that showed it: a failed call
+leaves every form as it was, zero rows, degenerate Gram matrices, huge prior scales,
+non-finite results of the explicit form, update-boundary flips on duplicated rows."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from kernelcw import AROWClassifier, CWClassifier, SCWClassifier, SOPClassifier
+
+POLICIES = ("oldest", "random", "smallest", "project")
+
+
+def fitted_attributes(est) -> dict:
+    """Every public fitted attribute (name ends in "_") that the estimator has."""
+    out = {}
+    for name in dir(est):
+        if name.startswith("_") or not name.endswith("_") or name == "engine_":
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                value = getattr(est, name)
+            except AttributeError:
+                continue
+        out[name] = copy.deepcopy(value)
+    return out
+
+
+def assert_same_attributes(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for k in want:
+        np.testing.assert_equal(got[k], want[k], err_msg=k)
+
+
+def _stream(n=40, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, d)), rng.integers(0, 2, size=n)
+
+
+# ---------------------------------------------------------------- 1. failed calls
+
+
+@pytest.mark.filterwarnings("ignore:.*variance fell below")
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("solver", ["cholesky", "explicit"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_failed_call_leaves_every_form_unchanged(policy, solver, batch):
+    """A batch holding one row scaled by 1e100 (poly kernel: its values overflow) fails
+    with a ValueError; the model is as before the call, bit for bit, and learns on."""
+    if batch > 1 and solver == "explicit":
+        pytest.skip("budget_batch > 1 is built for solver='cholesky' only")
+    X, y = _stream()
+    est = AROWClassifier(
+        kernel="poly", budget=5, budget_policy=policy, solver=solver, budget_batch=batch
+    )
+    est.fit(X, y)
+    before = fitted_attributes(est)
+    twin = copy.deepcopy(est)
+    bad = X[:10].copy()
+    bad[7] *= 1e100
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        est.partial_fit(bad, y[:10])
+    assert_same_attributes(fitted_attributes(est), before)
+    np.testing.assert_array_equal(est.decision_function(X), twin.decision_function(X))
+    est.partial_fit(X[::-1], y[::-1])
+    twin.partial_fit(X[::-1], y[::-1])
+    assert_same_attributes(fitted_attributes(est), fitted_attributes(twin))
+
+
+@pytest.mark.filterwarnings("ignore:.*variance fell below")
+def test_failed_call_in_queue_after_removals_is_undone():
+    """The queue form's in-place step (removing the oldest) ran in the failed call
+    before the bad row: the copy of its leading blocks is written back."""
+    X, y = _stream(80, seed=1)
+    est = CWClassifier(kernel="poly", budget=6, budget_policy="oldest", block_size=4)
+    est.fit(X[:40], y[:40])
+    assert est.engine_.factor_forms() == ["queue"]
+    before = fitted_attributes(est)
+    twin = copy.deepcopy(est)
+    bad = X[40:].copy()
+    bad[-1] *= 1e100  # after many removals in earlier blocks of the same call
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        est.partial_fit(bad, y[40:])
+    assert_same_attributes(fitted_attributes(est), before)
+    for e in (est, twin):
+        e.partial_fit(X[40:79], y[40:79])
+    assert_same_attributes(fitted_attributes(est), fitted_attributes(twin))
+
+
+# ---------------------------------------------------------------- 2. zero rows
+
+
+def _with_zero_rows(n=40, d=3, seed=0):
+    X, y = _stream(n, d, seed)
+    X[[0, 3, 10, 11, 25]] = 0.0
+    return X, y
+
+
+@pytest.mark.filterwarnings("ignore:.*variance fell below")
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("solver", ["cholesky", "explicit"])
+@pytest.mark.parametrize("est", [AROWClassifier, SOPClassifier])
+def test_zero_rows_do_not_update_and_dual_equals_primal(est, solver, policy):
+    """k(x, x) = 0: the update would change nothing, so it is skipped (no support
+    vector). The dual model with a budget of the primal's update count never binds
+    and equals the primal one (linear kernel, and poly with coef0 = 0 on zero rows)."""
+    X, y = _with_zero_rows()
+    primal = est().fit(X, y)
+    zero = ~X.any(axis=1)
+    for kernel in (
+        dict(kernel="linear", mode="dual"),
+        dict(kernel="poly", degree=1, gamma=1.0, coef0=0.0),
+    ):
+        dual = est(budget=primal.n_updates_, budget_policy=policy, solver=solver, **kernel)
+        dual.fit(X, y)
+        assert dual.n_updates_ == primal.n_updates_
+        assert not zero[dual.support_].any()
+        np.testing.assert_allclose(
+            dual.decision_function(X), primal.decision_function(X), rtol=1e-9, atol=1e-12
+        )
+
+
+@pytest.mark.parametrize("covariance", ["full", "diag"])
+def test_zero_rows_are_not_counted_as_updates_in_primal(covariance):
+    X, y = _with_zero_rows()
+    a = AROWClassifier(covariance=covariance).fit(X, y)
+    b = AROWClassifier(covariance=covariance).fit(X[X.any(axis=1)], y[X.any(axis=1)])
+    assert a.n_updates_ == b.n_updates_
+    np.testing.assert_allclose(a.decision_function(X), b.decision_function(X), rtol=1e-12)
+
+
+# ---------------------------------------------------------------- 3. duplicated rows
+
+
+@pytest.mark.filterwarnings("ignore:.*variance fell below")
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("make", [CWClassifier, AROWClassifier, SCWClassifier])
+def test_duplicated_rows_do_not_depend_on_chunking(make, policy):
+    """An input repeating one just learnt lies on the update boundary: the step there is
+    negligible (kernelcw.rules.STEP_RTOL) and skipped, so fit and row-by-row partial_fit
+    take the same updates and give the same model."""
+    X = np.ones((6, 1))
+    y = np.array([1, 0, 0, 1, 0, 0])
+    whole = make(kernel="rbf", budget=2, budget_policy=policy, random_state=0).fit(X, y)
+    rows = make(kernel="rbf", budget=2, budget_policy=policy, random_state=0)
+    for i in range(6):
+        rows.partial_fit(X[i : i + 1], y[i : i + 1], classes=[0, 1])
+    assert whole.n_updates_ == rows.n_updates_
+    np.testing.assert_allclose(whole.dual_coef_, rows.dual_coef_, rtol=1e-12)
+    np.testing.assert_array_equal(whole.support_, rows.support_)
+
+
+# ---------------------------------------------------------------- 4., 6. degenerate Gram, huge a
+
+
+def _finite_or_documented(make, X, y) -> None:
+    """fit either raises a documented error (the model untouched by a failed call) or
+    leaves every fitted attribute and output finite."""
+    est = make()
+    est.fit(X[:5], y[:5])
+    before = fitted_attributes(est)
+    try:
+        est.partial_fit(X[5:], y[5:])
+    except (ValueError, FloatingPointError) as exc:
+        assert "row" in str(exc)  # the messages name the training row
+        assert_same_attributes(fitted_attributes(est), before)
+        return
+    for name, value in fitted_attributes(est).items():
+        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            assert np.isfinite(value).all(), name
+    assert np.isfinite(est.decision_function(X)).all()
+
+
+@pytest.mark.filterwarnings("ignore:.*variance fell below")
+@pytest.mark.parametrize("budget", [1, 2, 3])
+@pytest.mark.parametrize("gamma", [1e-5, 1e-9, 1e-14])
+def test_stdev_smallest_on_a_gram_of_ones(gamma, budget):
+    """CW-Stdev, RBF with a tiny gamma (Gram matrix all but ones), "smallest": raised a
+    bare ZeroDivisionError from compiled code."""
+    X, y = _stream(40, 3, seed=2)
+    for rule in ("stdev", "var"):
+        _finite_or_documented(
+            lambda rule=rule: CWClassifier(
+                rule=rule, kernel="rbf", gamma=gamma, budget=budget, budget_policy="smallest"
+            ),
+            X,
+            y,
+        )
+
+
+@pytest.mark.filterwarnings("ignore:.*variance fell below")
+@pytest.mark.parametrize("seed", range(3))
+def test_explicit_form_never_finishes_with_nan(seed):
+    """The explicit nu/Pi form with r = 1e-6, a = 1e6, gamma = 1e-6, and SCW-I with
+    budget 3 "project": finished fit with NaN decisions or inf in covariance_coef_."""
+    X, y = _stream(30, 3, seed=seed)
+    _finite_or_documented(
+        lambda: AROWClassifier(r=1e-6, a=1e6, kernel="rbf", gamma=1e-6, solver="explicit"),
+        X,
+        y,
+    )
+    _finite_or_documented(
+        lambda: SCWClassifier(variant=1, budget=3, budget_policy="project", kernel="rbf"), X, y
+    )
+
+
+# ---------------------------------------------------------------- 5. "l2" with a huge a
+
+
+@pytest.mark.parametrize("make", [AROWClassifier, SOPClassifier, CWClassifier])
+def test_diagonal_l2_with_a_huge_prior_scale(make):
+    """s_p (1 + zeta (v - t)) / (1 + zeta v) overflowed in its numerator at a ~ 1e155 and
+    filled covariance_ with inf; the ratio first keeps it finite, and the model learnt
+    at a = 1e300 predicts as at a = 1e100 (both far beyond the data's scale)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 5))
+    y = (X @ rng.normal(size=5) + 0.5 * rng.normal(size=200) > 0).astype(int)
+    ref = make(covariance="diag", diag_method="l2", a=1e100).fit(X, y)
+    for a in (1e155, 1e200, 1e300):
+        est = make(covariance="diag", diag_method="l2", a=a).fit(X, y)
+        assert np.isfinite(est.covariance_).all() and (est.covariance_ > 0).all()
+        np.testing.assert_array_equal(est.predict(X), ref.predict(X))
+
+
+# ---------------------------------------------------------------- found by tests/test_properties.py
+
+
+@pytest.mark.parametrize("clone", [lambda e: pickle.loads(pickle.dumps(e)), copy.deepcopy])
+def test_sparse_diagonal_model_copied_mid_stream_continues_exactly(clone):
+    """The diagonal engine's mean and variance are views of one interleaved buffer;
+    pickled or deep-copied apart, a copy learnt into the views while sparse decisions
+    read the buffer (its decisions went wrong after the next call)."""
+    X, y = _stream(30, 4, seed=3)
+    Xs = sp.csr_matrix(X)
+    a = AROWClassifier(mode="primal", covariance="diag").partial_fit(Xs[:10], y[:10], [0, 1])
+    b = clone(a)
+    for est in (a, b):
+        est.partial_fit(Xs[10:], y[10:])
+    np.testing.assert_array_equal(a.decision_function(Xs), b.decision_function(Xs))
+    np.testing.assert_array_equal(a.covariance_, b.covariance_)
+
+
+@pytest.mark.parametrize("solver", ["cholesky", "explicit"])
+def test_a_dual_model_of_zero_rows_has_no_support_and_works(solver):
+    """Only zero rows: every update is skipped, the support set stays empty, and the
+    model still predicts, reports its (empty) attributes, pickles and learns on."""
+    X = np.zeros((4, 2))
+    y = np.array([0, 1, 1, 1])
+    est = AROWClassifier(kernel="linear", mode="dual", solver=solver).fit(X, y)
+    assert est.n_support_ == 0 and est.support_vectors_.shape[0] == 0
+    np.testing.assert_array_equal(est.decision_function(X), 0.0)
+    np.testing.assert_array_equal(est.predict_proba(X), 0.5)
+    np.testing.assert_array_equal(est.coef_, 0.0)
+    again = pickle.loads(pickle.dumps(est))
+    again.partial_fit(np.ones((2, 2)), [0, 1])
+    assert again.n_support_ > 0
+
+
+@pytest.mark.filterwarnings("ignore:.*variance fell below")
+@pytest.mark.parametrize("policy", POLICIES)
+def test_explicit_budget_division_by_zero_is_a_documented_error(policy):
+    """The explicit form's walk and the budget kernels divided by an exact zero (a
+    poly kernel of large values, a stream learnt twice) and numba raised a bare
+    ZeroDivisionError; now the walk's finiteness checks see the inf."""
+    x = [3455.84192065, 8216.18143501, 3304.37076183, -13031.57231604]
+    x += [9053.55866673, 4463.74572364, -5369.5323536, 5811.18104196]
+    X = np.array(x)[:, None] * 0.1
+    y = np.array([0, 1, 1, 0, 1, 0, 0, 1])
+    est = AROWClassifier(
+        kernel="poly", degree=3, budget=2, budget_policy=policy, solver="explicit", random_state=0
+    ).fit(X, y)
+    before = fitted_attributes(est)
+    try:
+        est.partial_fit(X, y)
+    except (ValueError, FloatingPointError) as exc:
+        assert "row" in str(exc)
+        assert_same_attributes(fitted_attributes(est), before)
+        return
+    assert np.isfinite(est.decision_function(X)).all()
