@@ -10,8 +10,9 @@ into random chunks. Properties:
 - no NaN or inf in any output or fitted attribute; ``predict_proba`` rows sum to 1;
 - a call that fails leaves every fitted attribute as it was;
 - chunking does not change the model beyond the library's tolerance (README, "Chunking")
-  where both runs took the same updates (an input within rounding of the update
-  boundary may update in one cut and not the other: then both are right);
+  where both runs took the same updates and neither is in the explicit nu/Pi form (an
+  input within rounding of the update boundary may update in one cut and not the other:
+  then both are right);
 - pickling mid-stream continues exactly.
 
 CI runs the "ci" profile: a fixed, derandomised example budget (a few seconds). Set
@@ -168,6 +169,11 @@ def _assert_same(a: dict, b: dict) -> None:
             np.testing.assert_array_equal(va, vb, err_msg=k)
 
 
+def _forms(est) -> list[str]:
+    forms = getattr(est.engine_, "factor_forms", None)
+    return forms() if forms is not None else []
+
+
 def _shrinkage(est, X) -> float:
     """max over rows and models of a k(x, x) / v: the prior's margin variance over the
     model's (1 before any update)."""
@@ -222,7 +228,9 @@ def test_properties_of_every_estimator(cfg, data):
         rows = _chunked(cfg, Xin, y, cuts)
         assume(rows is not None)
         _assert_finite(rows, Xin)
-        if np.array_equal(rows.n_updates_, whole.n_updates_):
+        # the explicit nu/Pi form's recursion drifts beyond it (README, "Chunking")
+        explicit = any("explicit" in _forms(e) for e in (whole, rows))
+        if np.array_equal(rows.n_updates_, whole.n_updates_) and not explicit:
             fw, fr = whole.decision_function(Xin), rows.decision_function(Xin)
             scale = np.abs(fw).max() + np.finfo(float).tiny
             tol = CHUNK_EPS * max(_shrinkage(whole, Xin), _shrinkage(rows, Xin)) * scale
@@ -262,6 +270,9 @@ def test_a_call_failing_mid_chunk_changes_nothing(cfg, data, where, big):
         except BaseException as exc:
             _documented(exc)
             _assert_same(_fitted(est), before)
-            est.partial_fit(Xin[:half], y[:half])  # still learns
+            try:  # still learns (or refuses with a documented error)
+                est.partial_fit(Xin[:half], y[:half])
+            except BaseException as again:
+                _documented(again)
             return
         _assert_finite(est, Xin[:half])

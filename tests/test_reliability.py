@@ -284,3 +284,24 @@ def test_explicit_budget_division_by_zero_is_a_documented_error(policy):
         assert_same_attributes(fitted_attributes(est), before)
         return
     assert np.isfinite(est.decision_function(X)).all()
+
+
+def test_explicit_form_refuses_an_overflowed_pi():
+    """A 1e150 row in the explicit form (poly degree 1): Pi overflowed to inf while the
+    margins stayed finite, and the call finished quietly (found by the long property
+    search); now it is a FloatingPointError and the model is as before."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(21, 3)) * np.array([1.0, 10.0, 1e6])
+    X[[0, 1, 3, 16]] = 0.0
+    y = rng.integers(0, 2, size=21)
+    X[10] = 1e150
+    est = AROWClassifier(kernel="poly", degree=1, solver="explicit").partial_fit(
+        X[:10], y[:10], classes=[0, 1]
+    )
+    before = fitted_attributes(est)
+    try:
+        est.partial_fit(X[10:], y[10:])
+    except FloatingPointError:
+        assert_same_attributes(fitted_attributes(est), before)
+        return
+    assert np.isfinite(est.covariance_coef_).all()

@@ -242,7 +242,10 @@ class ExplicitForm(Form):
         self.kap = sup.kap[:n_end].copy()
         self.entry = sup.entry[:n_end].copy()
         entered = scr.src[: res.n_new].copy()
-        return Walked(entered, sup.ks[:n_end].copy(), res.n_floored, res.index, res.status)
+        status, index = res.status, res.index
+        if status == OK and res.n_new and not _finite(self._nu[:n_end], self._Pi, n_end):
+            status, index = NONFINITE, int(entered[-1])  # Pi overflowed: no quiet inf
+        return Walked(entered, sup.ks[:n_end].copy(), res.n_floored, index, status)
 
     # ------------------------------------------------------------ rollback, state
 
@@ -319,3 +322,8 @@ class _Undo:
 def _filled(buf: np.ndarray, head: np.ndarray) -> np.ndarray:
     buf[: head.shape[0]] = head
     return buf
+
+
+def _finite(nu: np.ndarray, Pi: np.ndarray, n: int) -> bool:
+    """nu and Pi's leading n x n block hold no inf or NaN (O(n^2), as one update)."""
+    return bool(np.isfinite(nu).all() and np.isfinite(Pi[:n, :n]).all())
