@@ -204,10 +204,11 @@ class DualEngine(Locked):
     # ------------------------------------------------------------ rollback
 
     def checkpoint(self, X):
-        """Each form's own checkpoint (append-only forms: lengths to cut back to; forms
-        updated in place: a copy, O(n_sv^2), about one round's work) and the store's.
-        None if a model is in the "oldest" budget's queue form, too large to copy per
-        call: an error there marks the engine unusable."""
+        """Each form's own checkpoint (append-only forms: lengths to cut back to; the
+        explicit form: copies made at the call's first update; the queue form: references,
+        its blocks copied before the one step that changes them in place) and the
+        store's. (None, from a form that could not be restored, would mark the engine
+        unusable on an error; no form returns it today.)"""
         cps = [f.checkpoint() for f in self.forms]
         if any(cp is None for cp in cps):
             return None

@@ -9,8 +9,7 @@ the dual attributes are sorted by entry) and ``kap`` (its k(x, x)), and the coun
 
 - ``n``, ``nu(a)``, ``Pi(a)``, ``variance(Ks, kap, a)``: the model by slot;
 - ``walk(ctx, blk, t0, ks, f_blk)``: learn block inputs t0.. (:class:`Walked`);
-- ``checkpoint()`` / ``restore(cp)``: undo a call (``checkpoint()`` is None for a
-  form that cannot be restored);
+- ``checkpoint()`` / ``restore(cp)``: undo a call;
 - ``state_dict()`` / ``from_state(state, ctx)``: the form as plain arrays;
 - ``nbytes``: the memory it holds.
 """

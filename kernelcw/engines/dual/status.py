@@ -73,6 +73,6 @@ def unusable(reason: str) -> RuntimeError:
     """The error of a model an earlier error left part-way and unrestorable."""
     return RuntimeError(
         "this model was left part-way through a partial_fit call by an error "
-        f'({reason}); the "oldest" budget\'s queue form cannot be restored, so '
-        "the model is unusable: call fit to start over"
+        f"({reason}) that could not be undone, so the model is unusable: call fit to "
+        "start over"
     )
