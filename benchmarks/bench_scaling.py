@@ -197,7 +197,7 @@ def main(argv=None):
     ap.add_argument("--data", default="magic,fashion")
     ap.add_argument("--n", default="1000,2000,4000,8000,16000")
     ap.add_argument("--budgets", default="500,1000")
-    ap.add_argument("--batches", default="25,50,100", help="budget_batch values beside q = 1")
+    ap.add_argument("--batches", default="50", help="budget_batch values beside q = 1")
     ap.add_argument("--repeats", type=int, default=2, help="fits per headline model (best)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plot", action="store_true", help="write results/scaling.png")
