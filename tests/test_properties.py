@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import tempfile
 import warnings
 
 import numpy as np
@@ -31,6 +32,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
+import kernelcw
 from kernelcw import registry
 
 settings.register_profile(
@@ -235,14 +237,19 @@ def test_properties_of_every_estimator(cfg, data):
             scale = np.abs(fw).max() + np.finfo(float).tiny
             tol = CHUNK_EPS * max(_shrinkage(whole, Xin), _shrinkage(rows, Xin)) * scale
             assert np.abs(fw - fr).max() <= tol, "chunking beyond tolerance"
-        # pickle mid-stream continues exactly
+        # pickle and save/load mid-stream continue exactly
         half = X.shape[0] // 2
         a = _make(cfg).partial_fit(Xin[:half], y[:half], classes=np.unique(y))
         b = pickle.loads(pickle.dumps(a))
-        for est in (a, b):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "model.kcw")
+            kernelcw.save(a, path)
+            c = kernelcw.load(path)
+        for est in (a, b, c):
             est.partial_fit(Xin[half:], y[half:])
-        _assert_same(_fitted(a), _fitted(b))
-        np.testing.assert_array_equal(a.decision_function(Xin), b.decision_function(Xin))
+        for other in (b, c):
+            _assert_same(_fitted(a), _fitted(other))
+            np.testing.assert_array_equal(a.decision_function(Xin), other.decision_function(Xin))
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
