@@ -271,7 +271,7 @@ class Kernel:
         else:
             K = kernel_matrix(A, B, self.kernel, self.gamma, self.degree, self.coef0)
         if self.offset:
-            K += self.offset
+            K = K + self.offset  # a new array: a callable's result may be the caller's own
         if not (math.isfinite(K.max(initial=0.0)) and math.isfinite(K.min(initial=0.0))):
             raise ValueError(
                 f"kernel {self.name!r} returned NaN or infinity (e.g. a poly kernel whose "
