@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from .engines._primal_common import new_counts, raise_nonfinite, rule_record
-from .engines.primal_diag import _diag_row, _var, no_log
+from .engines.primal_diag import _diag_row, no_log, row_margin
 from .rules import DIAG_METHODS
 
 __all__ = ["DiagStream", "fast_engine", "sum_of_squares"]
@@ -56,15 +56,7 @@ def sum_of_squares(val):
 def _margin(mu, s, idx, val, out, a):
     """``out = (mu . x, x' diag(s) x)`` of model 0 over the non-zeros (idx, val), in
     their order (the rounds' order); returns ``|x|^2``."""
-    f = 0.0
-    v = 0.0
-    sq = 0.0
-    for q in range(idx.shape[0]):
-        p = idx[q]
-        x = val[q]
-        f += mu[0, p] * x
-        v += _var(s[0, p], a) * x * x
-        sq += x * x
+    f, v, sq = row_margin(mu, s, 0, idx, val, a)
     out[0] = f
     out[1] = v
     return sq

@@ -121,6 +121,22 @@ def _log_coordinate(mu, s, p, log):
 
 
 @njit(cache=True)
+def row_margin(mu, s, k, idx, val, a):
+    """``(mu_k . x, x' diag(s_k) x, |x|^2)`` over the non-zeros (idx, val) of x, in their
+    order (stored variances: 0 is the prior ``a``)."""
+    f = 0.0
+    v = 0.0
+    sq = 0.0
+    for q in range(idx.shape[0]):
+        p = idx[q]
+        x = val[q]
+        f += mu[k, p] * x
+        v += _var(s[k, p], a) * x * x
+        sq += x * x
+    return f, v, sq
+
+
+@njit(cache=True)
 def _diag_round(mu, s, k, idx, val, y, rp, method, log):
     """One round of model k (rows ``mu[k]``, ``s[k]``) on the non-zeros (idx, val) of
     x, with the rule record ``rp`` (:class:`kernelcw.rules.RuleParams`) and the method
@@ -129,15 +145,7 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log):
     On a floored round the "exact" method takes the "kl" step: its equation lives on
     the unfloored t_p.
     """
-    f = 0.0
-    v = 0.0
-    sq = 0.0
-    for q in range(idx.shape[0]):
-        p = idx[q]
-        x = val[q]
-        f += mu[k, p] * x
-        v += _var(s[k, p], rp.a) * x * x
-        sq += x * x
+    f, v, sq = row_margin(mu, s, k, idx, val, rp.a)
     m = y * f
     first = is_first_order(rp.rule)  # |x|^2 in place of v
     floored = False
