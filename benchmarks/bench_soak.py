@@ -109,6 +109,28 @@ def _checkpoint_row(done, stretch_rows, stretch_s, errors, seen, extra, drift):
     ]
 
 
+def _stream(est, next_chunk, rows: int, chunk: int, checkpoints: int, desc: str, at_mark):
+    """Feed ``rows`` rows to ``est`` in chunks (``next_chunk(n) -> (X, y)``), timing
+    ``partial_fit_margins`` only; at each of ``checkpoints`` marks a row of
+    :func:`_checkpoint_row` with ``at_mark(est) -> (extra cells, drift)``."""
+    marks = set(np.linspace(0, rows, checkpoints + 1, dtype=int)[1:])
+    out, errors, seen, last, t_stretch = [], 0, 0, 0, 0.0
+    for lo in progress(range(0, rows, chunk), desc=desc, unit="chunk"):
+        n = min(chunk, rows - lo)
+        X, y = next_chunk(n)
+        t0 = time.perf_counter()
+        f = est.partial_fit_margins(X, y, classes=[0, 1])
+        t_stretch += time.perf_counter() - t0
+        errors += int(np.count_nonzero((np.ravel(f) >= 0) != (y == 1)))
+        seen += n
+        done = lo + n
+        if any(last < m <= done for m in marks):
+            extra, drift = at_mark(est)
+            out.append(_checkpoint_row(done, done - last, t_stretch, errors, seen, extra, drift))
+            last, t_stretch = done, 0.0
+    return out
+
+
 def soak_diag(rows: int, chunk: int, nnz: int, checkpoints: int, seed: int) -> str:
     from kernelcw import AROWClassifier
 
@@ -118,22 +140,10 @@ def soak_diag(rows: int, chunk: int, nnz: int, checkpoints: int, seed: int) -> s
     w[hidden] = rng.normal(size=hidden.size)
     w[: 2**12] = rng.normal(size=2**12)  # the frequent features carry the signal
     X_test, _ = sparse_chunk(np.random.default_rng(seed + 1), w, 2000, nnz)
-    est = AROWClassifier(covariance="diag")
-    marks = set(np.linspace(0, rows, checkpoints + 1, dtype=int)[1:])
-    out, errors, seen, last, t_stretch = [], 0, 0, 0, 0.0
-    for lo in progress(range(0, rows, chunk), desc="soak diag", unit="chunk"):
-        n = min(chunk, rows - lo)
-        X, y = sparse_chunk(rng, w, n, nnz)
-        t0 = time.perf_counter()
-        f = est.partial_fit_margins(X, y, classes=[0, 1])
-        t_stretch += time.perf_counter() - t0
-        errors += int(np.count_nonzero((np.ravel(f) >= 0) != (y == 1)))
-        seen += n
-        done = lo + n
-        if any(last < m <= done for m in marks):
-            drift = diag_drift(est, X_test)
-            out.append(_checkpoint_row(done, done - last, t_stretch, errors, seen, [], drift))
-            last, t_stretch = done, 0.0
+    out = _stream(
+        AROWClassifier(covariance="diag"), lambda n: sparse_chunk(rng, w, n, nnz), rows, chunk,
+        checkpoints, "soak diag", lambda est: ([], diag_drift(est, X_test)),
+    )  # fmt: skip
     header = ["rows", "rows/s (stretch)", "RSS (MiB)", "peak RSS (MiB)", "progressive error"]
     return md_table([*header, "drift"], out)
 
@@ -144,23 +154,13 @@ def soak_dual(rows: int, chunk: int, budget: int, checkpoints: int, seed: int, p
     rng = np.random.default_rng(seed)
     X_test, _ = dense_chunk(np.random.default_rng(seed + 1), 2000)
     est = AROWClassifier(kernel="rbf", budget=budget, budget_policy=policy, random_state=seed)
-    marks = set(np.linspace(0, rows, checkpoints + 1, dtype=int)[1:])
-    out, errors, seen, last, t_stretch = [], 0, 0, 0, 0.0
-    for lo in progress(range(0, rows, chunk), desc=f"soak dual {policy}", unit="chunk"):
-        n = min(chunk, rows - lo)
-        X, y = dense_chunk(rng, n)
-        t0 = time.perf_counter()
-        f = est.partial_fit_margins(X, y, classes=[0, 1])
-        t_stretch += time.perf_counter() - t0
-        errors += int(np.count_nonzero((np.ravel(f) >= 0) != (y == 1)))
-        seen += n
-        done = lo + n
-        if any(last < m <= done for m in marks):
-            drift = dual_drift(est, X_test)
-            extra = [str(est.n_support_), est.engine_.factor_forms()[0]]
-            out.append(_checkpoint_row(done, done - last, t_stretch, errors, seen, extra, drift))
-            last, t_stretch = done, 0.0
-    return out
+
+    def at_mark(est):
+        extra = [str(est.n_support_), est.engine_.factor_forms()[0]]
+        return extra, dual_drift(est, X_test)
+
+    return _stream(est, lambda n: dense_chunk(rng, n), rows, chunk, checkpoints,
+                   f"soak dual {policy}", at_mark)  # fmt: skip
 
 
 def main(argv=None):
