@@ -212,7 +212,7 @@ def part_floor(n_sv: int, repeats: int, setting) -> str:
     XB = np.ascontiguousarray(X[n_sv : n_sv + b])
     Y = np.where(y[n_sv : n_sv + b] == 1, 1.0, -1.0)[:, None]
     form = eng.forms[0]
-    Ld = form.state_dict()["L"]  # the same factor, dense (the floor's triangle)
+    Ld = np.tril(form.state_dict()["LK"])  # the same factor, dense (the floor's triangle)
     S = eng.store.rows[: eng.store.n]
     gamma = eng.spec.kernel.gamma
     from scipy.linalg.blas import dgemm, dtrsm
