@@ -251,6 +251,12 @@ class Kernel:
         return self.kernel == "precomputed"
 
     @property
+    def unit_diagonal(self) -> bool:
+        """k(x, x) = 1 (plus the offset) for every x, exactly as :meth:`block` computes
+        it: the named distance kernels, exp(-gamma * 0)."""
+        return self._f is None and self.kernel in ("rbf", "laplacian")
+
+    @property
     def known_psd(self) -> bool:
         """Positive semi-definite by construction: linear, rbf, laplacian, and poly with
         coef0 >= 0 (an integer degree). Callables and precomputed matrices are taken on

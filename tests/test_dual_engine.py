@@ -263,35 +263,42 @@ def test_one_fit_grows_the_factor_buffer_a_few_times(monkeypatch):
     np.testing.assert_array_equal(ref.dual_coef_, est.dual_coef_)
 
 
-def test_explicit_form_copies_for_rollback_only_when_a_call_changes_it(monkeypatch):
-    """The explicit form's checkpoint copies nu, Pi and the policy's matrices at the
-    call's first update: calls whose rows do not update copy nothing (one-row calls on
-    a mature budgeted model); restoring after a failure past the first update is the
-    conformance suite's (tests/test_engines.py)."""
-    from kernelcw.engines.dual import explicit
-
+def test_explicit_form_copies_for_rollback_only_when_a_call_changes_it():
+    """The explicit form's checkpoint saves nu, Pi and the policy's matrices at the
+    call's first update, into spare buffers it keeps: calls whose rows do not update
+    save nothing (one-row calls on a mature budgeted model), and one that does saves
+    the model as it was, into the same buffers each time; restoring after a failure
+    past the first update is the conformance suite's (tests/test_engines.py)."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(400, 3))
     y = (X[:, 0] > 0).astype(int)
     est = AROWClassifier(kernel="rbf", budget=20, budget_policy="project").fit(X, y)
     assert est.engine_.factor_forms() == ["explicit"]
-    copies = []
-    real = explicit.ExplicitForm._copies
-    monkeypatch.setattr(
-        explicit.ExplicitForm, "_copies", lambda self: copies.append(1) or real(self)
-    )
+    form = est.engine_.forms[0]
+
+    def saved():
+        return -1 if form._spare is None else int(form._spare.saved[0])
+
     before = est.engine_.state_dict()
     f = est.decision_function(X)
     sure = np.argsort(-np.abs(f) * ((f >= 0) == (y == 1)))[:5]
     n_upd = est.n_updates_
     for i in sure:  # confidently right: AROW's loss is 0, nothing changes
         est.partial_fit(X[i : i + 1], y[i : i + 1])
+        assert saved() == -1
     assert est.n_updates_ == n_upd and len(sure) == 5
-    assert copies == []
     after = est.engine_.state_dict()
     for k in before:
         if k != "store.n_seen":  # the rows seen: counted
             np.testing.assert_array_equal(after[k], before[k], err_msg=k)
-    wrong = np.flatnonzero((f >= 0) != (y == 1))[:1]
-    est.partial_fit(X[wrong], y[wrong])  # a mistake: it updates, and copies once
-    assert len(copies) == 1
+    wrong = np.flatnonzero((f >= 0) != (y == 1))[:2]
+    spares = []
+    for i in wrong:  # a mistake: it updates, and saves the model before the update
+        model = est.engine_.state_dict()
+        est.partial_fit(X[i : i + 1], y[i : i + 1])
+        assert saved() == form.n == 20
+        np.testing.assert_array_equal(form._spare.nu[:20], model["model0.nu"])
+        np.testing.assert_array_equal(form._spare.Pi[:20, :20], model["model0.Pi"])
+        np.testing.assert_array_equal(form._spare.kinv[:20, :20], model["model0.policy.kinv"])
+        spares.append(form._spare.Pi)
+    assert spares[0] is spares[1]  # the same memory, not a copy per call

@@ -8,6 +8,7 @@ fitted attributes are the mixins of :mod:`._mixins`.
 
 from __future__ import annotations
 
+import operator
 import threading
 import warnings
 
@@ -190,6 +191,9 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         began = self.__dict__.get("_began_with")
         if began is None:
             return
+        d = self.__dict__
+        if all(d.get(k, _MISSING) is v for k, v in began.items()):
+            return  # the same objects (every call of a stream): nothing changed
         now = self._structure()
         changed = [
             k
@@ -217,7 +221,8 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         with engine.lock:  # learning and prediction on one model never interleave
             engine.set_rule(rule)  # eta, C, r may be set_params'd between calls
             checkpoint = engine.checkpoint(X)
-            first_floor = not np.any(self.n_variance_floored_)
+            floored = self.n_variance_floored_
+            first_floor = not (floored.any() if isinstance(floored, np.ndarray) else floored)
             counted = False
             try:
                 res = engine.learn(X, Y, positions)
@@ -257,21 +262,27 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         return tags
 
 
-_PLAIN = (int, float, str, bool, type(None))
-_PARAM_NAMES: dict[type, tuple[str, ...]] = {}
+_PLAIN = frozenset((int, float, str, bool, type(None)))
+_PARAM_NAMES: dict[type, tuple[tuple[str, ...], operator.itemgetter]] = {}
+_MISSING = object()
 
 
 def _params_key(est) -> tuple | None:
     """The parameters as a hashable key of (name, type, value), or None if one is not a
     plain scalar or string (whose checks could depend on more than its value)."""
-    d = est.__dict__
     cls = type(est)
     names = _PARAM_NAMES.get(cls)
     if names is None:  # scikit-learn reads the signature with inspect on every call
-        names = _PARAM_NAMES[cls] = tuple(cls._get_param_names())
-    if any(type(d.get(k)) not in _PLAIN for k in names):
+        names = tuple(cls._get_param_names())
+        names = _PARAM_NAMES[cls] = (names, operator.itemgetter(*names))
+    try:
+        values = names[1](est.__dict__)
+    except KeyError:  # a parameter not set as an attribute: check it every call
         return None
-    return tuple((k, type(d[k]), d[k]) for k in names)
+    types = tuple(map(type, values))
+    if not _PLAIN.issuperset(types):
+        return None
+    return names[0], types, values
 
 
 def _engine_word(form: str) -> str:

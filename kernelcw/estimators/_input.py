@@ -233,6 +233,17 @@ def validate_training(est, X, y, classes, first_call: bool, square: bool = False
     return X, y, classes_
 
 
+def _same_classes(classes, classes_: np.ndarray) -> bool:
+    """``np.unique(classes)`` equals the model's (sorted, unique) ``classes_``: an
+    elementwise match settles it without sorting (a partial_fit call per row passes the
+    same classes every time)."""
+    given = np.asarray(classes)
+    if given.shape == classes_.shape and given.dtype == classes_.dtype:
+        if bool((given == classes_).all()):
+            return True
+    return np.array_equal(np.unique(given), classes_)
+
+
 def resolve_classes(est, y, classes, first_call: bool) -> np.ndarray:
     """The classes: from ``classes=`` or y on the first call, else the model's (and
     ``classes=``, if given again, must agree); every label of y must be one."""
@@ -255,18 +266,20 @@ def resolve_classes(est, y, classes, first_call: bool) -> np.ndarray:
                 raise ValueError(f"classes={classes!r} must hold at least two labels")
     else:
         classes_ = est.classes_
-        if classes is not None and not np.array_equal(np.unique(classes), classes_):
+        if classes is not None and not _same_classes(classes, classes_):
             raise ValueError(
                 f"classes={classes!r} is not the same as on the first call "
                 f"to partial_fit ({classes_!r})"
             )
     try:
-        labels = _unique_labels(y, "y")
-        if labels.dtype == classes_.dtype and labels.dtype.kind in "iub":
-            # classes_ is sorted and unique: a binary search instead of setdiff1d
-            at = np.minimum(np.searchsorted(classes_, labels), classes_.size - 1)
-            unknown = labels[classes_[at] != labels]
+        if y.dtype == classes_.dtype and y.dtype.kind in "iub":
+            # classes_ is sorted and unique: a binary search of y itself (no np.unique
+            # of y first: for a row or a few, the sort cost more than the search)
+            at = np.minimum(np.searchsorted(classes_, y), classes_.size - 1)
+            bad = classes_[at] != y
+            unknown = np.unique(y[bad]) if bad.any() else y[:0]
         else:
+            labels = _unique_labels(y, "y")
             unknown = np.setdiff1d(labels, classes_)
     except TypeError as exc:  # labels of another type than the classes
         raise ValueError(

@@ -135,7 +135,7 @@ class DualEngine(Locked):
                     blk = BlockData(_rows(Ks, self.forms[k]), Kbb, kap, yk)
                     f_blk, src, ks, nfl = self._walk_model(k, blk, cols, n - hi)
                     out[lo:hi, k] = f_blk
-                    n_mis[k] += np.count_nonzero(np.where(f_blk >= 0.0, 1.0, -1.0) != yk)
+                    n_mis[k] += np.count_nonzero((f_blk >= 0.0) != (yk > 0.0))
                     n_upd[k] += src.shape[0]
                     n_fl[k] += nfl
                     entered.append(src)
@@ -174,12 +174,19 @@ class DualEngine(Locked):
     def _place(self, XB, cols, entered, slots) -> None:
         """This block's new support inputs enter the store once, whoever took them;
         each model's slots then point at store rows."""
-        union = np.unique(np.concatenate(entered)) if entered else np.zeros(0, int)
-        where = np.full(XB.shape[0], -1, dtype=np.int64)
+        if len(entered) == 1:  # one model: its inputs, in block order (sorted, unique)
+            union = entered[0]
+        else:
+            union = np.unique(np.concatenate(entered)) if entered else np.zeros(0, int)
+        where = None
         if union.size:
+            where = np.full(XB.shape[0], -1, dtype=np.int64)
             where[union] = self.store.append(XB, union, cols)
         for form, ks in zip(self.forms, slots, strict=True):
             old = form.idx
+            if where is None:  # nothing entered: every slot is a store row already
+                form.idx = old[ks]
+                continue
             form.idx = np.where(
                 ks >= 0,
                 old[np.maximum(ks, 0)] if old.size else 0,

@@ -9,7 +9,9 @@ alone, ``v = a kappa``), and of budgeted models once the budget binds (except
 (:mod:`kernelcw.budget`) evicts inside the walk, which stays compiled (the hot
 loop). The per-slot unlearning weights ``zsv`` (zeta) and ``gsv`` (g) let a
 removal unlearn a support vector. Updated in place, so a call is undone from a
-copy (first-order rules without a budget only append: cut back instead).
+copy that the walk itself makes at the call's first update, into spare buffers the
+form keeps between calls (first-order rules without a budget only append: cut back
+instead).
 """
 
 from __future__ import annotations
@@ -28,10 +30,7 @@ from .form import BlockData, Form, Walked
 from .status import NONFINITE, NOT_PSD, OK, PSD_TOL
 from .steps import checked_step
 
-__all__ = ["COPY", "ExplicitForm", "explicit_walk"]
-
-#: Walk status: the first update of a call is next (nothing changed yet): save, resume.
-COPY = 5
+__all__ = ["ExplicitForm", "Undo", "explicit_walk"]
 
 
 class Scratch(NamedTuple):
@@ -43,6 +42,24 @@ class Scratch(NamedTuple):
     kv: np.ndarray
     c: np.ndarray
     work: np.ndarray
+
+
+class Undo(NamedTuple):
+    """Where the walk saves the model at a call's first update (``armed``): the
+    leading n of nu, zsv, gsv and the policy's vsv, the n x n of Pi and the policy's
+    kinv and G (spare buffers of at least the model's capacity, or empty ones where a
+    form or policy has no such array). ``saved[0]`` becomes the n saved (-1: nothing
+    saved yet)."""
+
+    armed: bool
+    saved: np.ndarray
+    nu: np.ndarray
+    Pi: np.ndarray
+    zsv: np.ndarray
+    gsv: np.ndarray
+    kinv: np.ndarray
+    G: np.ndarray
+    vsv: np.ndarray
 
 
 class ExplicitResult(NamedTuple):
@@ -58,8 +75,53 @@ class ExplicitResult(NamedTuple):
     status: int
 
 
+@njit(cache=True)
+def _copy_vector(n, src, dst):
+    """dst[:n] := src[:n]; nothing for an empty dst (an array the form does not keep)."""
+    if dst.shape[0] == 0:
+        return
+    for i in range(n):
+        dst[i] = src[i]
+
+
+@njit(cache=True)
+def _copy_square(n, src, dst):
+    """dst[:n, :n] := src[:n, :n]; nothing for an empty dst."""
+    if dst.shape[0] == 0:
+        return
+    for i in range(n):
+        dst[i, :n] = src[i, :n]
+
+
+@njit(cache=True)
+def save_model(n, sup, pol, undo):
+    """The model's leading n, and the policy's tracked arrays, into ``undo``."""
+    _copy_vector(n, sup.nu, undo.nu)
+    _copy_square(n, sup.Pi, undo.Pi)
+    _copy_vector(n, sup.zsv, undo.zsv)
+    _copy_vector(n, sup.gsv, undo.gsv)
+    _copy_square(n, pol.kinv, undo.kinv)
+    _copy_square(n, pol.G, undo.G)
+    _copy_vector(n, pol.vsv, undo.vsv)
+    undo.saved[0] = n
+
+
+@njit(cache=True)
+def all_finite(nu, Pi, n):
+    """nu's leading n and Pi's leading n x n hold no inf or NaN (x - x is NaN for
+    both; an and-reduction, which the compiler vectorises)."""
+    ok = True
+    for i in range(n):
+        ok &= (nu[i] - nu[i]) == 0.0
+    for i in range(min(n, Pi.shape[0])):
+        row = Pi[i]
+        for j in range(n):
+            ok &= (row[j] - row[j]) == 0.0
+    return ok
+
+
 @njit(cache=True, error_model="numpy")
-def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, stop_first,
+def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
                   budgeted=None):  # fmt: skip
     """nu and Pi (``sup``, a :class:`kernelcw.budget.Support`) updated in place, one
     round at a time, from block input t0 on (``blk`` a :class:`.form.BlockData`).
@@ -67,9 +129,9 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, stop_
     ``sup.ks[i]`` says where slot i's kernel values are: row ks of K0 (support at
     the block's start) or, for ks < 0, row -1-ks of Kbb (an input of this block).
     With more than ``pol.budget`` support vectors after an update, one leaves at
-    once (:func:`kernelcw.budget.evict`). With ``stop_first`` the walk stops (status
-    :data:`COPY`) at the first update, before it changes anything: the caller then
-    saves what a rollback needs and resumes there. Returns an :class:`ExplicitResult`.
+    once (:func:`kernelcw.budget.evict`). With ``undo.armed`` (the call's first
+    update is still to come) the walk saves the model into ``undo`` just before it
+    first changes it (:func:`save_model`). Returns an :class:`ExplicitResult`.
 
     ``budgeted`` is None for a model without a budget: numba then prunes the eviction
     branch at compile time, so an unbudgeted run does not compile every policy
@@ -79,6 +141,7 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, stop_
     a = rule.a
     nu, Pi, kv, c, ks = sup.nu, sup.Pi, scr.kv, scr.c, sup.ks
     counter = pol.counter
+    armed = undo.armed
     u = 0
     nfl = 0
     for t in range(t0, b):
@@ -113,8 +176,9 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, stop_
             if alpha > 0.0 and negligible(alpha * a * kap_t, f):
                 alpha = 0.0
         if alpha > 0.0:
-            if stop_first:
-                return ExplicitResult(n, counter, clock, u, nfl, t, COPY)
+            if armed:  # the call's first change is next: save what restore needs
+                save_model(n, sup, pol, undo)
+                armed = False
             ay = alpha * y_t
             policy_append(pol, n, kv, kap_t, c, beta, v_raw, a, second, scr.work)
             sup.zsv[n] = zeta
@@ -159,7 +223,13 @@ class ExplicitForm(Form):
         self._Pi = np.zeros((0, 0))
         self.zsv = np.zeros(0)
         self.gsv = np.zeros(0)
-        self._undo: _Undo | None = None  # the armed checkpoint (copies at the first change)
+        self._armed: _Saved | None = None  # the call's checkpoint, until the walk saves
+        self._spare: Undo | None = None  # the save's buffers, kept between calls if small
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_armed"] = state["_spare"] = None  # a call's scratch, not the model's
+        return state
 
     @property
     def name(self) -> str:
@@ -227,15 +297,12 @@ class ExplicitForm(Form):
         data = BlockData(np.ascontiguousarray(blk.K0), blk.Kbb, blk.kap, blk.y)
         rec = self.policy.record()
         budgeted = None if B is None else True
+        undo = _UNARMED if self._armed is None else self._spares(cap, rec)
         res = explicit_walk(data, t0, sup, n_now, self.clock, rec, ctx.rule, self.second,
-                            psd_tol, scr, self._undo is not None, budgeted)  # fmt: skip
-        if res.status == COPY:  # the call's first change is next: save what restore needs
-            self._undo.saved = self._copies()
-            self._undo = None
-            nfl = res.n_floored
-            res = explicit_walk(data, res.index, sup, n_now, self.clock, rec, ctx.rule,
-                                self.second, psd_tol, scr, False, budgeted)  # fmt: skip
-            res = res._replace(n_floored=res.n_floored + nfl)
+                            psd_tol, scr, undo, budgeted)  # fmt: skip
+        if undo.saved[0] >= 0:  # saved: the checkpoint holds the save, the form is done
+            self._armed.undo = undo
+            self._armed = None
         n_end = res.n
         self.policy.counter = int(res.counter)
         self.clock = int(res.clock)
@@ -243,7 +310,7 @@ class ExplicitForm(Form):
         self.entry = sup.entry[:n_end].copy()
         entered = scr.src[: res.n_new].copy()
         status, index = res.status, res.index
-        if status == OK and res.n_new and not _finite(self._nu[:n_end], self._Pi, n_end):
+        if status == OK and res.n_new and not all_finite(self._nu, self._Pi, n_end):
             status, index = NONFINITE, int(entered[-1])  # Pi overflowed: no quiet inf
         return Walked(entered, sup.ks[:n_end].copy(), res.n_floored, index, status)
 
@@ -255,25 +322,56 @@ class ExplicitForm(Form):
         return not self.second and self.policy.budget is None
 
     def checkpoint(self):
-        """Copies of the buffers are made when the call is about to change them (at its
-        first update, :data:`COPY`), not here: a call of rows that do not update (most
-        rows of a mature model, one row at a time) copies nothing, where it copied
-        nu, Pi and the policy's O(budget^2) matrices every call."""
-        slots = (self.idx, self.entry, self.kap, self.clock)
+        """The model is saved when the call is about to change it (the walk saves it
+        at its first update, into spare buffers kept between calls), not here: a call
+        of rows that do not update (most rows of a mature model, one row at a time)
+        copies nothing, and one that does writes into memory it already has."""
+        slots = (self.idx, self.entry, self.kap, self.clock, self.policy.counter)
         if self.append_only:
             return slots, None
-        self._undo = _Undo()
-        return slots, self._undo
+        self._armed = _Saved()
+        return slots, self._armed
 
-    def _copies(self):
-        buffers = (self._nu.copy(), self._Pi.copy(), self.zsv.copy(), self.gsv.copy())
-        return buffers, self.policy.copy()
+    def _spares(self, cap: int, rec) -> Undo:
+        """The armed :class:`Undo`: the kept spare buffers if they are large enough
+        for the model's capacity and the policy's arrays, else new ones (kept for the
+        next call while they hold at most :data:`SPARE_BYTES`)."""
+        sp = self._spare
+        pol = (rec.kinv, rec.G, rec.vsv)
+        if (
+            sp is None
+            or sp.nu.shape[0] < cap
+            or any(s.shape[0] < p.shape[0] for s, p in zip(sp[-3:], pol, strict=True))
+        ):
+            c = max(cap, self.capacity)
+            mat = (c, c) if self.second else (0, 0)
+            sp = Undo(True, np.full(1, -1, dtype=np.int64), np.empty(c), np.empty(mat),
+                      np.empty(c), np.empty(c), *(np.empty(x.shape) for x in pol))  # fmt: skip
+            nbytes = sum(x.nbytes for x in sp[2:])
+            self._spare = sp if nbytes <= SPARE_BYTES else None
+        sp.saved[0] = -1
+        return sp
 
     def restore(self, cp) -> None:
-        (self.idx, self.entry, self.kap, self.clock), undo = cp
-        self._undo = None
-        if undo is not None and undo.saved is not None:
-            (self._nu, self._Pi, self.zsv, self.gsv), self.policy = undo.saved
+        (self.idx, self.entry, self.kap, self.clock, counter), saved = cp
+        self._armed = None
+        undo = None if saved is None else saved.undo
+        if undo is None:
+            return  # nothing changed in place
+        n = int(undo.saved[0])
+        self._nu[:n] = undo.nu[:n]
+        self.zsv[:n] = undo.zsv[:n]
+        self.gsv[:n] = undo.gsv[:n]
+        if self.second:
+            self._Pi[:n, :n] = undo.Pi[:n, :n]
+        pol = self.policy
+        pol.counter = counter
+        if pol.tracks_kinv:
+            pol.kinv[:n, :n] = undo.kinv[:n, :n]
+        if pol.tracks_gram:
+            pol.G[:n, :n] = undo.G[:n, :n]
+        if pol.tracks_kl:
+            pol.vsv[:n] = undo.vsv[:n]
 
     @property
     def nbytes(self) -> int:
@@ -309,21 +407,26 @@ class ExplicitForm(Form):
         return new
 
 
-class _Undo:
-    """A checkpoint's copies of the buffers, made at the call's first change (None
-    until then: nothing to undo)."""
+#: Spare buffers of at most this many bytes stay with the form between calls (a call
+#: of one row then saves into memory it already has); larger ones are made for a call
+#: and freed with its checkpoint, as large as the model they save.
+SPARE_BYTES = 32 << 20
 
-    __slots__ = ("saved",)
+#: The walk's undo when nothing is to be saved (the call already saved, or cuts back).
+_UNARMED = Undo(False, np.full(1, -1, dtype=np.int64), *([np.zeros(0), np.zeros((0, 0))]
+                + [np.zeros(0)] * 2 + [np.zeros((0, 0))] * 2 + [np.zeros(0)]))  # fmt: skip
+
+
+class _Saved:
+    """A checkpoint's save: the :class:`Undo` the walk saved the model into at the
+    call's first update (None until then: nothing to undo)."""
+
+    __slots__ = ("undo",)
 
     def __init__(self):
-        self.saved = None
+        self.undo = None
 
 
 def _filled(buf: np.ndarray, head: np.ndarray) -> np.ndarray:
     buf[: head.shape[0]] = head
     return buf
-
-
-def _finite(nu: np.ndarray, Pi: np.ndarray, n: int) -> bool:
-    """nu and Pi's leading n x n block hold no inf or NaN (O(n^2), as one update)."""
-    return bool(np.isfinite(nu).all() and np.isfinite(Pi[:n, :n]).all())

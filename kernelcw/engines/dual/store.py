@@ -61,8 +61,12 @@ class SupportStore:
             Kbb = np.ascontiguousarray(_dense(XB[:, cols]))
             Kbb = 0.5 * (Kbb + Kbb.T)
             return Kbb, np.ascontiguousarray(np.diagonal(Kbb))
+        if XB.shape[0] == 1 and self.kernel.unit_diagonal:  # k(x, x) = 1 (+ offset)
+            kap = self.kernel.diag(XB)
+            return kap.reshape(1, 1), kap
         Kbb = self.kernel.block(XB, XB)
-        Kbb = 0.5 * (Kbb + Kbb.T)  # exact symmetry for the walk
+        if Kbb.shape[0] > 1:
+            Kbb = 0.5 * (Kbb + Kbb.T)  # exact symmetry for the walk
         if self.kernel._f is None:
             kap = self.kernel.diag(XB)
         else:
