@@ -9,6 +9,15 @@ routines through the function pointers scipy exports for Cython
 pointer and a leading dimension, as in Fortran. Same library, same threads as
 ``scipy.linalg.blas`` (see :mod:`kernelcw.engines.dual.panels` on why one BLAS).
 
+The calls are made from compiled code that takes the routine as an argument (a
+ctypes function pointer, typed by its signature, not its address: the compiled
+code is cached on disk like the rest). Through ctypes from Python a call cost about
+10 us of argument conversion, as much as a small solve, and a one-row
+``partial_fit`` makes a dozen; compiled, about 2 us. Each wrapper is compiled for
+arrays of any layout (one signature each) when it is first called, and loaded from
+the cache after that (tens of milliseconds): a process that never solves does not
+pay for it.
+
 Arrays are C-ordered float64; every wrapper speaks in C terms and translates to
 Fortran (a C-ordered ``A`` is the Fortran ``A'``). Callers pass views whose last
 axis is contiguous; the leading dimension is the row stride.
@@ -17,183 +26,127 @@ axis is contiguous; the leading dimension is the row stride.
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
-import scipy.linalg.cython_blas as _cb
-import scipy.linalg.cython_lapack as _cl
-from numba import njit
+from numba import njit, typeof, types
+from numba.extending import get_cython_function_address
 
-__all__ = ["gemm_sub", "potrf_lower", "tpqrt_update", "trsm_lower_left", "trsv_lower"]
-
-_get = ctypes.pythonapi.PyCapsule_GetPointer
-_get.restype = ctypes.c_void_p
-_get.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_name = ctypes.pythonapi.PyCapsule_GetName
-_name.restype = ctypes.c_char_p
-_name.argtypes = [ctypes.py_object]
+__all__ = [
+    "GIVENS_MAX_RANK",
+    "gemm_sub",
+    "givens_update",
+    "potrf_lower",
+    "tpqrt_update",
+    "trsm_lower_left",
+    "trsv_lower",
+]
 
 _P = ctypes.c_void_p
 
 
-def _fn(module, name: str, nargs: int):
-    cap = module.__pyx_capi__[name]
-    return ctypes.CFUNCTYPE(None, *([_P] * nargs))(_get(cap, _name(cap)))
+def _fn(module: str, name: str, nargs: int):
+    addr = get_cython_function_address(f"scipy.linalg.cython_{module}", name)
+    return ctypes.CFUNCTYPE(None, *([_P] * nargs))(addr)
 
 
-_dtrsm = _fn(_cb, "dtrsm", 11)
-_dtrsv = _fn(_cb, "dtrsv", 8)
-_dgemm = _fn(_cb, "dgemm", 13)
-_dpotrf = _fn(_cl, "dpotrf", 5)
-_dtpqrt = _fn(_cl, "dtpqrt", 12)
+_dtrsm = _fn("blas", "dtrsm", 11)
+_dtrsv = _fn("blas", "dtrsv", 8)
+_dgemm = _fn("blas", "dgemm", 13)
+_dpotrf = _fn("lapack", "dpotrf", 5)
+_dtpqrt = _fn("lapack", "dtpqrt", 12)
+
+_M = types.float64[:, :]  # any layout: one compiled version per wrapper
+_V = types.float64[:]
+_GEMM = (types.float64, _M, _M, types.float64, _M, types.boolean)
+_N, _T, _U, _R = (ord(c) for c in "NTUR")
 
 
-def _c(ch: str):
-    return ctypes.c_char_p(ch.encode())
+_compiled: dict = {}
 
 
-def _i(v: int):
-    return ctypes.byref(ctypes.c_int(int(v)))
+def _call(impl, sig, fn, *args):
+    """``impl(fn, *args)`` compiled for the signature ``sig`` (argument types after
+    ``fn``), compiled or loaded from the cache on the first call."""
+    kernel = _compiled.get(impl)
+    if kernel is None:
+        kernel = _compiled[impl] = njit(types.int64(typeof(fn), *sig), cache=True)(impl)
+    return kernel(fn, *args)
 
 
-def _d(v: float):
-    return ctypes.byref(ctypes.c_double(float(v)))
-
-
-def _ptr(A: np.ndarray) -> ctypes.c_void_p:
-    return ctypes.c_void_p(A.ctypes.data)
-
-
-def _ld(A: np.ndarray) -> int:
-    if A.dtype != np.float64 or (A.ndim == 2 and A.shape[1] > 1 and A.strides[1] != 8):
+@njit(cache=True)
+def _ld(A):
+    """A's leading dimension (row stride in elements), after checking its rows: float64
+    with a contiguous last axis that do not overlap."""
+    m, n = A.shape
+    if n > 1 and A.strides[1] != 8:
         raise ValueError("expected float64 rows with a contiguous last axis")
-    if A.ndim != 2:
-        return 1
     ld = A.strides[0] // 8
-    if A.shape[0] <= 1:
-        ld = max(ld, A.shape[1])  # numpy may give a single row any stride
-    if ld < A.shape[1] or ld < 1:
-        raise ValueError(f"rows of {A.shape} overlap (row stride {A.strides[0]})")
+    if m <= 1:
+        ld = max(ld, n)  # numpy may give a single row any stride
+    if ld < n or ld < 1:
+        raise ValueError("rows of the array overlap (row stride below the row length)")
     return max(1, ld)
 
 
-def trsm_lower_left(L: np.ndarray, B: np.ndarray, trans: bool = False) -> None:
-    """B <- L^-1 B (``trans``: L'^-1 B) in place; L (n x n) lower triangular, B (n x m).
-    Only L's lower triangle is read (its strict upper triangle may hold other data)."""
+def _trsm(fn, L, B, trans):
     n, m = B.shape
     if n == 0 or m == 0:
-        return
+        return 0
     # C: L X = B  <=>  Fortran: X' L' = B' with X' = B' (m x n), L' upper;
     # C: L' X = B <=>  Fortran: X' L = B', i.e. X' (L')' = B'
-    _dtrsm(
-        _c("R"),
-        _c("U"),
-        _c("T" if trans else "N"),
-        _c("N"),
-        _i(m),
-        _i(n),
-        _d(1.0),
-        _ptr(L),
-        _i(_ld(L)),
-        _ptr(B),
-        _i(_ld(B)),
-    )
+    ch = np.array([_R, _U, _T if trans else _N, _N], dtype=np.uint8)
+    ints = np.array([m, n, _ld(L), _ld(B)], dtype=np.int32)
+    one = np.ones(1)
+    fn(ch[0:].ctypes, ch[1:].ctypes, ch[2:].ctypes, ch[3:].ctypes, ints[0:].ctypes,
+       ints[1:].ctypes, one.ctypes, L.ctypes, ints[2:].ctypes, B.ctypes,
+       ints[3:].ctypes)  # fmt: skip
+    return 0
 
 
-def trsv_lower(L: np.ndarray, x: np.ndarray, trans: bool = False) -> None:
-    """x <- L^-1 x (``trans``: L'^-1 x) in place for one contiguous vector x; L as in
-    :func:`trsm_lower_left` (one right-hand side: no packing of L, half the traffic)."""
+def _trsv(fn, L, x, trans):
     n = x.shape[0]
     if n == 0:
-        return
-    if x.dtype != np.float64 or x.ndim != 1 or x.strides[0] != 8:
+        return 0
+    if x.strides[0] != 8:
         raise ValueError("expected a contiguous float64 vector")
     # C-ordered lower L is the Fortran upper L': L x = b is (L')' x = b
-    _dtrsv(
-        _c("U"),
-        _c("N" if trans else "T"),
-        _c("N"),
-        _i(n),
-        _ptr(L),
-        _i(_ld(L)),
-        _ptr(x),
-        _i(1),
-    )
+    ch = np.array([_U, _N if trans else _T, _N], dtype=np.uint8)
+    ints = np.array([n, _ld(L), 1], dtype=np.int32)
+    fn(ch[0:].ctypes, ch[1:].ctypes, ch[2:].ctypes, ints[0:].ctypes, L.ctypes,
+       ints[1:].ctypes, x.ctypes, ints[2:].ctypes)  # fmt: skip
+    return 0
 
 
-def gemm_sub(
-    alpha: float, A: np.ndarray, B: np.ndarray, beta: float, C: np.ndarray, trans_a: bool = False
-) -> None:
-    """C <- alpha op(A) B + beta C in place, op(A) = A' if trans_a (C-ordered)."""
+def _gemm(fn, alpha, A, B, beta, C, trans_a):
     m, n = C.shape
     k = A.shape[0] if trans_a else A.shape[1]
     if m == 0 or n == 0:
-        return
+        return 0
     if k == 0:
         if beta == 0.0:
             C[...] = 0.0  # BLAS semantics: C is not read when beta = 0
         else:
             C *= beta
-        return
-    # C' = B' op(A)'  (Fortran: C' is n x m; B' is n x k; op(A)' is k x m)
-    _dgemm(
-        _c("N"),
-        _c("T" if trans_a else "N"),
-        _i(n),
-        _i(m),
-        _i(k),
-        _d(alpha),
-        _ptr(B),
-        _i(_ld(B)),
-        _ptr(A),
-        _i(_ld(A)),
-        _d(beta),
-        _ptr(C),
-        _i(_ld(C)),
-    )
-
-
-def potrf_lower(M: np.ndarray) -> int:
-    """Cholesky in place: the lower triangle of M (C-ordered) becomes L, M = L L'.
-    The strict upper triangle is neither read nor written. Returns LAPACK's info."""
-    n = M.shape[0]
-    info = ctypes.c_int(0)
-    if n:
-        _dpotrf(_c("U"), _i(n), _ptr(M), _i(_ld(M)), ctypes.byref(info))
-    return info.value
-
-
-def tpqrt_update(L: np.ndarray, Lam: np.ndarray, nb: int = 64) -> int:
-    """Rank-k update of a Cholesky factor in place: L L' + Lam Lam' = L_new L_new'.
-
-    L (n x n, lower) and Lam (n x k) are C-ordered views. The QR factorisation
-    of ``[L'; Lam']`` (LAPACK dtpqrt, triangular-pentagonal, blocked) gives
-    ``R`` with ``R'R = L L' + Lam Lam'``; ``L_new = R'`` with its columns' signs
-    made positive. Lam is overwritten. About 2 n^2 k flops, BLAS-3.
-    """
-    n, k = Lam.shape
-    if n == 0 or k == 0:
         return 0
-    nb = max(1, min(nb, n))
-    T = np.empty((n, nb))  # Fortran nb x n, ld nb
-    work = np.empty(nb * n)
-    info = ctypes.c_int(0)
-    # Fortran view: A = L' (n x n upper, ld), B = Lam' (k x n, ld)
-    _dtpqrt(
-        _i(k),
-        _i(n),
-        _i(0),
-        _i(nb),
-        _ptr(L),
-        _i(_ld(L)),
-        _ptr(Lam),
-        _i(_ld(Lam)),
-        _ptr(T),
-        _i(nb),
-        _ptr(work),
-        ctypes.byref(info),
-    )
-    _positive_diagonal(L)  # L_new = R' D with D = sign(diag R)
-    return info.value
+    # C' = B' op(A)'  (Fortran: C' is n x m; B' is n x k; op(A)' is k x m)
+    ch = np.array([_N, _T if trans_a else _N], dtype=np.uint8)
+    ints = np.array([n, m, k, _ld(B), _ld(A), _ld(C)], dtype=np.int32)
+    sc = np.array([alpha, beta])
+    fn(ch[0:].ctypes, ch[1:].ctypes, ints[0:].ctypes, ints[1:].ctypes, ints[2:].ctypes,
+       sc[0:].ctypes, B.ctypes, ints[3:].ctypes, A.ctypes, ints[4:].ctypes, sc[1:].ctypes,
+       C.ctypes, ints[5:].ctypes)  # fmt: skip
+    return 0
+
+
+def _potrf(fn, M):
+    n = M.shape[0]
+    if n == 0:
+        return 0
+    ch = np.array([_U], dtype=np.uint8)
+    ints = np.array([n, _ld(M), 0], dtype=np.int32)
+    fn(ch.ctypes, ints[0:].ctypes, M.ctypes, ints[1:].ctypes, ints[2:].ctypes)
+    return ints[2]
 
 
 @njit(cache=True)
@@ -208,3 +161,97 @@ def _positive_diagonal(L):
     for j in range(n):
         if L[j, j] < 0.0:
             L[j, j] = -L[j, j]
+
+
+def _tpqrt(fn, L, Lam, nb):
+    n, k = Lam.shape
+    if n == 0 or k == 0:
+        return 0
+    nb = max(1, min(nb, n))
+    T = np.empty((n, nb))  # Fortran nb x n, ld nb
+    work = np.empty(nb * n)
+    # Fortran view: A = L' (n x n upper, ld), B = Lam' (k x n, ld)
+    ints = np.array([k, n, 0, nb, _ld(L), _ld(Lam), nb, 0], dtype=np.int32)
+    fn(ints[0:].ctypes, ints[1:].ctypes, ints[2:].ctypes, ints[3:].ctypes, L.ctypes,
+       ints[4:].ctypes, Lam.ctypes, ints[5:].ctypes, T.ctypes, ints[6:].ctypes, work.ctypes,
+       ints[7:].ctypes)  # fmt: skip
+    _positive_diagonal(L)  # L_new = R' D with D = sign(diag R)
+    return ints[7]
+
+
+def trsm_lower_left(L: np.ndarray, B: np.ndarray, trans: bool = False) -> None:
+    """B <- L^-1 B (``trans``: L'^-1 B) in place; L (n x n) lower triangular, B (n x m).
+    Only L's lower triangle is read (its strict upper triangle may hold other data).
+    One contiguous column (m = 1) goes to dtrsv, which does not pack L."""
+    if B.ndim == 2 and B.shape[1] == 1 and B.strides[0] == 8:
+        _call(_trsv, (_M, _V, types.boolean), _dtrsv, L, B[:, 0], trans)
+        return
+    _call(_trsm, (_M, _M, types.boolean), _dtrsm, L, B, trans)
+
+
+def trsv_lower(L: np.ndarray, x: np.ndarray, trans: bool = False) -> None:
+    """x <- L^-1 x (``trans``: L'^-1 x) in place for one contiguous vector x; L as in
+    :func:`trsm_lower_left` (one right-hand side: no packing of L, half the traffic)."""
+    if x.dtype != np.float64 or x.ndim != 1:
+        raise ValueError("expected a contiguous float64 vector")
+    _call(_trsv, (_M, _V, types.boolean), _dtrsv, L, x, trans)
+
+
+def gemm_sub(
+    alpha: float, A: np.ndarray, B: np.ndarray, beta: float, C: np.ndarray, trans_a: bool = False
+) -> None:
+    """C <- alpha op(A) B + beta C in place, op(A) = A' if trans_a (C-ordered)."""
+    _call(_gemm, _GEMM, _dgemm, alpha, A, B, beta, C, trans_a)
+
+
+def potrf_lower(M: np.ndarray) -> int:
+    """Cholesky in place: the lower triangle of M (C-ordered) becomes L, M = L L'.
+    The strict upper triangle is neither read nor written. Returns LAPACK's info."""
+    return int(_call(_potrf, (_M,), _dpotrf, M))
+
+
+#: Rank updates of at most this many columns are made by Givens sweeps
+#: (:func:`givens_update`), wider ones by LAPACK's blocked QR (dtpqrt).
+GIVENS_MAX_RANK = 4
+
+
+def tpqrt_update(L: np.ndarray, Lam: np.ndarray, nb: int = 64) -> int:
+    """Rank-k update of a Cholesky factor in place: L L' + Lam Lam' = L_new L_new'.
+
+    L (n x n, lower) and Lam (n x k) are C-ordered views. The QR factorisation
+    of ``[L'; Lam']`` (LAPACK dtpqrt, triangular-pentagonal, blocked) gives
+    ``R`` with ``R'R = L L' + Lam Lam'``; ``L_new = R'`` with its columns' signs
+    made positive. Lam is overwritten. About 2 n^2 k flops, BLAS-3. For k up to
+    :data:`GIVENS_MAX_RANK` (one row at a time: k = 1), k Givens sweeps do the same
+    in a fraction of the time (LAPACK's blocking costs more than the work there).
+    """
+    if Lam.shape[1] <= GIVENS_MAX_RANK:
+        givens_update(L, Lam)
+        return 0
+    return int(_call(_tpqrt, (_M, _M, types.int64), _dtpqrt, L, Lam, nb))
+
+
+@njit(cache=True)
+def givens_update(L, Lam):
+    """L L' + Lam Lam' = L_new L_new' in place (L lower with a positive diagonal, its
+    strict upper triangle untouched), one column x of Lam at a time by plane
+    rotations: column m's rotation (c, s) = (L_mm, x_m) / r, r = hypot(L_mm, x_m),
+    takes (L_im, x_i) to (c L_im + s x_i, c x_i - s L_im) in every row i > m. Taken
+    row by row, so that L is read along its C-ordered rows: row i applies the
+    rotations of the columns before it, then makes its own. Lam is left as it was."""
+    n, k = Lam.shape
+    c = np.empty(n)
+    s = np.empty(n)
+    for j in range(k):
+        for i in range(n):
+            xi = Lam[i, j]
+            row = L[i]
+            for m in range(i):
+                lim = row[m]
+                row[m] = c[m] * lim + s[m] * xi
+                xi = c[m] * xi - s[m] * lim
+            lii = row[i]
+            r = math.hypot(lii, xi)
+            c[i] = lii / r
+            s[i] = xi / r
+            row[i] = r

@@ -58,3 +58,47 @@ def test_overlapping_rows_are_refused():
     A = np.lib.stride_tricks.as_strided(np.zeros(10), shape=(3, 4), strides=(8, 8))
     with pytest.raises(ValueError, match="overlap"):
         _blas.trsm_lower_left(np.eye(3), A)
+
+
+@pytest.mark.parametrize(("n", "k"), [(1, 1), (6, 2), (90, 1), (90, 4)])
+def test_givens_update_is_the_rank_k_update_and_keeps_the_rest(n, k):
+    """The rotation sweeps (used for k <= GIVENS_MAX_RANK) against the dense update:
+    a positive diagonal, the strict upper triangle and Lam left as they were."""
+    rng = np.random.default_rng(n + k)
+    buf, M = _buffer(rng, n + 3, n)
+    assert _blas.potrf_lower(buf[:n, :n]) == 0
+    L = np.tril(buf[:n, :n])
+    upper = np.triu(buf, 1).copy()
+    Lam = rng.normal(size=(n, k + 2))[:, 1 : 1 + k]
+    lam0 = Lam.copy()
+    _blas.givens_update(buf[:n, :n], Lam)
+    L2 = np.tril(buf[:n, :n])
+    assert np.all(np.diag(L2) > 0)
+    np.testing.assert_allclose(L2 @ L2.T, L @ L.T + lam0 @ lam0.T, rtol=1e-12, atol=1e-12 * n)
+    np.testing.assert_array_equal(np.triu(buf, 1), upper)
+    np.testing.assert_array_equal(Lam, lam0)
+    # the wrapper takes the same path up to GIVENS_MAX_RANK and agrees with dtpqrt past it
+    wide = rng.normal(size=(n, _blas.GIVENS_MAX_RANK + 1))
+    A, B = L.copy(), L.copy()
+    _blas.tpqrt_update(A, wide.copy())
+    for j in range(wide.shape[1]):
+        _blas.givens_update(B, wide[:, j : j + 1])
+    np.testing.assert_allclose(np.tril(A), np.tril(B), rtol=1e-10, atol=1e-12)
+
+
+def test_trsm_of_one_column_as_trsv_and_of_a_strided_column():
+    rng = np.random.default_rng(3)
+    buf, _ = _buffer(rng, 12, 10)
+    assert _blas.potrf_lower(buf[:10, :10]) == 0
+    L = np.tril(buf[:10, :10])
+    for trans in (False, True):
+        want = np.linalg.solve(L.T if trans else L, np.arange(1.0, 11.0))
+        col = np.arange(1.0, 11.0).reshape(10, 1)  # contiguous: the dtrsv path
+        _blas.trsm_lower_left(buf[:10, :10], col, trans=trans)
+        np.testing.assert_allclose(col[:, 0], want, rtol=1e-12)
+        wide = np.zeros((10, 3))
+        wide[:, 1] = np.arange(1.0, 11.0)
+        strided = wide[:, 1:2]  # one column whose entries are 3 apart: dtrsm
+        _blas.trsm_lower_left(buf[:10, :10], strided, trans=trans)
+        np.testing.assert_allclose(wide[:, 1], want, rtol=1e-12)
+        np.testing.assert_array_equal(wide[:, [0, 2]], 0.0)

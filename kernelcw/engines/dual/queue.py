@@ -208,6 +208,20 @@ def assemble_precision(KO, nO, KNO, KN, nN, kap, perm, a, zeta, out):
         out[i, i] = a * kap[si] + 1.0 / zeta[i]
 
 
+@njit(cache=True)
+def _new_block(Kss, S, E, Ld, a, out):
+    """The u new rows' diagonal block of the queue's ``LN`` buffer: lower triangle
+    ``a E`` (their factor entries among themselves) with diagonal ``Ld``, strict upper
+    triangle their kernel values ``K(S, S)`` (the Gram cache)."""
+    u = S.shape[0]
+    for i in range(u):
+        for j in range(i):
+            out[i, j] = a * E[i, j]
+        out[i, i] = Ld[i]
+        for j in range(i + 1, u):
+            out[i, j] = Kss[S[i], S[j]]
+
+
 class QueueForm(Form):
     """The queue (module docstring); ``zeta`` and ``qv`` (g / zeta) by slot."""
 
@@ -363,11 +377,9 @@ class QueueForm(Form):
         nO, nN = self.nO, self.nN
         bs = WO.shape[1]
         T = slice(nO - c, nO)
-        YO = np.zeros((c, c))
-        if c:
-            YO = solve_triangular(
-                np.tril(self.LO[T, T]), np.eye(c), lower=True, check_finite=False
-            )[:, ::-1].copy()
+        YO = np.eye(c)
+        _blas.trsm_lower_left(self.LO[T, T], YO)  # reads the lower triangle only
+        YO = np.ascontiguousarray(YO[:, ::-1])
         YN = np.zeros((nN, c))
         _blas.gemm_sub(-1.0, self.LNO[:nN, T], YO, 0.0, YN)
         _blas.trsm_lower_left(self.LN[:nN, :nN], YN)
@@ -436,9 +448,7 @@ class QueueForm(Form):
         self.LNO[new, nO:] = 0.0
         self.KNO[new, :nO] = K0c[:nO, S].T
         self.LN[new, :nN] = a * X[:, S].T
-        blk = np.triu(Kss[np.ix_(S, S)], 1) + a * np.tril(rows.E[:u, :u], -1)
-        blk[np.diag_indices(u)] = rows.Ld[:u]
-        self.LN[new, nN : nN + u] = blk
+        _new_block(Kss, S, rows.E, rows.Ld, a, self.LN[new, nN : nN + u])
         self.LN[:nN, nN : nN + u] = K0c[nO:, S]
         self.rN[new, 0] = rows.rn[:u]
         self.nN = nN + u
@@ -458,7 +468,7 @@ class QueueForm(Form):
         _blas.tpqrt_update(self.LN[: self.nN, : self.nN], self.LNO[: self.nN, nO2:nO])
         self.LNO[: self.nN, nO2:nO] = 0.0
         self.nO = nO2
-        keep = np.r_[0:nO2, nO : ks.shape[0]]
+        keep = np.concatenate((np.arange(nO2), np.arange(nO, ks.shape[0])))
         self.entry, self.kap = self.entry[keep], self.kap[keep]
         self.zeta, self.qv, ks = self.zeta[keep], self.qv[keep], ks[keep]
         self.refresh_rN(self.qv[nO2:])
