@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, typeof, types
@@ -53,6 +54,9 @@ def _fn(module: str, name: str, nargs: int):
 _dtrsm = _fn("blas", "dtrsm", 11)
 _dtrsv = _fn("blas", "dtrsv", 8)
 _dgemm = _fn("blas", "dgemm", 13)
+_dsymv = _fn("blas", "dsymv", 10)
+_dsyr = _fn("blas", "dsyr", 7)
+_dsyr2 = _fn("blas", "dsyr2", 9)
 _dpotrf = _fn("lapack", "dpotrf", 5)
 _dtpqrt = _fn("lapack", "dtpqrt", 12)
 
@@ -255,3 +259,58 @@ def givens_update(L, Lam):
             c[i] = lii / r
             s[i] = xi / r
             row[i] = r
+
+
+# ---------------------------------------------------------------- symmetric level 2
+# For compiled callers (the explicit dual form's O(n^2) passes): the routines travel
+# in a :class:`Level2` record, and each wrapper takes it as its first argument.
+
+
+class Level2(NamedTuple):
+    """Function pointers of BLAS's symmetric level-2 routines (dsymv, dsyr, dsyr2)."""
+
+    symv: object
+    syr: object
+    syr2: object
+
+
+#: The record compiled callers pass to :func:`sym_mv`, :func:`sym_r1`, :func:`sym_r2`.
+LEVEL2 = Level2(_dsymv, _dsyr, _dsyr2)
+
+
+@njit(cache=True)
+def sym_mv(fns, n, A, x, out):
+    """``out[:n] = A[:n, :n] x[:n]`` for a symmetric A given by its lower triangle
+    (C order; the strict upper triangle is not read). x and out contiguous."""
+    if n == 0:
+        return
+    ch = np.array([_U], dtype=np.uint8)
+    ints = np.array([n, _ld(A), 1], dtype=np.int32)
+    sc = np.array([1.0, 0.0])
+    fns.symv(ch.ctypes, ints[0:].ctypes, sc[0:].ctypes, A.ctypes, ints[1:].ctypes,
+             x.ctypes, ints[2:].ctypes, sc[1:].ctypes, out.ctypes, ints[2:].ctypes)  # fmt: skip
+
+
+@njit(cache=True)
+def sym_r1(fns, n, alpha, x, A):
+    """The lower triangle of ``A[:n, :n]`` += alpha x x' (the strict upper triangle is
+    not written)."""
+    if n == 0:
+        return
+    ch = np.array([_U], dtype=np.uint8)
+    ints = np.array([n, 1, _ld(A)], dtype=np.int32)
+    sc = np.array([alpha])
+    fns.syr(ch.ctypes, ints[0:].ctypes, sc.ctypes, x.ctypes, ints[1:].ctypes, A.ctypes,
+            ints[2:].ctypes)  # fmt: skip
+
+
+@njit(cache=True)
+def sym_r2(fns, n, alpha, x, y, A):
+    """The lower triangle of ``A[:n, :n]`` += alpha (x y' + y x')."""
+    if n == 0:
+        return
+    ch = np.array([_U], dtype=np.uint8)
+    ints = np.array([n, 1, _ld(A)], dtype=np.int32)
+    sc = np.array([alpha])
+    fns.syr2(ch.ctypes, ints[0:].ctypes, sc.ctypes, x.ctypes, ints[1:].ctypes, y.ctypes,
+             ints[1:].ctypes, A.ctypes, ints[2:].ctypes)  # fmt: skip

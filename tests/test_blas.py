@@ -102,3 +102,29 @@ def test_trsm_of_one_column_as_trsv_and_of_a_strided_column():
         _blas.trsm_lower_left(buf[:10, :10], strided, trans=trans)
         np.testing.assert_allclose(wide[:, 1], want, rtol=1e-12)
         np.testing.assert_array_equal(wide[:, [0, 2]], 0.0)
+
+
+def test_symmetric_level2_reads_and_writes_the_lower_triangle_only():
+    """sym_mv, sym_r1, sym_r2 (the explicit dual form's passes) against dense numpy on
+    a leading block of a capacity buffer whose strict upper triangle is NaN."""
+    from numba import njit
+
+    @njit
+    def run(fns, n, A, x, y, out):
+        _blas.sym_mv(fns, n, A, x, out)
+        _blas.sym_r1(fns, n, -0.25, x, A)
+        _blas.sym_r2(fns, n, 2.0, x, y, A)
+
+    rng = np.random.default_rng(7)
+    for n, cap in [(1, 1), (5, 8), (120, 130)]:
+        S = rng.normal(size=(n, n))
+        S = S + S.T
+        A = np.full((cap, cap), np.nan)
+        A[:n, :n] = np.where(np.tri(n, dtype=bool), S, np.nan)
+        x, y, out = rng.normal(size=n), rng.normal(size=n), np.empty(n)
+        run(_blas.LEVEL2, n, A, x, y, out)
+        np.testing.assert_allclose(out, S @ x, rtol=1e-12, atol=1e-12 * n)
+        want = S - 0.25 * np.outer(x, x) + 2.0 * (np.outer(x, y) + np.outer(y, x))
+        low = np.tri(n, dtype=bool)
+        np.testing.assert_allclose(A[:n, :n][low], want[low], rtol=1e-12, atol=1e-12 * n)
+        assert np.isnan(A[:n, :n][~low]).all() and np.isnan(A[n:]).all()

@@ -723,3 +723,46 @@ def test_oldest_queue_form_equals_the_explicit_recursion(rule, budget, block_siz
     helpers.assert_rel_close(q.dual_coef_, e.dual_coef_, 1e-10)
     helpers.assert_rel_close(q.covariance_coef_, e.covariance_coef_, 1e-10)
     helpers.assert_same_predictions(q.predict(X), e.predict(X))
+
+
+def test_inverse_gram_stays_accurate_on_a_rank_deficient_gram_matrix():
+    """The "project" policy's inverse jittered Gram matrix, kept by its lower triangle,
+    through appends and deletions on a linear kernel of rank 5 over 40 vectors
+    (condition ~1e7): it stays the inverse (an inverse started from one triangle of
+    LAPACK's not-quite-symmetric inverse gave Schur complements of the wrong sign and
+    entries of 1e280), and a computed Schur complement below its exact bound (jitter
+    times k(x, x)) is raised to the bound."""
+    from kernelcw._blas import LEVEL2
+    from kernelcw.budget import kernels as bk
+
+    rng = np.random.default_rng(3)
+    m, cap = 40, 41
+    A = rng.normal(size=(m, 5))
+    K = A @ A.T
+    G = np.zeros((cap, cap))
+    G[:m, :m] = K
+    kinv = np.full((cap, cap), np.nan)  # the strict upper triangle is never read
+    n0 = 20
+    start = K[:n0, :n0] * (1 + np.eye(n0) * bk.PROJECT_JITTER)
+    kinv[:n0, :n0] = np.tril(bk.symmetric_inverse(start)) + np.triu(kinv[:n0, :n0], 1)
+    work = np.empty(2 * cap)
+    slots = list(range(n0))
+    for t in range(n0, m):
+        n = len(slots)
+        Gs = G[np.ix_(slots + [t], slots + [t])]
+        G2 = np.zeros((cap, cap))
+        G2[: n + 1, : n + 1] = Gs
+        bk.kinv_append(
+            n, kinv, G2, Gs[n, :n].copy(), Gs[n, n] * (1 + bk.PROJECT_JITTER), work, LEVEL2
+        )
+        slots.append(t)
+        if t % 3 == 0:  # delete one: the last slot moves into its place
+            p = int(rng.integers(0, len(slots) - 1))
+            bk.schur_delete(len(slots), p, kinv, work, LEVEL2)
+            slots[p] = slots[-1]
+            slots.pop()
+        n = len(slots)
+        Kj = K[np.ix_(slots, slots)] * (1 + np.eye(n) * bk.PROJECT_JITTER)
+        got = bk.lower_symmetric(np.nan_to_num(kinv[:n, :n]))
+        assert np.isfinite(np.tril(kinv[:n, :n])).all()
+        np.testing.assert_allclose(got @ Kj, np.eye(n), atol=1e-2)

@@ -298,7 +298,12 @@ def test_explicit_form_copies_for_rollback_only_when_a_call_changes_it():
         est.partial_fit(X[i : i + 1], y[i : i + 1])
         assert saved() == form.n == 20
         np.testing.assert_array_equal(form._spare.nu[:20], model["model0.nu"])
-        np.testing.assert_array_equal(form._spare.Pi[:20, :20], model["model0.Pi"])
-        np.testing.assert_array_equal(form._spare.kinv[:20, :20], model["model0.policy.kinv"])
+        # Pi and the inverse Gram matrix are kept by their lower triangles
+        np.testing.assert_array_equal(
+            np.tril(form._spare.Pi[:20, :20]), np.tril(model["model0.Pi"])
+        )
+        np.testing.assert_array_equal(
+            np.tril(form._spare.kinv[:20, :20]), np.tril(model["model0.policy.kinv"])
+        )
         spares.append(form._spare.Pi)
     assert spares[0] is spares[1]  # the same memory, not a copy per call

@@ -5,6 +5,14 @@ and bookkeeping updates it is made of (the policies themselves are
 The explicit walk of the dual engine (the hot loop) calls :func:`policy_append` after
 each update and :func:`evict` when a round takes the model past its budget, with
 the policy's :class:`PolicyState` record and the model's :class:`Support` record.
+
+The symmetric matrices (Pi and the inverse Gram matrix ``kinv``) are kept by their
+lower triangle: every O(n^2) pass is a BLAS level-2 call on one triangle (dsymv,
+dsyr, dsyr2 through :data:`kernelcw._blas.LEVEL2`, carried in the policy record),
+half the memory traffic of the whole matrix and 2-8x faster than the compiled
+loops over it from n = 500 on. The strict upper triangles hold stale values;
+readers outside take the lower triangle (:func:`lower_symmetric`). The Gram
+matrix ``G`` is kept whole (it only gains rows).
 """
 
 from __future__ import annotations
@@ -14,6 +22,8 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+
+from .._blas import sym_mv, sym_r1, sym_r2
 
 __all__ = [
     "KINV_REFRESH",
@@ -28,6 +38,7 @@ __all__ = [
     "Support",
     "evict",
     "kl_score",
+    "lower_symmetric",
     "policy_append",
     "splitmix64_uniform",
 ]
@@ -59,6 +70,7 @@ class PolicyState(NamedTuple):
     kinv: np.ndarray
     G: np.ndarray
     vsv: np.ndarray
+    blas: object
 
 
 class Support(NamedTuple):
@@ -100,19 +112,16 @@ def kl_score(f_p, v_p, zeta_p, g_p):
     return 0.5 * (d * d * v_p / (1.0 - s) - s - math.log1p(-s))
 
 
+def lower_symmetric(A: np.ndarray) -> np.ndarray:
+    """The symmetric matrix whose lower triangle is A's (a new array)."""
+    L = np.tril(A)
+    return L + np.tril(A, -1).T
+
+
 @njit(cache=True, error_model="numpy")
-def symv(n, A, x, out):
-    """``out[:n] = A[:n, :n] x[:n]`` for a symmetric A, row by row:
-    ``out += x_j A[j, :]``. Each step is an elementwise update of a contiguous row,
-    which the compiler vectorises; the textbook inner product per row is a chain of
-    dependent additions (4-8x slower without fastmath, which update rules avoid)."""
-    for i in range(n):
-        out[i] = 0.0
-    for j in range(n):
-        xj = x[j]
-        row = A[j]
-        for i in range(n):
-            out[i] += xj * row[i]
+def lower(A, i, j):
+    """A[i, j] of a symmetric matrix kept by its lower triangle."""
+    return A[i, j] if i >= j else A[j, i]
 
 
 @njit(cache=True, error_model="numpy")
@@ -139,7 +148,7 @@ def choose_victim(pol, counter, n, sup, work):
         if entry[i] > entry[newest]:
             newest = i
     if policy == SMALLEST:
-        symv(n, pol.G, sup.nu, work)  # f at the support vectors
+        sym_mv(pol.blas, n, pol.G, sup.nu, work)  # f at the support vectors
     best = -1
     best_score = 0.0
     for i in range(n):
@@ -156,15 +165,16 @@ def choose_victim(pol, counter, n, sup, work):
 
 
 @njit(cache=True, error_model="numpy")
-def remove(n, p, nu, Pi, zsv, gsv, a, second_order, work):
+def remove(n, p, nu, Pi, zsv, gsv, a, second_order, work, fns):
     """Unlearn p: Pi' = Pi_{-p,-p} - Pi_{-p,p} Pi_{p,-p} / Pi_pp and
     nu' = -(1/a) Pi' (g / zeta) (first order: nu' = nu_{-p}).
 
-    In place on the leading n x n block; the last support vector moves into slot p
-    (``zsv`` and ``gsv`` too; callers move their other per-vector arrays alike).
+    In place on the leading n x n block (lower triangle); the last support vector
+    moves into slot p (``zsv`` and ``gsv`` too; callers move their other per-vector
+    arrays alike).
     """
     if second_order:
-        schur_delete(n, p, Pi)
+        schur_delete(n, p, Pi, work, fns)
     nu[p] = nu[n - 1]
     last = n - 1
     zsv[p] = zsv[last]
@@ -173,79 +183,73 @@ def remove(n, p, nu, Pi, zsv, gsv, a, second_order, work):
         w = work[last : 2 * last]
         for j in range(last):
             w[j] = gsv[j] / zsv[j]
-        symv(last, Pi, w, work)
+        sym_mv(fns, last, Pi, w, work)
         for i in range(last):
             nu[i] = -work[i] / a
 
 
 @njit(cache=True, error_model="numpy")
-def project(n, p, nu, Pi, kinv, second_order, work):
+def project(n, p, nu, Pi, kinv, second_order, work, fns):
     """Project p onto the span of the others: nu' = nu_{-p} + nu_p e,
-    Pi' = A Pi A', e = K_{-p}^-1 k_{-p,p} = -kinv[-p, p] / kinv[p, p]."""
+    Pi' = A Pi A', e = K_{-p}^-1 k_{-p,p} = -kinv[-p, p] / kinv[p, p]
+    (lower triangles; then the last slot moves into p)."""
     kpp = kinv[p, p]
     nup = nu[p]
-    e = work
+    e = work[:n]
     for i in range(n):
-        e[i] = -kinv[i, p] / kpp
+        e[i] = -lower(kinv, i, p) / kpp
     e[p] = 0.0
     for i in range(n):
         if i != p:
             nu[i] += nup * e[i]
     if second_order:
-        # Pi' = Pi + e Pi[p,:] + Pi[:,p] e' + Pi_pp e e' on the -p block; row p is
-        # read, column p is not written (the two j ranges)
-        pipp = Pi[p, p]
-        prow = Pi[p]
+        # Pi' = Pi + e pi_p' + pi_p e' + Pi_pp e e' on the -p block (pi_p: p's
+        # column, read first); row and column p change too, and are dropped
+        pcol = work[n : 2 * n]
         for i in range(n):
-            if i == p:
-                continue
-            ei = e[i]
-            pip = Pi[i, p]
-            row = Pi[i]
-            for j in range(p):
-                row[j] += ei * prow[j] + pip * e[j] + pipp * (ei * e[j])
-            for j in range(p + 1, n):
-                row[j] += ei * prow[j] + pip * e[j] + pipp * (ei * e[j])
+            pcol[i] = lower(Pi, i, p)
+        pipp = Pi[p, p]
+        sym_r2(fns, n, 1.0, e, pcol, Pi)
+        sym_r1(fns, n, pipp, e, Pi)
     _swap_last(n, p, nu, Pi, second_order)
 
 
 @njit(cache=True, error_model="numpy")
-def schur_delete(n, p, A):
-    """A_{-p} - A_{-p,p} A_{p,-p} / A_pp in place, then the last row and column move
-    into slot p. For A = X^-1 this is (X_{-p})^-1: Pi for M without p, and the
-    inverse Gram matrix without p."""
-    inv_app = 1.0 / A[p, p]
-    prow = A[p]
+def schur_delete(n, p, A, work, fns):
+    """A_{-p} - A_{-p,p} A_{p,-p} / A_pp in place on the lower triangle, then the last
+    row and column move into slot p. For A = X^-1 this is (X_{-p})^-1: Pi for M
+    without p, and the inverse Gram matrix without p."""
+    col = work[:n]
     for i in range(n):
-        if i == p:
-            continue
-        aip = A[i, p]
-        row = A[i]
-        for j in range(p):  # (A_ip A_pj) / A_pp: a symmetric A stays exactly symmetric
-            row[j] -= (aip * prow[j]) * inv_app
-        for j in range(p + 1, n):
-            row[j] -= (aip * prow[j]) * inv_app
-    swap_last_matrix(n, p, A)
+        col[i] = lower(A, i, p)
+    sym_r1(fns, n, -1.0 / A[p, p], col, A)  # row and column p are dropped next
+    swap_last_lower(n, p, A)
 
 
 @njit(cache=True, error_model="numpy")
-def kinv_append(n, kinv, kvec, kappa, work):
+def kinv_append(n, kinv, G, kvec, kappa, work, fns):
     """Inverse Gram with a new last vector (kernel column kvec over the n others,
-    k(x, x) = kappa, jitter already added): block inverse, O(n^2)."""
-    symv(n, kinv, kvec, work)
+    k(x, x) = kappa, jitter already added; ``G`` already holds its row): block
+    inverse, O(n^2), lower triangle.
+
+    The new vector's Schur complement ``s = kappa - k' kinv k`` is at least the jitter
+    times its k(x, x) in exact arithmetic (the jittered Gram matrix is K + jitter
+    diag(K)). A smaller computed value is rounding (a near-duplicate of the others
+    on an ill-conditioned Gram matrix, where ``kinv``'s entries are ~1 / jitter),
+    and is raised to that bound: an update by ``1 / s`` of the noise blew the
+    inverse up to 1e280 (the refresh every :data:`KINV_REFRESH` removals restores
+    its accuracy)."""
+    sym_mv(fns, n, kinv, kvec, work)
     s = kappa
     for i in range(n):
         s -= kvec[i] * work[i]
-    if not s > 0.0:
-        s = 1e-300  # K + jitter is positive definite: only rounding gets here
+    floor = PROJECT_JITTER * kappa / (1.0 + PROJECT_JITTER)
+    if not s >= floor:
+        s = floor if floor > 0.0 else 1e-300
     inv_s = 1.0 / s
+    sym_r1(fns, n, inv_s, work, kinv)
     for i in range(n):
-        wi = work[i]
-        row = kinv[i]
-        for j in range(n):
-            row[j] += (wi * work[j]) * inv_s
-        kinv[i, n] = -wi * inv_s
-        kinv[n, i] = -wi * inv_s
+        kinv[n, i] = -work[i] * inv_s
     kinv[n, n] = inv_s
 
 
@@ -254,7 +258,20 @@ def _swap_last(n, p, nu, Pi, second_order):
     last = n - 1
     nu[p] = nu[last]
     if second_order:
-        swap_last_matrix(n, p, Pi)
+        swap_last_lower(n, p, Pi)
+
+
+@njit(cache=True, error_model="numpy")
+def swap_last_lower(n, p, A):
+    """The last slot's row and column move into slot p, lower triangle only."""
+    last = n - 1
+    if p == last:
+        return
+    for j in range(p):
+        A[p, j] = A[last, j]
+    for j in range(p + 1, last):
+        A[j, p] = A[last, j]
+    A[p, p] = A[last, last]
 
 
 @njit(cache=True, error_model="numpy")
@@ -270,15 +287,36 @@ def swap_last_matrix(n, p, A):
 
 @njit(cache=True, error_model="numpy")
 def kinv_refresh(n, G, kinv):
-    """kinv = (G with the jittered diagonal)^-1, from scratch (O(n^3))."""
+    """kinv = (G with the jittered diagonal)^-1, from scratch (O(n^3)), made exactly
+    symmetric (:func:`symmetric_inverse`)."""
     Gj = G[:n, :n].copy()
     for i in range(n):
         Gj[i, i] *= 1.0 + PROJECT_JITTER
-    kinv[:n, :n] = np.linalg.inv(Gj)
+    kinv[:n, :n] = symmetric_inverse(Gj)
 
 
 @njit(cache=True, error_model="numpy")
-def kl_append(n, G, vsv, kv, kap_new, c, beta, v_raw, a, second, work):
+def symmetric_inverse(A):
+    """inv(A) of a symmetric A, with each pair of mirrored entries averaged.
+
+    LAPACK's inverse of a symmetric matrix is not exactly symmetric, and its two
+    triangles are not interchangeable when A is ill-conditioned: on a jittered Gram
+    matrix of condition 1e7, ``kappa - k' X k`` of the next vector (its Schur
+    complement, ~1e-6) came out right from the whole inverse or the average of its
+    triangles, and as -8e-5 from its lower triangle alone, which is what the
+    symmetric BLAS routines read."""
+    X = np.linalg.inv(A)
+    n = X.shape[0]
+    for i in range(n):
+        for j in range(i):
+            v = 0.5 * (X[i, j] + X[j, i])
+            X[i, j] = v
+            X[j, i] = v
+    return X
+
+
+@njit(cache=True, error_model="numpy")
+def kl_append(n, G, vsv, kv, kap_new, c, beta, v_raw, a, second, work, fns):
     """Keep the variances at the support vectors through an update that appends a
     support vector as slot n (the caller keeps G).
 
@@ -286,7 +324,7 @@ def kl_append(n, G, vsv, kv, kap_new, c, beta, v_raw, a, second, work):
     an existing p, ``k_p' Pi_new k_p = k_p' Pi k_p - beta ((K c)_p + a K_np)^2``.
     """
     if second:
-        symv(n, G, c, work)
+        sym_mv(fns, n, G, c, work)
         for i in range(n):
             w = work[i] + a * kv[i]
             vsv[i] -= beta * w * w
@@ -294,7 +332,7 @@ def kl_append(n, G, vsv, kv, kap_new, c, beta, v_raw, a, second, work):
 
 
 @njit(cache=True, error_model="numpy")
-def kl_remove(n, p, G, zsv, vsv, Pi, a, second, work):
+def kl_remove(n, p, G, zsv, vsv, Pi, a, second, work, fns):
     """Keep the same through the removal of p (before ``remove`` changes Pi):
     Sigma' = Sigma + zeta_p Sigma phi_p phi_p' Sigma / (1 - zeta_p v_p), so
     v_r += zeta_p (x_r' Sigma phi_p)^2 / (1 - zeta_p v_p), with
@@ -304,8 +342,8 @@ def kl_remove(n, p, G, zsv, vsv, Pi, a, second, work):
     if second and zp > 0.0:
         den = 1.0 - zp * vsv[p]
         h = work[n : 2 * n]
-        symv(n, Pi, G[p], h)  # h = Pi K[:, p] (G is symmetric)
-        symv(n, G, h, work)  # K Pi K[:, p]
+        sym_mv(fns, n, Pi, G[p], h)  # h = Pi K[:, p] (G is symmetric)
+        sym_mv(fns, n, G, h, work)  # K Pi K[:, p]
         for r in range(n):
             acc = a * G[r, p] + work[r]
             vsv[r] += zp * acc * acc / den
@@ -317,7 +355,7 @@ def policy_append(pol, n, kv, kap_new, c, beta, v_raw, a, second, work):
     """What the policy tracks, through an update that appends slot n (kernel column
     ``kv`` over the n others, ``c = Pi k`` before the update, ``v_raw`` unfloored)."""
     if pol.track_kl:
-        kl_append(n, pol.G, pol.vsv, kv, kap_new, c, beta, v_raw, a, second, work)
+        kl_append(n, pol.G, pol.vsv, kv, kap_new, c, beta, v_raw, a, second, work, pol.blas)
     if pol.track_kl or pol.track_kinv:
         G = pol.G
         for i in range(n):
@@ -325,7 +363,7 @@ def policy_append(pol, n, kv, kap_new, c, beta, v_raw, a, second, work):
             G[i, n] = kv[i]
         G[n, n] = kap_new
     if pol.track_kinv:
-        kinv_append(n, pol.kinv, kv, kap_new * (1.0 + PROJECT_JITTER), work)
+        kinv_append(n, pol.kinv, pol.G, kv, kap_new * (1.0 + PROJECT_JITTER), work, pol.blas)
 
 
 @njit(cache=True, error_model="numpy")
@@ -335,18 +373,19 @@ def evict(pol, counter, n, sup, a, second, work):
     the last slot moves into its place. The caller counts the removal."""
     p = choose_victim(pol, counter, n, sup, work)
     counter += 1
+    fns = pol.blas
     if pol.track_kl:
-        kl_remove(n, p, pol.G, sup.zsv, pol.vsv, sup.Pi, a, second, work)
+        kl_remove(n, p, pol.G, sup.zsv, pol.vsv, sup.Pi, a, second, work, fns)
     if pol.code == PROJECT:
-        project(n, p, sup.nu, sup.Pi, pol.kinv, second, work)
+        project(n, p, sup.nu, sup.Pi, pol.kinv, second, work, fns)
         sup.zsv[p] = sup.zsv[n - 1]
         sup.gsv[p] = sup.gsv[n - 1]
     else:
-        remove(n, p, sup.nu, sup.Pi, sup.zsv, sup.gsv, a, second, work)
+        remove(n, p, sup.nu, sup.Pi, sup.zsv, sup.gsv, a, second, work, fns)
     if pol.track_kl or pol.track_kinv:
         swap_last_matrix(n, p, pol.G)
     if pol.track_kinv:
-        schur_delete(n, p, pol.kinv)
+        schur_delete(n, p, pol.kinv, work, fns)
         if counter % KINV_REFRESH == 0:
             kinv_refresh(n - 1, pol.G, pol.kinv)
     sup.kap[p] = sup.kap[n - 1]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._blas import LEVEL2
 from .kernels import (
     NO_BUDGET,
     OLDEST,
@@ -23,6 +24,8 @@ from .kernels import (
     RANDOM,
     SMALLEST,
     PolicyState,
+    lower_symmetric,
+    symmetric_inverse,
 )
 
 __all__ = [
@@ -75,7 +78,7 @@ class BudgetPolicy:
             if n:
                 Gj = G.copy()
                 Gj[np.diag_indices(n)] *= 1.0 + PROJECT_JITTER
-                self.kinv[:n, :n] = np.linalg.inv(Gj)
+                self.kinv[:n, :n] = symmetric_inverse(Gj)
         if self.tracks_gram:
             self.G = np.zeros((cap, cap))
             if n:
@@ -97,6 +100,7 @@ class BudgetPolicy:
             self.kinv,
             self.G,
             self.vsv,
+            LEVEL2,
         )
 
     def copy(self) -> BudgetPolicy:
@@ -113,7 +117,7 @@ class BudgetPolicy:
         """The counter and the tracked arrays' leading n (of a model of n)."""
         return {
             "counter": np.array(self.counter, dtype=np.int64),
-            "kinv": self.kinv[:n, :n].copy(),
+            "kinv": lower_symmetric(self.kinv[:n, :n]),
             "G": self.G[:n, :n].copy(),
             "vsv": self.vsv[:n].copy(),
         }

@@ -22,8 +22,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ..._blas import sym_mv, sym_r1
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
-from ...budget.kernels import symv
+from ...budget.kernels import lower_symmetric
 from ...budget.policies import grown
 from ...rules import FIRST_ORDER, VAR_FLOOR, negligible, step
 from .form import BlockData, Form, Walked
@@ -108,14 +109,14 @@ def save_model(n, sup, pol, undo):
 
 @njit(cache=True)
 def all_finite(nu, Pi, n):
-    """nu's leading n and Pi's leading n x n hold no inf or NaN (x - x is NaN for
+    """nu's leading n and Pi's leading lower triangle hold no inf or NaN (x - x is NaN for
     both; an and-reduction, which the compiler vectorises)."""
     ok = True
     for i in range(n):
         ok &= (nu[i] - nu[i]) == 0.0
-    for i in range(min(n, Pi.shape[0])):
+    for i in range(min(n, Pi.shape[0])):  # the lower triangle (the one kept)
         row = Pi[i]
-        for j in range(n):
+        for j in range(i + 1):
             ok &= (row[j] - row[j]) == 0.0
     return ok
 
@@ -155,7 +156,7 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
         kap_t = blk.kap[t]
         y_t = blk.y[t]
         if second:
-            symv(n, Pi, kv, c)
+            sym_mv(pol.blas, n, Pi, kv, c)
             q = 0.0
             for i in range(n):
                 q += kv[i] * c[i]
@@ -183,15 +184,11 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
             policy_append(pol, n, kv, kap_t, c, beta, v_raw, a, second, scr.work)
             sup.zsv[n] = zeta
             sup.gsv[n] = zeta * f + ay * (1.0 + zeta * v) if second else ay
-            if second:
+            if second:  # Pi's lower triangle (module docstring of kernelcw.budget.kernels)
+                sym_r1(pol.blas, n, -beta, c, Pi)
                 for i in range(n):
                     nu[i] += ay * c[i]
-                    ci = c[i]
-                    row = Pi[i]
-                    for j in range(n):  # beta (c_i c_j): Pi stays exactly symmetric
-                        row[j] -= beta * (ci * c[j])
                     Pi[n, i] = -beta * a * c[i]
-                    Pi[i, n] = -beta * a * c[i]
                 Pi[n, n] = -beta * a * a
             nu[n] = ay * a
             sup.kap[n] = kap_t
@@ -263,12 +260,12 @@ class ExplicitForm(Form):
         n = self.n
         if not self.second or n == 0:
             return np.zeros((n, n))
-        return self._Pi[:n, :n].copy()
+        return lower_symmetric(self._Pi[:n, :n])
 
     def variance(self, Ks: np.ndarray, kap: np.ndarray, a: float) -> np.ndarray:
         if not self.second or self.n == 0:
             return a * kap
-        Pi = self._Pi[: self.n, : self.n]
+        Pi = lower_symmetric(self._Pi[: self.n, : self.n])
         v = a * kap + np.einsum("ij,ij->j", Ks, Pi @ Ks)
         return np.maximum(v, VAR_FLOOR * a * kap)
 
@@ -384,7 +381,7 @@ class ExplicitForm(Form):
         n = self.n
         state = {
             "nu": self._nu[:n].copy(),
-            "Pi": self._Pi[:n, :n].copy() if self.second else np.zeros((0, 0)),
+            "Pi": lower_symmetric(self._Pi[:n, :n]) if self.second else np.zeros((0, 0)),
             "zsv": self.zsv[:n].copy(),
             "gsv": self.gsv[:n].copy(),
         }
