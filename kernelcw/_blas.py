@@ -58,6 +58,7 @@ _dsymv = _fn("blas", "dsymv", 10)
 _dsyr = _fn("blas", "dsyr", 7)
 _dsyr2 = _fn("blas", "dsyr2", 9)
 _dpotrf = _fn("lapack", "dpotrf", 5)
+_dpotri = _fn("lapack", "dpotri", 5)
 _dtpqrt = _fn("lapack", "dtpqrt", 12)
 
 _M = types.float64[:, :]  # any layout: one compiled version per wrapper
@@ -263,19 +264,23 @@ def givens_update(L, Lam):
 
 # ---------------------------------------------------------------- symmetric level 2
 # For compiled callers (the explicit dual form's O(n^2) passes): the routines travel
-# in a :class:`Level2` record, and each wrapper takes it as its first argument.
+# in a :class:`SymBlas` record, and each wrapper takes it as its first argument.
 
 
-class Level2(NamedTuple):
-    """Function pointers of BLAS's symmetric level-2 routines (dsymv, dsyr, dsyr2)."""
+class SymBlas(NamedTuple):
+    """Function pointers of the routines on symmetric matrices that compiled callers
+    use: BLAS dsymv, dsyr, dsyr2 and LAPACK dpotrf, dpotri."""
 
     symv: object
     syr: object
     syr2: object
+    potrf: object
+    potri: object
 
 
-#: The record compiled callers pass to :func:`sym_mv`, :func:`sym_r1`, :func:`sym_r2`.
-LEVEL2 = Level2(_dsymv, _dsyr, _dsyr2)
+#: The record compiled callers pass to :func:`sym_mv`, :func:`sym_r1`, :func:`sym_r2`
+#: and :func:`sym_inverse`.
+SYM_BLAS = SymBlas(_dsymv, _dsyr, _dsyr2, _dpotrf, _dpotri)
 
 
 @njit(cache=True)
@@ -314,3 +319,20 @@ def sym_r2(fns, n, alpha, x, y, A):
     sc = np.array([alpha])
     fns.syr2(ch.ctypes, ints[0:].ctypes, sc.ctypes, x.ctypes, ints[1:].ctypes, y.ctypes,
              ints[1:].ctypes, A.ctypes, ints[2:].ctypes)  # fmt: skip
+
+
+@njit(cache=True)
+def sym_inverse(fns, n, A):
+    """The lower triangle of ``A[:n, :n]`` (symmetric positive definite, by its lower
+    triangle) becomes its inverse's, in place: Cholesky (dpotrf) and inverse from the
+    factor (dpotri), n^3 flops (half of an LU inverse) and exactly symmetric. Returns
+    LAPACK's info (> 0: not positive definite, A's lower triangle then undefined)."""
+    if n == 0:
+        return 0
+    ch = np.array([_U], dtype=np.uint8)
+    ints = np.array([n, _ld(A), 0], dtype=np.int32)
+    fns.potrf(ch.ctypes, ints[0:].ctypes, A.ctypes, ints[1:].ctypes, ints[2:].ctypes)
+    if ints[2] != 0:
+        return ints[2]
+    fns.potri(ch.ctypes, ints[0:].ctypes, A.ctypes, ints[1:].ctypes, ints[2:].ctypes)
+    return ints[2]

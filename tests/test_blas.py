@@ -122,9 +122,28 @@ def test_symmetric_level2_reads_and_writes_the_lower_triangle_only():
         A = np.full((cap, cap), np.nan)
         A[:n, :n] = np.where(np.tri(n, dtype=bool), S, np.nan)
         x, y, out = rng.normal(size=n), rng.normal(size=n), np.empty(n)
-        run(_blas.LEVEL2, n, A, x, y, out)
+        run(_blas.SYM_BLAS, n, A, x, y, out)
         np.testing.assert_allclose(out, S @ x, rtol=1e-12, atol=1e-12 * n)
         want = S - 0.25 * np.outer(x, x) + 2.0 * (np.outer(x, y) + np.outer(y, x))
         low = np.tri(n, dtype=bool)
         np.testing.assert_allclose(A[:n, :n][low], want[low], rtol=1e-12, atol=1e-12 * n)
         assert np.isnan(A[:n, :n][~low]).all() and np.isnan(A[n:]).all()
+
+
+def test_sym_inverse_in_place_on_the_lower_triangle():
+    from numba import njit
+
+    @njit
+    def run(fns, n, A):
+        return _blas.sym_inverse(fns, n, A)
+
+    rng = np.random.default_rng(11)
+    buf, M = _buffer(rng, 40, 33)
+    upper = np.triu(buf, 1).copy()
+    assert run(_blas.SYM_BLAS, 33, buf) == 0
+    low = np.tril(buf[:33, :33])
+    inv = low + np.tril(low, -1).T
+    np.testing.assert_allclose(inv @ M, np.eye(33), atol=1e-10)
+    np.testing.assert_array_equal(np.triu(buf, 1), upper)
+    bad = -np.eye(3)
+    assert run(_blas.SYM_BLAS, 3, bad) > 0  # not positive definite: LAPACK's info

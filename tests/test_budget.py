@@ -732,7 +732,7 @@ def test_inverse_gram_stays_accurate_on_a_rank_deficient_gram_matrix():
     LAPACK's not-quite-symmetric inverse gave Schur complements of the wrong sign and
     entries of 1e280), and a computed Schur complement below its exact bound (jitter
     times k(x, x)) is raised to the bound."""
-    from kernelcw._blas import LEVEL2
+    from kernelcw._blas import SYM_BLAS
     from kernelcw.budget import kernels as bk
 
     rng = np.random.default_rng(3)
@@ -753,12 +753,12 @@ def test_inverse_gram_stays_accurate_on_a_rank_deficient_gram_matrix():
         G2 = np.zeros((cap, cap))
         G2[: n + 1, : n + 1] = Gs
         bk.kinv_append(
-            n, kinv, G2, Gs[n, :n].copy(), Gs[n, n] * (1 + bk.PROJECT_JITTER), work, LEVEL2
+            n, kinv, G2, Gs[n, :n].copy(), Gs[n, n] * (1 + bk.PROJECT_JITTER), work, SYM_BLAS
         )
         slots.append(t)
         if t % 3 == 0:  # delete one: the last slot moves into its place
             p = int(rng.integers(0, len(slots) - 1))
-            bk.schur_delete(len(slots), p, kinv, work, LEVEL2)
+            bk.schur_delete(len(slots), p, kinv, work, SYM_BLAS)
             slots[p] = slots[-1]
             slots.pop()
         n = len(slots)

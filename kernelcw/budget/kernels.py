@@ -8,7 +8,7 @@ the policy's :class:`PolicyState` record and the model's :class:`Support` record
 
 The symmetric matrices (Pi and the inverse Gram matrix ``kinv``) are kept by their
 lower triangle: every O(n^2) pass is a BLAS level-2 call on one triangle (dsymv,
-dsyr, dsyr2 through :data:`kernelcw._blas.LEVEL2`, carried in the policy record),
+dsyr, dsyr2 through :data:`kernelcw._blas.SYM_BLAS`, carried in the policy record),
 half the memory traffic of the whole matrix and 2-8x faster than the compiled
 loops over it from n = 500 on. The strict upper triangles hold stale values;
 readers outside take the lower triangle (:func:`lower_symmetric`). The Gram
@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .._blas import sym_mv, sym_r1, sym_r2
+from .._blas import sym_inverse, sym_mv, sym_r1, sym_r2
 
 __all__ = [
     "KINV_REFRESH",
@@ -286,13 +286,21 @@ def swap_last_matrix(n, p, A):
 
 
 @njit(cache=True, error_model="numpy")
-def kinv_refresh(n, G, kinv):
-    """kinv = (G with the jittered diagonal)^-1, from scratch (O(n^3)), made exactly
-    symmetric (:func:`symmetric_inverse`)."""
-    Gj = G[:n, :n].copy()
+def kinv_refresh(n, G, kinv, fns):
+    """kinv = (G with the jittered diagonal)^-1 from scratch, in place on its lower
+    triangle: Cholesky and inverse from the factor (n^3 flops, half of an LU
+    inverse, exactly symmetric; at n = 4000 the refresh was most of a removal's
+    cost). Should rounding leave the jittered Gram matrix not positive definite,
+    the LU inverse (:func:`symmetric_inverse`)."""
     for i in range(n):
-        Gj[i, i] *= 1.0 + PROJECT_JITTER
-    kinv[:n, :n] = symmetric_inverse(Gj)
+        for j in range(i):
+            kinv[i, j] = G[i, j]
+        kinv[i, i] = G[i, i] * (1.0 + PROJECT_JITTER)
+    if sym_inverse(fns, n, kinv) != 0:
+        Gj = G[:n, :n].copy()
+        for i in range(n):
+            Gj[i, i] *= 1.0 + PROJECT_JITTER
+        kinv[:n, :n] = symmetric_inverse(Gj)
 
 
 @njit(cache=True, error_model="numpy")
@@ -387,7 +395,7 @@ def evict(pol, counter, n, sup, a, second, work):
     if pol.track_kinv:
         schur_delete(n, p, pol.kinv, work, fns)
         if counter % KINV_REFRESH == 0:
-            kinv_refresh(n - 1, pol.G, pol.kinv)
+            kinv_refresh(n - 1, pol.G, pol.kinv, fns)
     sup.kap[p] = sup.kap[n - 1]
     sup.entry[p] = sup.entry[n - 1]
     sup.ks[p] = sup.ks[n - 1]

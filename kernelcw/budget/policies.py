@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._blas import LEVEL2
+from .._blas import SYM_BLAS
 from .kernels import (
     NO_BUDGET,
     OLDEST,
@@ -100,7 +100,7 @@ class BudgetPolicy:
             self.kinv,
             self.G,
             self.vsv,
-            LEVEL2,
+            SYM_BLAS,
         )
 
     def copy(self) -> BudgetPolicy:
