@@ -204,13 +204,13 @@ def project(n, p, nu, Pi, kinv, second_order, work, fns):
             nu[i] += nup * e[i]
     if second_order:
         # Pi' = Pi + e pi_p' + pi_p e' + Pi_pp e e' on the -p block (pi_p: p's
-        # column, read first); row and column p change too, and are dropped
-        pcol = work[n : 2 * n]
+        # column, read first) = Pi + e q' + q e' with q = pi_p + (Pi_pp / 2) e: one
+        # pass; row and column p change too, and are dropped
+        q = work[n : 2 * n]
+        half = 0.5 * Pi[p, p]
         for i in range(n):
-            pcol[i] = lower(Pi, i, p)
-        pipp = Pi[p, p]
-        sym_r2(fns, n, 1.0, e, pcol, Pi)
-        sym_r1(fns, n, pipp, e, Pi)
+            q[i] = lower(Pi, i, p) + half * e[i]
+        sym_r2(fns, n, 1.0, e, q, Pi)
     _swap_last(n, p, nu, Pi, second_order)
 
 
