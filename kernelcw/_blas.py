@@ -96,8 +96,6 @@ def _ld(A):
 
 def _trsm(fn, L, B, trans):
     n, m = B.shape
-    if n == 0 or m == 0:
-        return 0
     # C: L X = B  <=>  Fortran: X' L' = B' with X' = B' (m x n), L' upper;
     # C: L' X = B <=>  Fortran: X' L = B', i.e. X' (L')' = B'
     ch = np.array([_R, _U, _T if trans else _N, _N], dtype=np.uint8)
@@ -111,10 +109,6 @@ def _trsm(fn, L, B, trans):
 
 def _trsv(fn, L, x, trans):
     n = x.shape[0]
-    if n == 0:
-        return 0
-    if x.strides[0] != 8:
-        raise ValueError("expected a contiguous float64 vector")
     # C-ordered lower L is the Fortran upper L': L x = b is (L')' x = b
     ch = np.array([_U, _N if trans else _T, _N], dtype=np.uint8)
     ints = np.array([n, _ld(L), 1], dtype=np.int32)
@@ -126,14 +120,6 @@ def _trsv(fn, L, x, trans):
 def _gemm(fn, alpha, A, B, beta, C, trans_a):
     m, n = C.shape
     k = A.shape[0] if trans_a else A.shape[1]
-    if m == 0 or n == 0:
-        return 0
-    if k == 0:
-        if beta == 0.0:
-            C[...] = 0.0  # BLAS semantics: C is not read when beta = 0
-        else:
-            C *= beta
-        return 0
     # C' = B' op(A)'  (Fortran: C' is n x m; B' is n x k; op(A)' is k x m)
     ch = np.array([_N, _T if trans_a else _N], dtype=np.uint8)
     ints = np.array([n, m, k, _ld(B), _ld(A), _ld(C)], dtype=np.int32)
@@ -146,8 +132,6 @@ def _gemm(fn, alpha, A, B, beta, C, trans_a):
 
 def _potrf(fn, M):
     n = M.shape[0]
-    if n == 0:
-        return 0
     ch = np.array([_U], dtype=np.uint8)
     ints = np.array([n, _ld(M), 0], dtype=np.int32)
     fn(ch.ctypes, ints[0:].ctypes, M.ctypes, ints[1:].ctypes, ints[2:].ctypes)
@@ -170,9 +154,6 @@ def _positive_diagonal(L):
 
 def _tpqrt(fn, L, Lam, nb):
     n, k = Lam.shape
-    if n == 0 or k == 0:
-        return 0
-    nb = max(1, min(nb, n))
     T = np.empty((n, nb))  # Fortran nb x n, ld nb
     work = np.empty(nb * n)
     # Fortran view: A = L' (n x n upper, ld), B = Lam' (k x n, ld)
@@ -188,7 +169,9 @@ def trsm_lower_left(L: np.ndarray, B: np.ndarray, trans: bool = False) -> None:
     """B <- L^-1 B (``trans``: L'^-1 B) in place; L (n x n) lower triangular, B (n x m).
     Only L's lower triangle is read (its strict upper triangle may hold other data).
     One contiguous column (m = 1) goes to dtrsv, which does not pack L."""
-    if B.ndim == 2 and B.shape[1] == 1 and B.strides[0] == 8:
+    if B.shape[0] == 0 or B.shape[1] == 0:
+        return
+    if B.shape[1] == 1 and B.strides[0] == 8:
         _call(_trsv, (_M, _V, types.boolean), _dtrsv, L, B[:, 0], trans)
         return
     _call(_trsm, (_M, _M, types.boolean), _dtrsm, L, B, trans)
@@ -197,21 +180,32 @@ def trsm_lower_left(L: np.ndarray, B: np.ndarray, trans: bool = False) -> None:
 def trsv_lower(L: np.ndarray, x: np.ndarray, trans: bool = False) -> None:
     """x <- L^-1 x (``trans``: L'^-1 x) in place for one contiguous vector x; L as in
     :func:`trsm_lower_left` (one right-hand side: no packing of L, half the traffic)."""
-    if x.dtype != np.float64 or x.ndim != 1:
+    if x.dtype != np.float64 or x.ndim != 1 or x.strides[0] != 8:
         raise ValueError("expected a contiguous float64 vector")
-    _call(_trsv, (_M, _V, types.boolean), _dtrsv, L, x, trans)
+    if x.shape[0]:
+        _call(_trsv, (_M, _V, types.boolean), _dtrsv, L, x, trans)
 
 
 def gemm_sub(
     alpha: float, A: np.ndarray, B: np.ndarray, beta: float, C: np.ndarray, trans_a: bool = False
 ) -> None:
     """C <- alpha op(A) B + beta C in place, op(A) = A' if trans_a (C-ordered)."""
+    if C.shape[0] == 0 or C.shape[1] == 0:
+        return
+    if (A.shape[0] if trans_a else A.shape[1]) == 0:
+        if beta == 0.0:
+            C[...] = 0.0  # BLAS semantics: C is not read when beta = 0
+        else:
+            C *= beta
+        return
     _call(_gemm, _GEMM, _dgemm, alpha, A, B, beta, C, trans_a)
 
 
 def potrf_lower(M: np.ndarray) -> int:
     """Cholesky in place: the lower triangle of M (C-ordered) becomes L, M = L L'.
     The strict upper triangle is neither read nor written. Returns LAPACK's info."""
+    if M.shape[0] == 0:
+        return 0
     return int(_call(_potrf, (_M,), _dpotrf, M))
 
 
@@ -230,10 +224,13 @@ def tpqrt_update(L: np.ndarray, Lam: np.ndarray, nb: int = 64) -> int:
     :data:`GIVENS_MAX_RANK` (one row at a time: k = 1), k Givens sweeps do the same
     in a fraction of the time (LAPACK's blocking costs more than the work there).
     """
-    if Lam.shape[1] <= GIVENS_MAX_RANK:
+    n, k = Lam.shape
+    if n == 0 or k == 0:
+        return 0
+    if k <= GIVENS_MAX_RANK:
         givens_update(L, Lam)
         return 0
-    return int(_call(_tpqrt, (_M, _M, types.int64), _dtpqrt, L, Lam, nb))
+    return int(_call(_tpqrt, (_M, _M, types.int64), _dtpqrt, L, Lam, max(1, min(nb, n))))
 
 
 @njit(cache=True)
