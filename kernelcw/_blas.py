@@ -62,8 +62,9 @@ _dpotri = _fn("lapack", "dpotri", 5)
 _dtpqrt = _fn("lapack", "dtpqrt", 12)
 
 _M = types.float64[:, :]  # any layout: one compiled version per wrapper
+_RM = types.Array(types.float64, 2, "A", readonly=True)  # read only (writable ones pass too)
 _V = types.float64[:]
-_GEMM = (types.float64, _M, _M, types.float64, _M, types.boolean)
+_GEMM = (types.float64, _RM, _RM, types.float64, _M, types.boolean)
 _N, _T, _U, _R = (ord(c) for c in "NTUR")
 
 
@@ -172,9 +173,9 @@ def trsm_lower_left(L: np.ndarray, B: np.ndarray, trans: bool = False) -> None:
     if B.shape[0] == 0 or B.shape[1] == 0:
         return
     if B.shape[1] == 1 and B.strides[0] == 8:
-        _call(_trsv, (_M, _V, types.boolean), _dtrsv, L, B[:, 0], trans)
+        _call(_trsv, (_RM, _V, types.boolean), _dtrsv, L, B[:, 0], trans)
         return
-    _call(_trsm, (_M, _M, types.boolean), _dtrsm, L, B, trans)
+    _call(_trsm, (_RM, _M, types.boolean), _dtrsm, L, B, trans)
 
 
 def trsv_lower(L: np.ndarray, x: np.ndarray, trans: bool = False) -> None:
@@ -183,7 +184,7 @@ def trsv_lower(L: np.ndarray, x: np.ndarray, trans: bool = False) -> None:
     if x.dtype != np.float64 or x.ndim != 1 or x.strides[0] != 8:
         raise ValueError("expected a contiguous float64 vector")
     if x.shape[0]:
-        _call(_trsv, (_M, _V, types.boolean), _dtrsv, L, x, trans)
+        _call(_trsv, (_RM, _V, types.boolean), _dtrsv, L, x, trans)
 
 
 def gemm_sub(

@@ -147,3 +147,24 @@ def test_sym_inverse_in_place_on_the_lower_triangle():
     np.testing.assert_array_equal(np.triu(buf, 1), upper)
     bad = -np.eye(3)
     assert run(_blas.SYM_BLAS, 3, bad) > 0  # not positive definite: LAPACK's info
+
+
+def test_read_only_factors_and_operands():
+    """A factor from a read-only memory map (a model unpickled with mmap) is only read."""
+    rng = np.random.default_rng(5)
+    buf, _ = _buffer(rng, 8, 8)
+    assert _blas.potrf_lower(buf) == 0
+    L = np.tril(buf)
+    buf.setflags(write=False)
+    for m in (1, 3):
+        B = rng.normal(size=(8, m))
+        want = np.linalg.solve(L, B)
+        _blas.trsm_lower_left(buf, B)
+        np.testing.assert_allclose(B, want, rtol=1e-10)
+    x = rng.normal(size=8)
+    want = np.linalg.solve(L.T, x)
+    _blas.trsv_lower(buf, x, trans=True)
+    np.testing.assert_allclose(x, want, rtol=1e-10)
+    C = np.zeros((8, 8))
+    _blas.gemm_sub(1.0, buf, buf, 0.0, C, trans_a=True)
+    np.testing.assert_allclose(C, buf.T @ buf, rtol=1e-12)

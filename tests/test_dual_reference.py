@@ -733,8 +733,12 @@ def test_variance_collapse_is_floored_or_refused_never_nan(seed, solver):
     """CW-Stdev's hard constraint (eta = 0.95) on a non-separable stream in 3 dimensions
     (linear kernel) drives v down to the floor 1e-12 a k(x, x) within ~60 rounds.
 
-    While the reference's v / (a k(x, x)) stays above 1e-8 (round t8) the model is well
-    determined and the predictions must be the reference's. Below, v is rounding noise: the
+    While the reference's v / (a k(x, x)) = rho stays above 1e-8 (round t8) the model is well
+    determined and the Cholesky solver's predictions must be the reference's (its v is
+    accurate to about eps / rho). The explicit recursion subtracts beta c c' with beta ~ 1/v,
+    so its v is accurate to about eps / rho^2 only (3 % at rho = 6e-8: both the former
+    compiled loops and the BLAS level-2 form drift from the reference there, by different
+    rounding): it is compared while rho > 1e-7. Below, v is rounding noise: the
     explicit Pi (the reference's too) soon drifts to v < 0, which the explicit solver floors
     (the linear kernel is positive semi-definite by construction) until the recursion leaves
     float64's range and is refused with a FloatingPointError; M = D^-1 + a K stays positive
@@ -752,6 +756,9 @@ def test_variance_collapse_is_floored_or_refused_never_nan(seed, solver):
     ratio = np.array([v / (A * (x @ x)) for (_, v), x in zip(lr.trace, X, strict=False)])
     t8 = int(np.argmax(ratio < 1e-8))
     assert 10 < t8 <= lr.floored_at[0] < 200
+    if solver == "explicit":
+        t8 = int(np.argmax(ratio < 1e-7))
+        assert t8 > 10
     est = make_estimator("stdev", "linear", solver, eta=0.95)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
