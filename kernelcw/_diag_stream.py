@@ -30,12 +30,25 @@ from .rules import DIAG_METHODS
 __all__ = ["DiagStream", "fast_engine", "sum_of_squares"]
 
 
-def _entry(dispatcher, args: tuple):
-    """The compiled entry point of ``dispatcher`` for the types of ``args`` (after a
-    call with them), or the dispatcher itself if it has none."""
+#: Compiled entry points by handle. A model keeps the int handle, not the entry point:
+#: an object graph that reached numba's compiled objects reached its global state too
+#: (river's memory check walks the graph, and met a dead weak reference there).
+_ENTRIES: list = []
+_HANDLES: dict = {}
+
+
+def _entry(dispatcher, args: tuple) -> int:
+    """The handle in :data:`_ENTRIES` of the compiled entry point of ``dispatcher`` for
+    the types of ``args`` (after a call with them), or of the dispatcher itself if it
+    has none."""
     sig = tuple(dispatcher.typeof_pyval(a) for a in args)
     compiled = dispatcher.overloads.get(sig)
-    return dispatcher if compiled is None else compiled.entry_point
+    fn = dispatcher if compiled is None else compiled.entry_point
+    handle = _HANDLES.get(id(fn))
+    if handle is None:
+        handle = _HANDLES[id(fn)] = len(_ENTRIES)
+        _ENTRIES.append(fn)  # kept alive here, so its id stays its own
+    return handle
 
 
 def fast_engine(engine) -> bool:
@@ -79,7 +92,7 @@ class DiagStream:
         self.log = no_log(1)
         self.out = np.empty(2)
         self.targets = {1.0: np.array([1.0]), -1.0: np.array([-1.0])}
-        self._learn = self._margin = None  # entry points, bound on first use
+        self._learn = self._margin = None  # handles of entry points, on first use
 
     def learn(self, idx: np.ndarray, val: np.ndarray, y: float) -> None:
         """One round on the non-zeros (idx increasing, int64; val float64), y = +-1."""
@@ -89,7 +102,7 @@ class DiagStream:
             ok = _diag_row(*args)
             self._learn = _entry(_diag_row, args)
         else:
-            ok = self._learn(*args)
+            ok = _ENTRIES[self._learn](*args)
         if not ok:
             raise_nonfinite(0)
 
@@ -100,7 +113,7 @@ class DiagStream:
             sq = _margin(*args)
             self._margin = _entry(_margin, args)
         else:
-            sq = self._margin(*args)
+            sq = _ENTRIES[self._margin](*args)
         return float(self.out[0]), float(self.out[1]), sq
 
     def take_counts(self) -> tuple[int, int, int]:
