@@ -294,11 +294,14 @@ class ExplicitForm(Form):
         data = BlockData(np.ascontiguousarray(blk.K0), blk.Kbb, blk.kap, blk.y)
         rec = self.policy.record()
         budgeted = None if B is None else True
-        undo = _UNARMED if self._armed is None else self._spares(cap, rec)
+        undo = _UNARMED
+        if self._armed is not None:
+            # the checkpoint holds the buffers before the walk saves into them, so that
+            # an error raised inside the walk after its save still restores the model
+            undo = self._armed.undo = self._spares(cap, rec)
         res = explicit_walk(data, t0, sup, n_now, self.clock, rec, ctx.rule, self.second,
                             psd_tol, scr, undo, budgeted)  # fmt: skip
-        if undo.saved[0] >= 0:  # saved: the checkpoint holds the save, the form is done
-            self._armed.undo = undo
+        if undo.saved[0] >= 0:  # saved: nothing more for this call to save
             self._armed = None
         n_end = res.n
         self.policy.counter = int(res.counter)
@@ -353,7 +356,7 @@ class ExplicitForm(Form):
         (self.idx, self.entry, self.kap, self.clock, counter), saved = cp
         self._armed = None
         undo = None if saved is None else saved.undo
-        if undo is None:
+        if undo is None or undo.saved[0] < 0:
             return  # nothing changed in place
         n = int(undo.saved[0])
         self._nu[:n] = undo.nu[:n]
