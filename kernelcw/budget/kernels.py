@@ -13,6 +13,10 @@ half the memory traffic of the whole matrix and 2-8x faster than the compiled
 loops over it from n = 500 on. The strict upper triangles hold stale values;
 readers outside take the lower triangle (:func:`lower_symmetric`). The Gram
 matrix ``G`` is kept whole (it only gains rows).
+
+``second`` / ``second_order`` is True for a second-order rule and None for a
+first-order one: a compile-time constant (``is not None``), so that the first-order
+walks of the explicit form do not compile the passes over Pi.
 """
 
 from __future__ import annotations
@@ -173,13 +177,13 @@ def remove(n, p, nu, Pi, zsv, gsv, a, second_order, work, fns):
     moves into slot p (``zsv`` and ``gsv`` too; callers move their other per-vector
     arrays alike).
     """
-    if second_order:
+    if second_order is not None:
         schur_delete(n, p, Pi, work, fns)
     nu[p] = nu[n - 1]
     last = n - 1
     zsv[p] = zsv[last]
     gsv[p] = gsv[last]
-    if second_order:
+    if second_order is not None:
         w = work[last : 2 * last]
         for j in range(last):
             w[j] = gsv[j] / zsv[j]
@@ -202,7 +206,7 @@ def project(n, p, nu, Pi, kinv, second_order, work, fns):
     for i in range(n):
         if i != p:
             nu[i] += nup * e[i]
-    if second_order:
+    if second_order is not None:
         # Pi' = Pi + e pi_p' + pi_p e' + Pi_pp e e' on the -p block (pi_p: p's
         # column, read first) = Pi + e q' + q e' with q = pi_p + (Pi_pp / 2) e: one
         # pass; row and column p change too, and are dropped
@@ -257,7 +261,7 @@ def kinv_append(n, kinv, G, kvec, kappa, work, fns):
 def _swap_last(n, p, nu, Pi, second_order):
     last = n - 1
     nu[p] = nu[last]
-    if second_order:
+    if second_order is not None:
         swap_last_lower(n, p, Pi)
 
 
@@ -300,7 +304,10 @@ def kinv_refresh(n, G, kinv, fns):
         Gj = G[:n, :n].copy()
         for i in range(n):
             Gj[i, i] *= 1.0 + PROJECT_JITTER
-        kinv[:n, :n] = symmetric_inverse(Gj)
+        X = symmetric_inverse(Gj)
+        for i in range(n):  # element by element: no shape-check code to compile
+            for j in range(n):
+                kinv[i, j] = X[i, j]
 
 
 @njit(cache=True, error_model="numpy")
@@ -331,12 +338,14 @@ def kl_append(n, G, vsv, kv, kap_new, c, beta, v_raw, a, second, work, fns):
     ``c = Pi k`` before the update and ``v_raw = a kappa + k' c`` (unfloored). For
     an existing p, ``k_p' Pi_new k_p = k_p' Pi k_p - beta ((K c)_p + a K_np)^2``.
     """
-    if second:
+    if second is not None:
         sym_mv(fns, n, G, c, work)
         for i in range(n):
             w = work[i] + a * kv[i]
             vsv[i] -= beta * w * w
-    vsv[n] = v_raw - beta * v_raw * v_raw if second else a * kap_new
+        vsv[n] = v_raw - beta * v_raw * v_raw
+    else:
+        vsv[n] = a * kap_new
 
 
 @njit(cache=True, error_model="numpy")
@@ -347,7 +356,7 @@ def kl_remove(n, p, G, zsv, vsv, Pi, a, second, work, fns):
     x_r' Sigma phi_p = a K_rp + (K Pi K)_rp; then slot p takes the last one (the
     caller moves G)."""
     zp = zsv[p]
-    if second and zp > 0.0:
+    if second is not None and zp > 0.0:
         den = 1.0 - zp * vsv[p]
         h = work[n : 2 * n]
         sym_mv(fns, n, Pi, G[p], h)  # h = Pi K[:, p] (G is symmetric)

@@ -87,11 +87,14 @@ def _copy_vector(n, src, dst):
 
 @njit(cache=True)
 def _copy_square(n, src, dst):
-    """dst[:n, :n] := src[:n, :n]; nothing for an empty dst."""
+    """dst[:n, :n] := src[:n, :n]; nothing for an empty dst. (Element by element: a
+    slice assignment compiles numba's shape check and its error message, seconds of a
+    cold start.)"""
     if dst.shape[0] == 0:
         return
     for i in range(n):
-        dst[i, :n] = src[i, :n]
+        for j in range(n):
+            dst[i, j] = src[i, j]
 
 
 @njit(cache=True)
@@ -136,7 +139,10 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
 
     ``budgeted`` is None for a model without a budget: numba then prunes the eviction
     branch at compile time, so an unbudgeted run does not compile every policy
-    (``evict`` is most of a cold start's compile time otherwise).
+    (``evict`` is most of a cold start's compile time otherwise). Likewise ``second``
+    is True for a second-order rule and None for a first-order one (Sigma = a I), so
+    that a first-order walk does not compile the passes over Pi (the same convention
+    runs through :mod:`kernelcw.budget.kernels`).
     """
     b = blk.kap.shape[0]
     a = rule.a
@@ -155,7 +161,7 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
         scr.f_out[t] = f
         kap_t = blk.kap[t]
         y_t = blk.y[t]
-        if second:
+        if second is not None:
             sym_mv(pol.blas, n, Pi, kv, c)
             q = 0.0
             for i in range(n):
@@ -183,13 +189,15 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
             ay = alpha * y_t
             policy_append(pol, n, kv, kap_t, c, beta, v_raw, a, second, scr.work)
             sup.zsv[n] = zeta
-            sup.gsv[n] = zeta * f + ay * (1.0 + zeta * v) if second else ay
-            if second:  # Pi's lower triangle (module docstring of kernelcw.budget.kernels)
+            if second is not None:  # Pi's lower triangle (kernelcw.budget.kernels)
+                sup.gsv[n] = zeta * f + ay * (1.0 + zeta * v)
                 sym_r1(pol.blas, n, -beta, c, Pi)
                 for i in range(n):
                     nu[i] += ay * c[i]
                     Pi[n, i] = -beta * a * c[i]
                 Pi[n, n] = -beta * a * a
+            else:
+                sup.gsv[n] = ay
             nu[n] = ay * a
             sup.kap[n] = kap_t
             sup.entry[n] = clock
@@ -299,7 +307,8 @@ class ExplicitForm(Form):
             # the checkpoint holds the buffers before the walk saves into them, so that
             # an error raised inside the walk after its save still restores the model
             undo = self._armed.undo = self._spares(cap, rec)
-        res = explicit_walk(data, t0, sup, n_now, self.clock, rec, ctx.rule, self.second,
+        second = True if self.second else None  # None: numba drops the second-order code
+        res = explicit_walk(data, t0, sup, n_now, self.clock, rec, ctx.rule, second,
                             psd_tol, scr, undo, budgeted)  # fmt: skip
         if undo.saved[0] >= 0:  # saved: nothing more for this call to save
             self._armed = None
