@@ -77,36 +77,23 @@ class ExplicitResult(NamedTuple):
 
 
 @njit(cache=True)
-def _copy_vector(n, src, dst):
-    """dst[:n] := src[:n]; nothing for an empty dst (an array the form does not keep)."""
-    if dst.shape[0] == 0:
-        return
-    for i in range(n):
-        dst[i] = src[i]
-
-
-@njit(cache=True)
-def _copy_square(n, src, dst):
-    """dst[:n, :n] := src[:n, :n]; nothing for an empty dst. (Element by element: a
-    slice assignment compiles numba's shape check and its error message, seconds of a
-    cold start.)"""
-    if dst.shape[0] == 0:
-        return
-    for i in range(n):
-        for j in range(n):
-            dst[i, j] = src[i, j]
-
-
-@njit(cache=True)
 def save_model(n, sup, pol, undo):
-    """The model's leading n, and the policy's tracked arrays, into ``undo``."""
-    _copy_vector(n, sup.nu, undo.nu)
-    _copy_square(n, sup.Pi, undo.Pi)
-    _copy_vector(n, sup.zsv, undo.zsv)
-    _copy_vector(n, sup.gsv, undo.gsv)
-    _copy_square(n, pol.kinv, undo.kinv)
-    _copy_square(n, pol.G, undo.G)
-    _copy_vector(n, pol.vsv, undo.vsv)
+    """The model's leading n, and the policy's tracked arrays, into ``undo`` (an empty
+    array in ``undo`` is one the form or policy does not keep). Element by element, in
+    one function: a slice assignment compiles numba's shape check and its error
+    message, and each helper function its own compile, seconds of a cold start."""
+    for i in range(n):
+        undo.nu[i] = sup.nu[i]
+        undo.zsv[i] = sup.zsv[i]
+        undo.gsv[i] = sup.gsv[i]
+    if undo.vsv.shape[0]:
+        for i in range(n):
+            undo.vsv[i] = pol.vsv[i]
+    for src, dst in ((sup.Pi, undo.Pi), (pol.kinv, undo.kinv), (pol.G, undo.G)):
+        if dst.shape[0]:
+            for i in range(n):
+                for j in range(n):
+                    dst[i, j] = src[i, j]
     undo.saved[0] = n
 
 
@@ -187,7 +174,8 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
                 save_model(n, sup, pol, undo)
                 armed = False
             ay = alpha * y_t
-            policy_append(pol, n, kv, kap_t, c, beta, v_raw, a, second, scr.work)
+            if budgeted is not None:  # an unbudgeted model's policy tracks nothing
+                policy_append(pol, n, kv, kap_t, c, beta, v_raw, a, second, scr.work)
             sup.zsv[n] = zeta
             if second is not None:  # Pi's lower triangle (kernelcw.budget.kernels)
                 sup.gsv[n] = zeta * f + ay * (1.0 + zeta * v)
