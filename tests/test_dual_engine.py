@@ -307,3 +307,20 @@ def test_explicit_form_copies_for_rollback_only_when_a_call_changes_it():
         )
         spares.append(form._spare.Pi)
     assert spares[0] is spares[1]  # the same memory, not a copy per call
+
+
+def test_blas_threads_of_the_explicit_form_follow_its_per_input_calls():
+    """The "auto" BLAS threads are chosen from a block's largest call: the explicit form
+    learns with level-2 calls one input at a time (n^2 flops each), and predicts with
+    one product Pi K of the whole chunk (n^2 b); a factor form solves the whole block."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 4))
+    y = (X[:, 0] > 0).astype(int)
+    eng = SCWClassifier(kernel="rbf", budget=40, budget_policy="random").fit(X, y).engine_
+    assert eng.factor_forms() == ["explicit"]
+    n = eng.forms[0].n
+    assert eng._call_flops(256, 0, learning=True) == n * n
+    assert eng._call_flops(256, 0) == n * n * 256
+    panels = SCWClassifier(kernel="rbf").fit(X, y).engine_
+    m = panels.forms[0].n
+    assert panels._call_flops(256, 0, learning=True) == m * m * 256

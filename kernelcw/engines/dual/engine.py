@@ -124,7 +124,7 @@ class DualEngine(Locked):
             for lo in range(0, n, b):
                 hi = min(n, lo + b)
                 XB = X[lo:hi]
-                threads.block(self._call_flops(hi - lo, d))
+                threads.block(self._call_flops(hi - lo, d, learning=True))
                 cols = positions[lo:hi]
                 Kbb, kap = store.kernel_block(XB, cols)
                 Ks = store.kernel_store(XB)
@@ -200,13 +200,18 @@ class DualEngine(Locked):
                 for f in self.forms:
                     f.idx = new_pos[f.idx]
 
-    def _call_flops(self, b: int, d: int) -> float:
+    def _call_flops(self, b: int, d: int, learning: bool = False) -> float:
         """The flops of the largest BLAS call that b inputs (a block, or a chunk to
         predict) make; it decides their BLAS threads (:class:`kernelcw._threads.BlasThreads`).
-        That is the kernel block (n_store b d) or model k's forward solve ``L^-1 K0``,
-        one triangular solve on its factor (n_k^2 b)."""
-        n = max((f.n for f in self.forms), default=0)
-        return max(float(self.store.n) * b * d, float(n) * n * b)
+        That is the kernel block (n_store b d) or a model's largest product: the forward
+        solve ``L^-1 K0`` of the factor forms, or ``Pi K`` of the explicit form when it
+        predicts (n_k^2 b); when it learns, the explicit form makes its level-2 calls
+        one input at a time (n_k^2 each)."""
+        big = 0.0
+        for f in self.forms:
+            per_input = learning and isinstance(f, ExplicitForm)
+            big = max(big, float(f.n) * f.n * (1 if per_input else b))
+        return max(float(self.store.n) * b * d, big)
 
     # ------------------------------------------------------------ rollback
 
