@@ -263,26 +263,26 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
 
 
 _PLAIN = frozenset((int, float, str, bool, type(None)))
-_PARAM_NAMES: dict[type, tuple[tuple[str, ...], operator.itemgetter]] = {}
+_PARAM_NAMES: dict[type, operator.itemgetter] = {}
 _MISSING = object()
 
 
 def _params_key(est) -> tuple | None:
-    """The parameters as a hashable key of (name, type, value), or None if one is not a
-    plain scalar or string (whose checks could depend on more than its value)."""
+    """The parameters as a hashable key, (their types, their values) in the class's
+    parameter order, or None if one is not a plain scalar or string (whose checks could
+    depend on more than its value)."""
     cls = type(est)
-    names = _PARAM_NAMES.get(cls)
-    if names is None:  # scikit-learn reads the signature with inspect on every call
-        names = tuple(cls._get_param_names())
-        names = _PARAM_NAMES[cls] = (names, operator.itemgetter(*names))
+    getter = _PARAM_NAMES.get(cls)
+    if getter is None:  # scikit-learn reads the signature with inspect on every call
+        getter = _PARAM_NAMES[cls] = operator.itemgetter(*cls._get_param_names())
     try:
-        values = names[1](est.__dict__)
+        values = getter(est.__dict__)
     except KeyError:  # a parameter not set as an attribute: check it every call
         return None
     types = tuple(map(type, values))
     if not _PLAIN.issuperset(types):
         return None
-    return names[0], types, values
+    return types, values
 
 
 def _engine_word(form: str) -> str:

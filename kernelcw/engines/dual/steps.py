@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ..._blas import givens_update
 from ...rules import VAR_FLOOR, negligible, step
 from .status import NONFINITE, NOT_PSD, OK
 
@@ -126,17 +127,10 @@ def block_rows_part(blk, rows, u, t, a, e):
 
 @njit(cache=True)
 def chol_rank1(Ch, D, x):
-    """Ch Ch' + x x' = Ch_new Ch_new' in place on the leading D x D block (lower);
-    x (length >= D) is overwritten."""
-    for k in range(D):
-        ckk = Ch[k, k]
-        rr = math.hypot(ckk, x[k])
-        c = rr / ckk
-        s = x[k] / ckk
-        Ch[k, k] = rr
-        for i in range(k + 1, D):
-            Ch[i, k] = (Ch[i, k] + s * x[i]) / c
-            x[i] = c * x[i] - s * Ch[i, k]
+    """Ch Ch' + x x' = Ch_new Ch_new' in place on the leading D x D block (lower), by
+    the same rotation sweep as every other rank update of a factor
+    (:func:`kernelcw._blas.givens_update`); x (length >= D) is left as it was."""
+    givens_update(Ch[:D, :D], x[:D].reshape((D, 1)))
 
 
 @njit(cache=True)
