@@ -27,9 +27,9 @@ Fashion) on magic (standardised, 3,000 training and 3,000 test rows per order) a
 the Fashion-MNIST pair pullover (2) vs coat (4) (3,000 / 2,000): 2, 4, 8 parts,
 combined ("average", "kl") over the union of their support sets, against one model
 on everything; ``--orders`` orders. Twice: without a budget (the union is the exact
-combination), and with ``--budget`` 200 and ``--policy`` ("oldest"; a part pruned
-by projection has no exact natural parameters, so "project" is not offered), the
-union then pruned back to the budget with that policy.
+combination), and with ``--budget`` 200 and each of ``--policy`` ("oldest,project":
+a removal and the default policy; parts pruned by projection combine from their nu
+and Pi), the union then pruned back to the budget with that policy.
 
 Scaling (``--only scaling``; timing, for a quiet machine): one pass of
 ``CombinedClassifier`` over the synthetic stream on a ``LocalCluster`` with 1 and 2
@@ -236,7 +236,7 @@ def _kernel_rows(name, args, budget, policy) -> list:
 
 def run_kernel(args) -> str:
     rows = []
-    settings = [(None, "oldest"), (args.budget, args.policy)]
+    settings = [(None, "oldest")] + [(args.budget, p) for p in args.policy.split(",")]
     bar = progress(total=2 * len(settings), desc="kernel", unit="setting")
     for name in ("magic", "fashion 2 vs 4"):
         for budget, policy in settings:
@@ -315,10 +315,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--orders", type=int, default=4)
     ap.add_argument("--docs", type=int, default=1_000_000)
     ap.add_argument("--budget", type=int, default=200)
-    ap.add_argument("--policy", default="oldest", choices=["oldest", "random", "smallest"])
+    ap.add_argument(
+        "--policy",
+        default="oldest,project",
+        help="budget policies of the kernel part, comma-separated (oldest, random, "
+        "smallest, project)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="100,000 documents, one order")
     args = ap.parse_args(argv)
+    bad = set(args.policy.split(",")) - {"oldest", "random", "smallest", "project"}
+    if bad:
+        ap.error(f"--policy: unknown {', '.join(sorted(bad))}")
     if args.quick:
         args.docs, args.orders = min(args.docs, 100_000), 1
     only = args.only or ["text", "kernel"]

@@ -106,6 +106,10 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     n_epochs : int, default=1
         Passes over the data. Epochs after the first start every part from the last
         combination and combine with the shared-prior rule relative to it.
+        That rule subtracts the start's precision from every part's: a part whose
+        budget removed or projected away the start's support vectors makes the sum
+        no model, and the combination says so: with a budget that binds within a
+        part, use ``n_epochs=1``.
     n_parts : int, optional
         For in-memory X: the number of contiguous parts (default: the cluster's
         worker threads). Dask arrays and dataframes give one part per row chunk or

@@ -7,6 +7,7 @@ import copy
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.metrics.pairwise import rbf_kernel
 
 from kernelcw import (
     AROWClassifier,
@@ -17,6 +18,7 @@ from kernelcw import (
     primal_from_dual,
 )
 from kernelcw.engines import engine_class
+from kernelcw.engines.dual.combine_state import projections
 
 # ---------------------------------------------------------------- the dense reference
 
@@ -209,11 +211,134 @@ def test_a_union_over_the_budget_is_pruned_with_the_models_policy(policy):
     assert np.mean(combined.predict(X) == y) > 0.6
 
 
-def test_parts_pruned_by_projection_are_refused():
-    X, y = stream(n=120)
-    parts = fit_parts(lambda: SCWClassifier(kernel="rbf", budget=5), X, y)
-    with pytest.raises(ValueError, match="projection"):
-        combine(parts)
+# ---------------------------------------------------------------- parts pruned by projection
+
+
+def feature_gaussians(models, gamma, a):
+    """Each binary model's (mu, Sigma) in one exact finite feature space: the span of
+    every support vector of ``models`` (RBF features through the eigendecomposition of
+    their Gram matrix, R R' = K), where Sigma = a I + F' Pi F, mu = F' nu."""
+    svs = [[np.asarray(S) for S in m._engine.support_vectors()] for m in models]
+    Z = np.unique(np.concatenate([S for ss in svs for S in ss]), axis=0)
+    w, V = np.linalg.eigh(rbf_kernel(Z, gamma=gamma))
+    R = V * np.sqrt(np.clip(w, 0.0, None))
+    out = []
+    for m, ss in zip(models, svs, strict=True):
+        coefs = zip(ss, m._engine.dual_coef(), m._engine.covariance_coef(), strict=True)
+        res = []
+        for S, nu, Pi in coefs:
+            F = R[[int(np.flatnonzero((Z == s).all(1))[0]) for s in S]]
+            res.append((F.T @ nu, a * np.eye(len(Z)) + F.T @ Pi @ F))
+        out.append(res)
+    return out
+
+
+def projected_parts(kernel, B=8, batch=1, classes=2, n=240):
+    """Three parts, the last two pruned by projection (budget B, q = batch), the first
+    with a budget its part never reaches: the combined model takes its budget."""
+    X, y = stream(n=n, classes=classes)
+    kw = {"a": 0.7, "budget_policy": "project"}
+    kw.update({"mode": "dual"} if kernel == "linear" else {"kernel": "rbf", "gamma": 0.3})
+    cl = np.unique(y)
+    parts = [SCWClassifier(budget=500, **kw).partial_fit(X[0::3], y[0::3], classes=cl)]
+    for i in (1, 2):
+        m = SCWClassifier(budget=B, budget_batch=batch, **kw)
+        parts.append(m.partial_fit(X[i::3], y[i::3], classes=cl))
+    assert all(np.all(p.n_support_ <= B) for p in parts[1:])
+    assert all(projections(f) > 0 for p in parts[1:] for f in p._engine.forms)
+    return X, y, parts
+
+
+@pytest.mark.parametrize("method", ["kl", "bayes", "average"])
+@pytest.mark.parametrize("kernel, batch, classes", [("linear", 1, 3), ("rbf", 1, 2), ("rbf", 3, 2)])
+def test_parts_pruned_by_projection_combine_exactly(kernel, batch, classes, method):
+    """A projected part's precision is I/a + Phi X Phi' with X dense: the combination
+    from nu and Pi equals the dense formulas (linear kernel: in the input space; RBF: in
+    the exact feature space of all support vectors), and is a model of the "project"
+    policy that carries the parts' projections."""
+    X, y, parts = projected_parts(kernel, batch=batch, classes=classes)
+    before = [copy.deepcopy(p._engine.state_dict()) for p in parts]
+    combined = combine(parts, method)
+    assert np.all(combined.n_support_ == sum(p.n_support_ for p in parts))  # disjoint parts
+    if kernel == "linear":
+        assert_matches(combined, parts, method, 0.7)
+    else:
+        g = feature_gaussians([*parts, combined], 0.3, 0.7)
+        ref_mu, ref_S = ref_combine([gp[0] for gp in g[:3]], method, 0.7)
+        np.testing.assert_allclose(g[3][0][0], ref_mu, atol=1e-10, rtol=1e-10)
+        np.testing.assert_allclose(g[3][0][1], ref_S, atol=1e-10, rtol=1e-10)
+    for f in combined._engine.forms:
+        assert f.name == "explicit" and f.policy.name == "project" and f.policy.counter > 0
+    for p, st in zip(parts, before, strict=True):  # inputs untouched
+        for key, v in p._engine.state_dict().items():
+            np.testing.assert_array_equal(v, st[key])
+
+
+def test_a_combination_of_projected_parts_keeps_learning_like_the_dense_model():
+    """Linear kernel: it continues exactly as a primal full model built from the dense
+    formula (the budget, 500, is not reached)."""
+    X, y, parts = projected_parts("linear", classes=3)
+    combined = combine(parts, "kl")
+    primal = MAKERS["full"]().partial_fit(X[:5], y[:5], classes=np.unique(y))
+    nat = [ref_combine([gaussian(p, k) for p in parts], "kl", 0.7) for k in range(3)]
+    state = {"mean": np.stack([m for m, _ in nat]), "covariance": np.stack([s for _, s in nat])}
+    primal._engine = engine_class("primal_full").from_state(primal._engine.spec, state)
+    Xn, yn = stream(n=90, classes=3, seed=5)
+    combined.partial_fit(Xn, yn)
+    primal.partial_fit(Xn, yn)
+    np.testing.assert_allclose(
+        combined.decision_function(X), primal.decision_function(X), rtol=1e-8, atol=1e-8
+    )
+
+
+@pytest.mark.parametrize("method", ["kl", "average"])
+def test_projected_parts_in_a_tree_combine_like_all_at_once(method):
+    X, y, (m1, m2, m3) = projected_parts("rbf")
+    flat = combine([m1, m2, m3], method)
+    for out in (
+        combine([combine([m1, m2], method), m3], method, weights=[2, 1]),
+        combine([combine([m1, m3], method), m2], method, weights=[2, 1]),
+    ):
+        np.testing.assert_allclose(out.decision_function(X), flat.decision_function(X), atol=1e-10)
+        np.testing.assert_allclose(out.predict_proba(X), flat.predict_proba(X), atol=1e-10)
+    one = combine([flat])  # a combination of projected parts is itself combinable
+    np.testing.assert_array_equal(one.decision_function(X), flat.decision_function(X))
+    twice = combine([flat, flat], "kl")
+    np.testing.assert_allclose(twice.decision_function(X), flat.decision_function(X), atol=1e-9)
+
+
+def test_a_projected_union_over_the_budget_is_pruned_by_projection():
+    X, y = stream(n=240)
+    make = lambda: SCWClassifier(kernel="rbf", gamma=0.3, budget=10)  # noqa: E731
+    parts = fit_parts(make, X[:180], y[:180])
+    combined = combine(parts, "kl")
+    form = combined._engine.forms[0]
+    assert combined.n_support_ == 10 and form.policy.name == "project"
+    assert form.policy.counter == sum(p._engine.forms[0].policy.counter for p in parts) + 20
+    assert np.all(np.isfinite(combined.predict_proba(X)))
+    combined.partial_fit(X[180:], y[180:])
+    assert combined.n_support_ == 10
+    assert np.mean(combined.predict(X) == y) > 0.7
+
+
+def test_projected_parts_need_a_result_that_projects():
+    X, y, parts = projected_parts("rbf")
+    for first in (
+        SCWClassifier(kernel="rbf", gamma=0.3, a=0.7),
+        SCWClassifier(kernel="rbf", gamma=0.3, a=0.7, budget=500, budget_policy="oldest"),
+    ):
+        first.fit(X[:20], y[:20])
+        with pytest.raises(ValueError, match=r"estimators\[1\] was pruned by projection"):
+            combine([first, *parts[1:]])
+
+
+def test_bayes_from_a_start_that_the_parts_projected_away_is_refused():
+    """Each part's change is then not a precision gained: the sum is no Gaussian."""
+    X, y = stream(n=240)
+    start = SCWClassifier(kernel="rbf", gamma=0.3, a=0.7, budget=20).fit(X[:60], y[:60])
+    parts = [copy.deepcopy(start).partial_fit(X[60 + i :: 3], y[60 + i :: 3]) for i in range(3)]
+    with pytest.raises(ValueError, match="not positive definite"):
+        combine(parts, "bayes", start=start)
 
 
 # ---------------------------------------------------------------- refusals

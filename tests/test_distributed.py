@@ -64,8 +64,12 @@ def split(X, y, P):
 
 @pytest.mark.parametrize(
     "est",
-    [SCWClassifier(kernel="rbf", gamma=0.3), CWClassifier(covariance="diag")],
-    ids=["dual", "diag"],
+    [
+        SCWClassifier(kernel="rbf", gamma=0.3),
+        SCWClassifier(kernel="rbf", gamma=0.3, budget=20),  # parts and nodes project
+        CWClassifier(covariance="diag"),
+    ],
+    ids=["dual", "dual-project", "diag"],
 )
 @pytest.mark.parametrize("method", ["kl", "bayes"])
 def test_in_memory_parts_equal_the_sequential_tree_bit_for_bit(client, est, method):

@@ -8,8 +8,10 @@ the panel form as ``zeta`` and ``g / zeta = L r``; the queue and batch-pruned
 forms as ``zeta`` and ``qv = g / zeta``; the explicit form as ``zsv`` and ``gsv``.
 Removal policies unlearn exactly, so these stay exact under a budget; a
 *projection* ("project") changes Lambda by more than a diagonal term, and a
-model that has projected has no such (zeta, g): :func:`natural_parameters`
-refuses it. First-order models hold nu alone (Sigma = a I).
+model that has projected has no such (zeta, g) (:func:`projections` counts them):
+:func:`natural_parameters` refuses it, and :mod:`kernelcw.combination` combines
+it from nu and Pi instead (``doc/combination.md``, "Parts pruned by projection").
+First-order models hold nu alone (Sigma = a I).
 
 :func:`build_engine` makes a :class:`.DualEngine` from plain arrays: a model given
 as (zeta, g) becomes the append-only panel form, ``M = diag(1/zeta) + a K``,
@@ -32,7 +34,18 @@ from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
 
-__all__ = ["build_engine", "natural_parameters"]
+__all__ = ["build_engine", "gram", "natural_parameters", "projections"]
+
+
+def projections(form) -> int:
+    """How many projections made a second-order binary model what it is: its
+    "project" policy's removal counter (which a model combined from projected
+    parts carries on), 0 for a model whose natural parameters are exact."""
+    if isinstance(form, PrunedForm) and form.projects:
+        return int(form.counter)
+    if isinstance(form, ExplicitForm) and form.second and form.policy.name == "project":
+        return int(form.policy.counter)
+    return 0
 
 
 def natural_parameters(form) -> dict[str, np.ndarray]:
@@ -49,12 +62,12 @@ def natural_parameters(form) -> dict[str, np.ndarray]:
     elif isinstance(form, QueueForm | PrunedForm):
         n = form.n
         zeta, g = form.zeta[:n], form.zeta[:n] * form.qv[:n]
-        if isinstance(form, PrunedForm) and form.projects and form.counter:
+        if projections(form):
             raise _projected()
     elif isinstance(form, ExplicitForm):
         n = form.n
         zeta, g = form.zsv[:n], form.gsv[:n]
-        if form.policy.name == "project" and form.policy.counter:
+        if projections(form):
             raise _projected()
     else:  # pragma: no cover - every form is listed above
         raise TypeError(f"unknown dual form {type(form).__name__}")
@@ -67,12 +80,11 @@ def _projected() -> ValueError:
     return ValueError(
         "a part pruned by projection (budget_policy='project') has no diagonal natural "
         "parameters (a projection changes the precision by more than one term per "
-        "support vector), so it cannot be combined exactly: combine the parts before "
-        "their budget binds, or use a removal policy ('oldest', 'random', 'smallest')"
+        "support vector): combine it from its nu and Pi (kernelcw.combine does)"
     )
 
 
-def _gram(kernel, rows) -> tuple[np.ndarray, np.ndarray]:
+def gram(kernel, rows) -> tuple[np.ndarray, np.ndarray]:
     """(K(S, S) exactly symmetric, kappa) as the engine forms them for a block."""
     K = kernel.block(rows, rows)
     K = 0.5 * (K + K.T)
@@ -121,9 +133,10 @@ def panel_state(K: np.ndarray, kap: np.ndarray, zeta: np.ndarray, g: np.ndarray,
     }
 
 
-def explicit_state(spec, K, kap, nu, Pi, zsv, gsv) -> dict[str, np.ndarray]:
+def explicit_state(spec, K, kap, nu, Pi, zsv, gsv, removed=0) -> dict[str, np.ndarray]:
     """The explicit form's arrays (nu, Pi, the unlearning weights), its budget
-    policy started on the Gram matrix as when a budget binds."""
+    policy started on the Gram matrix as when a budget binds, its removal counter
+    ``removed`` (the parts' projections, for a model combined from projected ones)."""
     n = nu.shape[0]
     second = Pi is not None
     Pi = np.zeros((n, n)) if Pi is None else Pi
@@ -139,6 +152,7 @@ def explicit_state(spec, K, kap, nu, Pi, zsv, gsv) -> dict[str, np.ndarray]:
         "gsv": np.asarray(gsv, dtype=np.float64),
     }
     state.update({f"policy.{k}": v for k, v in pol.state_dict(n).items()})
+    state["policy.counter"] = np.array(removed, dtype=np.int64)
     return state
 
 
@@ -147,17 +161,24 @@ def build_engine(spec, store: dict[str, np.ndarray], rows, models: list[dict]) -
     :meth:`.store.SupportStore.state_dict`, ``rows`` its inputs) whose binary model k is
     ``models[k]``: ``idx`` (store rows, in entry order) with either ``zeta`` and
     ``g`` (natural parameters: the panel form), or ``nu`` and ``Pi`` (None for
-    first order) with ``zsv``, ``gsv`` (the explicit form). Budgeted models over
-    their budget are pruned with their policy."""
+    first order) with ``zsv``, ``gsv`` and optionally ``removed`` (the explicit
+    form). ``K`` and ``kap``, where given, are the Gram matrix over ``idx`` and its
+    diagonal. Budgeted models over their budget are pruned with their policy."""
     state = {"n_models": np.array(len(models), dtype=np.int64)}
     state.update({f"store.{k}": v for k, v in store.items()})
     for i, m in enumerate(models):
         idx = np.asarray(m["idx"], dtype=np.int64)
-        K, kap = _gram(spec.kernel, rows[idx]) if idx.size else (np.zeros((0, 0)), np.zeros(0))
+        if "K" in m:
+            K, kap = m["K"], m["kap"]
+        elif idx.size:
+            K, kap = gram(spec.kernel, rows[idx])
+        else:
+            K, kap = np.zeros((0, 0)), np.zeros(0)
         if "zeta" in m:
             form = panel_state(K, kap, m["zeta"], m["g"], spec.a)
         else:
-            form = explicit_state(spec, K, kap, m["nu"], m["Pi"], m["zsv"], m["gsv"])
+            args = (m["nu"], m["Pi"], m["zsv"], m["gsv"], m.get("removed", 0))
+            form = explicit_state(spec, K, kap, *args)
         form.update(_slots(idx, kap))
         state.update({f"model{i}.{k}": v for k, v in form.items()})
     eng = DualEngine.from_state(spec, state)
