@@ -196,12 +196,6 @@ def _check_intercept(est) -> None:
     if not isinstance(est.fit_intercept, bool | np.bool_):
         raise ValueError(f"fit_intercept={est.fit_intercept!r} must be True or False")
     check_positive("intercept_scaling", est.intercept_scaling)
-    if est.fit_intercept and isinstance(est.kernel, str) and est.kernel == "precomputed":
-        raise ValueError(
-            "fit_intercept=True with kernel='precomputed': add intercept_scaling**2 to every "
-            "entry of the Gram matrices you pass (that is the intercept's kernel), and leave "
-            "fit_intercept=False"
-        )
 
 
 def intercept_value(est) -> float:

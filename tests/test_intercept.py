@@ -105,6 +105,24 @@ def test_dual_intercept_adds_c2_to_the_kernel(solver, budget):
     np.testing.assert_allclose(est.intercept_, [c * c * ref.dual_coef_.sum()], rtol=1e-9)
 
 
+@pytest.mark.parametrize("budget", [None, 40])
+def test_precomputed_kernel_intercept_adds_c2_to_the_gram_matrix(budget):
+    X, y = _stream(shift=0.5)
+    Xt, _ = _stream(n=50, seed=1, shift=0.5)
+    c = 1.5
+    K, Kt = rbf_kernel(X, X, gamma=0.3), rbf_kernel(Xt, X, gamma=0.3)
+    kw = {"kernel": "precomputed", "budget": budget}
+    est = SCWClassifier(fit_intercept=True, intercept_scaling=c, **kw).fit(K, y)
+    ref = SCWClassifier(fit_intercept=False, **kw).fit(K + c * c, y)
+    f, f_ref = est.decision_function(Kt), ref.decision_function(Kt + c * c)
+    np.testing.assert_allclose(f, f_ref, rtol=1e-10, atol=1e-12)  # rounding: c^2 added after
+    np.testing.assert_array_equal(est.support_, ref.support_)  # the Gram matrix's symmetrising
+    np.testing.assert_allclose(est.intercept_, [c * c * ref.dual_coef_.sum()], rtol=1e-10)
+    rbf = SCWClassifier(kernel="rbf", gamma=0.3, fit_intercept=True, intercept_scaling=c)
+    rbf.set_params(budget=budget).fit(X, y)
+    np.testing.assert_allclose(est.decision_function(Kt), rbf.decision_function(Xt), atol=1e-9)
+
+
 def test_intercept_shapes_multiclass_dual():
     X, y = _stream(n_classes=3)
     est = AROWClassifier(kernel="rbf", fit_intercept=True).fit(X, y)
@@ -130,13 +148,10 @@ def test_intercept_helps_off_the_origin():
         ({"fit_intercept": "yes"}, "fit_intercept"),
         ({"fit_intercept": True, "intercept_scaling": 0.0}, "intercept_scaling"),
         ({"fit_intercept": True, "intercept_scaling": np.inf}, "intercept_scaling"),
-        ({"fit_intercept": True, "kernel": "precomputed"}, "precomputed"),
     ],
 )
 def test_intercept_parameter_errors(kw, msg):
     X, y = _stream(n=20)
-    if kw.get("kernel") == "precomputed":
-        X = X @ X.T
     with pytest.raises(ValueError, match=msg):
         SCWClassifier(**kw).fit(X, y)
 

@@ -42,7 +42,10 @@ class SupportStore:
         if n == 0:
             return np.zeros((0, XB.shape[0]))
         if self.kernel.precomputed:
-            return np.ascontiguousarray(_dense(XB[:, self.pos[:n]]).T)
+            K = np.ascontiguousarray(_dense(XB[:, self.pos[:n]]).T)
+            if self.kernel.offset:  # the intercept's kernel, added to the user's
+                K += self.kernel.offset
+            return K
         if self.rows is None:  # no support vector yet (every update so far was skipped)
             return np.zeros((0, XB.shape[0]))
         return self.kernel.block(self.rows[:n], XB)
@@ -60,6 +63,8 @@ class SupportStore:
                 )
             Kbb = np.ascontiguousarray(_dense(XB[:, cols]))
             Kbb = 0.5 * (Kbb + Kbb.T)
+            if self.kernel.offset:
+                Kbb += self.kernel.offset
             return Kbb, np.ascontiguousarray(np.diagonal(Kbb))
         if XB.shape[0] == 1 and self.kernel.unit_diagonal:  # k(x, x) = 1 (+ offset)
             kap = self.kernel.diag(XB)
