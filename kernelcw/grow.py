@@ -47,43 +47,43 @@ def widen(engine: Engine, n_features: int) -> Engine:
     were 0 in every input it learnt from. Returns a new engine; ``engine`` is unchanged.
 
     A kernel's ``gamma`` stays the one the engine was built with (``gamma=None``
-    resolved at the first width), so the kernel of past inputs does not change.
+    resolved at the first width), so the kernel of past inputs does not change. An
+    intercept stays what it is: a primal engine's constant column stays last (the
+    new features go before it), a dual engine's ``c^2`` stays added to the kernel.
     """
     spec = engine.spec
-    if spec.intercept:
-        raise ValueError(
-            "widen: this model has an intercept (fit_intercept=True), whose column must stay "
-            "last; widening it is not supported"
-        )
-    d = spec.n_features
+    tail = 1 if spec.intercept and spec.form != "dual" else 0  # the constant column
+    d = spec.n_features - tail
     if n_features < d:
         raise ValueError(f"widen: n_features={n_features} is below the current {d}")
     if n_features == d:
         return engine
     state = engine.state_dict()
-    new = dataclasses.replace(spec, n_features=int(n_features))
-    extra = n_features - d
+    w0, w1 = d + tail, n_features + tail  # the engine's widths, before and after
+    new = dataclasses.replace(spec, n_features=int(w1))
+    old = np.r_[0:d, n_features : n_features + tail]  # where the old coordinates go
+    fresh = np.arange(d, n_features)
     if spec.form == "primal_full":
         K = spec.n_models
-        mean = np.zeros((K, n_features))
-        mean[:, :d] = np.asarray(state["mean"]).reshape(K, d)
-        cov = np.zeros((K, n_features, n_features))
-        cov[:, :d, :d] = np.asarray(state["covariance"]).reshape(K, d, d)
-        j = np.arange(d, n_features)
-        cov[:, j, j] = spec.a
+        mean = np.zeros((K, w1))
+        mean[:, old] = np.asarray(state["mean"]).reshape(K, w0)
+        cov = np.zeros((K, w1, w1))
+        cov[:, old[:, None], old] = np.asarray(state["covariance"]).reshape(K, w0, w0)
+        cov[:, fresh, fresh] = spec.a
         state = {"mean": mean, "covariance": cov}
     elif spec.form == "primal_diag":
         K = spec.n_models
-        pad = np.zeros((K, extra))
-        state = {
-            "mean": np.hstack([np.asarray(state["mean"]).reshape(K, d), pad]),
-            "variance": np.hstack([np.asarray(state["variance"]).reshape(K, d), pad + spec.a]),
-        }
+        mean, var = np.zeros((K, w1)), np.zeros((K, w1))
+        mean[:, old] = np.asarray(state["mean"]).reshape(K, w0)
+        var[:, old] = np.asarray(state["variance"]).reshape(K, w0)
+        var[:, fresh] = spec.a
+        state = {"mean": mean, "variance": var}
     else:
         k = spec.kernel
         if k.precomputed:
             raise ValueError("kernel='precomputed' has no features to widen")
-        new.kernel = Kernel(k.kernel, k.gamma, k.degree, k.coef0, n_features)
+        new.kernel = Kernel(k.kernel, k.gamma, k.degree, k.coef0, n_features, k.offset)
+        extra = n_features - d
         state = dict(state)
         kind = int(state["store.kind"])
         if kind == 1:

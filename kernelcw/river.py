@@ -45,13 +45,13 @@ from sklearn.base import clone
 from ._diag_stream import DiagStream, fast_engine, sum_of_squares
 from .estimators import CWClassifier
 from .estimators._base import _FLOOR_WARNING, CWEstimator
+from .estimators._input import with_intercept
 from .estimators._mixins import margin_proba
 from .grow import add_models, mirror, widen
 from .rules import VAR_FLOOR
 from .spec import check_memory, check_params, engine_spec
 
 __all__ = ["Classifier"]
-_NO_INTERCEPT = "kernelcw.river does not take fit_intercept=True yet: give each dict x['bias'] = 1"
 
 
 def _default_estimator():
@@ -70,7 +70,9 @@ class Classifier(_river_base.MiniBatchClassifier):
         ``SCWClassifier(kernel="rbf", gamma=0.1, budget=200)``; it is cloned, never
         fitted itself. None: ``AROWClassifier(covariance="diag")`` (soft, linear, O(d)
         a row). ``n_iter`` and ``shuffle`` do not apply to a stream;
-        ``kernel="precomputed"`` and ``fit_intercept=True`` are refused.
+        ``kernel="precomputed"`` is refused. ``fit_intercept=True`` learns an
+        intercept as the estimator does (a constant last column in the primal
+        engines, new features inserted before it; ``c^2`` added to the kernel).
     classes : tuple, default=None
         All labels of the stream, if known in advance: the model then learns exactly
         as ``estimator.partial_fit(X, y, classes=classes)`` and a label outside them
@@ -360,8 +362,6 @@ class Classifier(_river_base.MiniBatchClassifier):
                 "SCWClassifier, AROWClassifier, PAClassifier, PerceptronClassifier, "
                 "SOPClassifier); river's own learners need no adapter"
             )
-        if getattr(self.estimator, "fit_intercept", False):
-            raise ValueError(_NO_INTERCEPT)
         return self.estimator
 
     def _learn(self, X: np.ndarray, labels: list) -> None:
@@ -397,6 +397,7 @@ class Classifier(_river_base.MiniBatchClassifier):
         self._sync()
         est = self._model
         engine = est._engine
+        X = with_intercept(X, engine.spec)
         saved = (est.n_updates_, est.n_mistakes_, est.n_variance_floored_)
         with engine.lock:
             checkpoint = engine.checkpoint(X)
@@ -477,6 +478,7 @@ class Classifier(_river_base.MiniBatchClassifier):
             K = len(self._labels) if self._declared is None else len(self._declared)
             return np.full((X.shape[0], K), 1.0 / K)
         engine = self._model._engine
+        X = with_intercept(X, engine.spec)
         with engine.lock:
             f = engine.decision(X)
             v = engine.margin_variance(X)
@@ -491,6 +493,7 @@ class Classifier(_river_base.MiniBatchClassifier):
         if self._model is None:
             return [labels[0] if labels else None] * X.shape[0]
         engine = self._model._engine
+        X = with_intercept(X, engine.spec)
         with engine.lock:
             f = engine.decision(X)
         if f.shape[1] == 1:

@@ -122,16 +122,23 @@ def test_progressive_val_score_on_bundled_phishing_without_network(monkeypatch):
 # ------------------------------------------------------------------ against the estimator
 
 
+@pytest.mark.parametrize("intercept", [False, True])
 @pytest.mark.parametrize("form", list(FORMS))
-def test_growing_features_equal_the_estimator_on_the_padded_matrix(form):
+def test_growing_features_equal_the_estimator_on_the_padded_matrix(form, intercept):
+    """With an intercept, a primal model's new features go in before its constant
+    column, and a dual model's kernel keeps c^2."""
     _, y, dicts = _stream()
     labels = y.tolist()
-    model = Classifier(FORMS[form](), classes=(0, 1))
+    make = lambda: FORMS[form]().set_params(fit_intercept=intercept, intercept_scaling=1.5)  # noqa: E731
+    model = Classifier(make(), classes=(0, 1))
     for x, v in zip(dicts, labels, strict=True):
         model.learn_one(x, v)
     assert model.feature_names == [f"f{j}" for j in range(6)]
     M = _padded(model, dicts)
-    ref = FORMS[form]().partial_fit(M, y, classes=[0, 1])
+    ref = make().partial_fit(M, y, classes=[0, 1])
+    if intercept:
+        assert np.any(model.estimator_.intercept_ != 0.0)
+        np.testing.assert_allclose(model.estimator_.intercept_, ref.intercept_, rtol=1e-6)
     got, want = model.estimator_.decision_function(M), ref.decision_function(M)
     # one row at a time against one block: the kernel values differ in their last bits (a
     # small block's distances come from the differences, a large one's from the BLAS
@@ -392,12 +399,3 @@ def test_readme_river_example_runs_and_prints_what_it_says(capsys):
     printed = capsys.readouterr().out.strip().splitlines()
     claimed = [ln.split("# ", 1)[1] for ln in code.splitlines() if "print(" in ln and "# " in ln]
     assert printed == claimed
-
-
-def test_fit_intercept_is_refused_with_advice():
-    from kernelcw import SCWClassifier
-    from kernelcw.river import Classifier
-
-    model = Classifier(SCWClassifier(fit_intercept=True))
-    with pytest.raises(ValueError, match="bias"):
-        model.learn_one({"a": 1.0}, True)
