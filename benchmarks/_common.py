@@ -22,6 +22,11 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 RESULTS = PACKAGE_DIR / "results"
 
+#: The papers' learners have no bias term. Their reproductions (nips2008, jmlr2012,
+#: the text benchmarks and combination's Fig. 6) and the comparison with LIBOL's
+#: implementations of the same updates pass this; kernelcw's default is True.
+PAPERS = {"fit_intercept": False}
+
 #: The command the runner (``python -m benchmarks NAME ...``) is executing, while it runs one.
 _RUNNER_COMMAND: ContextVar[str | None] = ContextVar("benchmarks_runner_command", default=None)
 #: ``python -m benchmarks NAME``: the program name argparse shows, while the runner runs NAME.

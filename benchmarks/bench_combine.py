@@ -53,7 +53,7 @@ import scipy.sparse as sp
 from kernelcw import CWClassifier, SCWClassifier, combine
 from kernelcw.distributed import tree_combine
 
-from ._common import argument_parser, md_table, progress, write_result
+from ._common import PAPERS, argument_parser, md_table, progress, write_result
 from .datasets import NEWSGROUPS_PAIRS, fashion_mnist, magic, newsgroups
 
 N_PARTS = (10, 50, 100)
@@ -65,7 +65,7 @@ CHUNK = 50_000
 
 
 def cw_text() -> CWClassifier:
-    return CWClassifier(rule="var", covariance="diag", diag_method="kl")
+    return CWClassifier(rule="var", covariance="diag", diag_method="kl", **PAPERS)
 
 
 # ---------------------------------------------------------------- the synthetic stream

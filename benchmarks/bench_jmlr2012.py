@@ -64,7 +64,15 @@ from kernelcw import (
     SOPClassifier,
 )
 
-from ._common import RESULTS, argument_parser, md_table, pyplot, require_matplotlib, write_result
+from ._common import (
+    PAPERS,
+    RESULTS,
+    argument_parser,
+    md_table,
+    pyplot,
+    require_matplotlib,
+    write_result,
+)
 from .datasets import NEWSGROUPS_PAIRS, newsgroups
 
 CLASSES = np.array([0, 1])
@@ -145,7 +153,9 @@ def paper_table(algos, problems, results) -> list[str]:
 
 def _cw(rule: str, method: str) -> Algorithm:
     def make(eta):
-        return lambda: CWClassifier(rule=rule, eta=eta, covariance="diag", diag_method=method)
+        return lambda: CWClassifier(
+            rule=rule, eta=eta, covariance="diag", diag_method=method, **PAPERS
+        )
 
     label = "CW-Var" if rule == "var" else "CW-Stdev"
     return Algorithm(
@@ -161,18 +171,18 @@ def algorithms() -> list[Algorithm]:
     """Every algorithm with its grid; the default is the estimator's own default."""
     out = [_cw(rule, method) for rule in ("var", "stdev") for method in ("kl", "l2", "exact")]
     arow = [
-        (f"r {r:g}", lambda r=r: AROWClassifier(r=r, covariance="diag"))
+        (f"r {r:g}", lambda r=r: AROWClassifier(r=r, covariance="diag", **PAPERS))
         for r in (1.0, 10.0, 100.0, 1000.0)
     ]
     out.append(Algorithm("AROW (diag kl)", arow, "r 1", in_paper=False))
     sop = [
-        (f"a {a:g}", lambda a=a: SOPClassifier(a=a, covariance="diag"))
+        (f"a {a:g}", lambda a=a: SOPClassifier(a=a, covariance="diag", **PAPERS))
         for a in (1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0)
     ]
     out.append(Algorithm("SOP (diag)", sop, "a 1"))
-    out.append(Algorithm("Perceptron", [("-", lambda: PerceptronClassifier())]))
-    pa = [(f"PA-I C {C:g}", lambda C=C: PAClassifier(variant=1, C=C)) for C in PA_CS]
-    pa.append(("PA (no C)", lambda: PAClassifier(variant=0)))
+    out.append(Algorithm("Perceptron", [("-", lambda: PerceptronClassifier(**PAPERS))]))
+    pa = [(f"PA-I C {C:g}", lambda C=C: PAClassifier(variant=1, C=C, **PAPERS)) for C in PA_CS]
+    pa.append(("PA (no C)", lambda: PAClassifier(variant=0, **PAPERS)))
     out.append(Algorithm("PA", pa, "PA-I C 1"))
     hinge = [
         (
@@ -420,7 +430,8 @@ def report(args, algos, problems, results, shapes, floored) -> str:
         md_table(["algorithm (default)", *problems], untuned_rows),
         "",
         "SGDClassifier keeps its default intercept (`fit_intercept=True`); kernelcw's "
-        "learners have none (balanced classes). SGDClassifier runs one `partial_fit` call "
+        "learners run as in the paper, without one (`fit_intercept=False`; balanced "
+        "classes). SGDClassifier runs one `partial_fit` call "
         "per pass over the same shuffled rows as the others (`shuffle=False`: it would "
         "otherwise reshuffle them with an unseeded generator).",
     ]

@@ -54,6 +54,7 @@ from kernelcw import (
 )
 
 from ._common import (
+    PAPERS,
     RESULTS,
     argument_parser,
     md_table,
@@ -74,9 +75,9 @@ FORMS = ("linear", "rbf")
 def learners(form: str, gamma: float | None = None) -> dict[str, Callable[[], object]]:
     """LIBOL's default parameters; ``form`` "linear" (primal) or "rbf" (dual)."""
     if form == "linear":
-        second, first = {"covariance": "full"}, {}
+        second, first = {"covariance": "full", **PAPERS}, dict(PAPERS)
     else:
-        second = first = {"kernel": "rbf", "gamma": gamma}
+        second = first = {"kernel": "rbf", "gamma": gamma, **PAPERS}
     return {
         "CW (eta 0.7)": lambda: CWClassifier(rule="stdev", eta=0.7, **second),
         "SCW-I (eta 0.75, C 1)": lambda: SCWClassifier(variant=1, eta=0.75, C=1.0, **second),

@@ -87,7 +87,15 @@ from kernelcw import (
     run_online,
 )
 
-from ._common import RESULTS, argument_parser, md_table, pyplot, require_matplotlib, write_result
+from ._common import (
+    PAPERS,
+    RESULTS,
+    argument_parser,
+    md_table,
+    pyplot,
+    require_matplotlib,
+    write_result,
+)
 
 D = 20
 ETAS = [0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99]
@@ -196,7 +204,7 @@ def tune(learner: Learner, data: list, bar) -> tuple[dict, float]:
     for params in learner.grid:
         total = 0.0
         for X, y in data:
-            total += run_one(learner.make(**params), X, y)[0][-1]
+            total += run_one(learner.make(**PAPERS, **params), X, y)[0][-1]
             bar.update()
         score = total / len(data)
         if score < best_score:
@@ -207,7 +215,7 @@ def tune(learner: Learner, data: list, bar) -> tuple[dict, float]:
 def evaluate(learner: Learner, params: dict, runs: list, bar) -> dict:
     curves, errs, floored = [], [], 0
     for X, y, X_te, y_te in runs:
-        cm, err, fl = run_one(learner.make(**params), X, y, X_te, y_te)
+        cm, err, fl = run_one(learner.make(**PAPERS, **params), X, y, X_te, y_te)
         curves.append(cm)
         errs.append(err)
         floored += fl

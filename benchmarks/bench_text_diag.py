@@ -18,12 +18,12 @@ from sklearn.linear_model import SGDClassifier
 
 from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier
 
-from ._common import argument_parser, interleaved, md_table, median, write_result
+from ._common import PAPERS, argument_parser, interleaved, md_table, median, write_result
 from .datasets import NEWSGROUPS_PAIRS, newsgroups
 
 
 def contenders():
-    diag = {"covariance": "diag"}
+    diag = {"covariance": "diag", **PAPERS}
     return {
         "CW-Stdev, diag kl (eta 0.7)": lambda: CWClassifier(**diag),
         "CW-Stdev, diag l2": lambda: CWClassifier(diag_method="l2", **diag),
@@ -32,7 +32,7 @@ def contenders():
         "CW-Var, diag exact": lambda: CWClassifier(rule="var", diag_method="exact", **diag),
         "SCW-I, diag kl": lambda: SCWClassifier(**diag),
         "AROW, diag kl": lambda: AROWClassifier(**diag),
-        "PA-I (kernelcw)": lambda: PAClassifier(variant=1, C=1.0),
+        "PA-I (kernelcw)": lambda: PAClassifier(variant=1, C=1.0, **PAPERS),
         "SGDClassifier pa1 (scikit-learn)": lambda: SGDClassifier(
             loss="hinge", penalty=None, learning_rate="pa1", eta0=1.0, shuffle=False
         ),
@@ -114,8 +114,9 @@ def main(argv=None):
             ],
             rows,
         )
-        + "\n\nSGDClassifier fits an intercept (its default); kernelcw's learners have "
-        "none. With `fit_intercept=False` it performs exactly kernelcw's PA-I updates "
+        + "\n\nSGDClassifier fits an intercept (its default); kernelcw's learners run as "
+        "in the paper, without one (`fit_intercept=False`). With `fit_intercept=False` "
+        "it performs exactly kernelcw's PA-I updates "
         "(tests/test_baselines.py checks this).\n"
     )
     path = write_result(

@@ -28,14 +28,14 @@ from threadpoolctl import threadpool_limits
 
 from kernelcw import AROWClassifier, CWClassifier
 
-from ._common import argument_parser, md_table, median, progress, write_result
+from ._common import PAPERS, argument_parser, md_table, median, progress, write_result
 from .datasets import _newsgroups_all_groups
 
 SGD = "SGDClassifier pa1 (scikit-learn)"
 
 
 def contenders():
-    diag = {"covariance": "diag"}
+    diag = {"covariance": "diag", **PAPERS}
     return {
         "CW-Var, diag kl": lambda: CWClassifier(rule="var", **diag),
         "CW-Var, diag l2": lambda: CWClassifier(rule="var", diag_method="l2", **diag),

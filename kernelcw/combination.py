@@ -17,12 +17,17 @@ from collections.abc import Sequence
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import LinAlgError, cho_factor, cho_solve, eigh, lu_factor, lu_solve
+from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
 from .engines import engine_class
-from .engines.dual.combine_state import build_engine, gram, natural_parameters, projections
+from .engines.dual.combine_state import (
+    build_engine,
+    natural_parameters,
+    projected_model,
+    projections,
+)
 from .estimators._base import CWEstimator
 
 __all__ = ["METHODS", "combine"]
@@ -396,7 +401,7 @@ def _combine_dual(ests, w, method, start):
         removed = [projections(f) for f in forms]
         if any(removed) and not spec.rule.first_order:
             _projected_target(spec, removed, len(ests))
-            models.append(_projected_model(forms, maps, t, method, spec, R, U))
+            models.append(projected_model(forms, maps, t, method, spec, R, U))
             models[-1]["removed"] = sum(removed)
             continue
         nat = [natural_parameters(f) for f in forms]
@@ -463,91 +468,3 @@ def _projected_target(spec, removed: list[int], n_ests: int) -> None:
         f"combined model takes estimators[0]'s parameters, budget={spec.budget!r} and "
         f"budget_policy={spec.budget_policy!r}: put such a model first"
     )
-
-
-def _projected_model(forms, maps, t, method: str, spec, R, U: int) -> dict:
-    """One binary model over the union, some of whose parts were pruned by projection
-    (doc/combination.md, "Parts pruned by projection"): from each part's nu and Pi.
-
-    The N stacked support vectors of the parts (N = sum n_c, before merging) carry
-    the block-diagonal ``Pi_blk``, ``nu_blk``, the parts' own Gram matrices
-    ``K_blk`` and the weights ``T = diag(t_c)``; ``K_big`` is the Gram matrix across
-    all of them. With ``Q = I + (K_blk - K_big T) Pi_blk / a``,
-
-        Pi = S (T Pi_blk Q^-1) S',    nu = S Q^-T T nu_blk,
-
-    S summing the stacked vectors into the union's (equal inputs merged): one LU
-    factorisation of Q, no inverse of a part's Pi or precision. One part, t = 1:
-    Q = I, the part itself. "average" is the plain weighted sum of nu and Pi."""
-    a = spec.a
-    ids, nus, Pis = [], [], []
-    for f, m in zip(forms, maps, strict=True):
-        o = f.order()
-        ids.append(m[f.idx[o]])
-        nus.append(f.nu(a)[o])
-        Pis.append(f.Pi(a)[np.ix_(o, o)])
-    st = np.concatenate(ids)  # stacked -> union store rows
-    first = np.sort(np.unique(st, return_index=True)[1])
-    idx = st[first]  # union rows in order of first appearance
-    where = np.full(U, -1, dtype=np.int64)
-    where[idx] = np.arange(idx.size)
-    pos = where[st]
-    N, n = st.size, idx.size
-    K, kap = gram(spec.kernel, R[idx]) if n else (np.zeros((0, 0)), np.zeros(0))
-    Kd = K.copy()
-    Kd[np.diag_indices(n)] = kap
-    S = sp.csr_matrix((np.ones(N), (pos, np.arange(N))), shape=(n, N))
-    tt = np.concatenate([np.full(i.size, tc) for i, tc in zip(ids, t, strict=True)])
-    cuts = np.cumsum([0] + [i.size for i in ids])
-    TPi = np.zeros((N, N))  # T Pi_blk, block diagonal
-    for c, Pc in enumerate(Pis):
-        sl = slice(cuts[c], cuts[c + 1])
-        TPi[sl, sl] = t[c] * Pc
-    if method == "average":
-        nu_st, Pi_st = tt * np.concatenate(nus), TPi
-    else:
-        Kbig = Kd[np.ix_(pos, pos)]
-        Q = np.eye(N)
-        for c, Pc in enumerate(Pis):
-            sl = slice(cuts[c], cuts[c + 1])
-            A = -t[c] * Kbig[:, sl]
-            A[sl] += Kbig[sl, sl]
-            Q[:, sl] += (A @ Pc) / a
-        try:
-            lu = lu_factor(Q, check_finite=True)
-        except (LinAlgError, ValueError) as err:
-            raise ValueError(f"the combined model's system is singular ({err})") from None
-        nu_st = lu_solve(lu, tt * np.concatenate(nus), trans=1, check_finite=False)
-        Pi_st = lu_solve(lu, TPi, trans=1, check_finite=False).T  # (Q^-T Pi_blk T)'
-    nu = S @ nu_st
-    Pi = S @ (S @ Pi_st.T).T
-    Pi = 0.5 * (Pi + Pi.T)
-    if not (np.all(np.isfinite(nu)) and np.all(np.isfinite(Pi))):
-        raise ValueError("the combined model of parts pruned by projection is not finite")
-    if min(t) < 0.0:  # "bayes" with a start: the sum of differences may not be a model
-        _check_covariance(Kd, Pi, a)
-    return {
-        "idx": idx,
-        "nu": nu,
-        "Pi": Pi,
-        "zsv": np.zeros(n),  # no diagonal natural parameters: "project" needs none
-        "gsv": np.zeros(n),
-        "K": K,
-        "kap": kap,
-    }
-
-
-def _check_covariance(Kd: np.ndarray, Pi: np.ndarray, a: float) -> None:
-    """ValueError unless ``Sigma = a I + Phi Pi Phi'`` is positive definite: on the
-    span of the support vectors, with ``K = V diag(w) V'``, ``I + R' Pi R / a``
-    (``R = V diag(sqrt(w))``) must be."""
-    w, V = eigh(Kd)
-    keep = w > 1e-12 * max(w.max(initial=0.0), 1e-300)
-    Rm = V[:, keep] * np.sqrt(w[keep])
-    lam = np.linalg.eigvalsh(np.eye(Rm.shape[1]) + Rm.T @ Pi @ Rm / a)
-    if lam.size and not lam.min() > 1e-12:
-        raise ValueError(
-            "the combined covariance is not positive definite: with method='bayes' and "
-            "start=, parts pruned by projection must not project the start's support "
-            "vectors away (combine before their budgets bind, or combine with 'kl')"
-        )

@@ -9,10 +9,9 @@ validation), so a row costs a few microseconds on top of the update itself.
 Features. Names map to columns in the order they first appear; a name absent from a
 dict is 0. When new names appear the model widens (:func:`kernelcw.grow.widen`): the
 primal mean gets 0 and the covariance the prior ``a I`` in the new coordinates, the
-support vectors a 0 column: exactly the model that had the wider inputs from the
-start (the new features were 0 in every past input). The width grows by half at a
-time (amortised O(1) copies; unnamed columns stay 0). A kernel's ``gamma=None``
-becomes ``1 / n_features`` at the first width and stays fixed as the model widens.
+support vectors a 0 column (an intercept stays as it was): exactly the model that had
+the wider inputs from the start. The width grows by half at a time (amortised O(1)
+copies). A kernel's ``gamma=None`` is ``1 / n_features`` at the first width, then fixed.
 
 Labels. With ``classes`` given the model learns exactly as the estimator's
 ``partial_fit(X, y, classes=classes)`` on the zero-padded rows. Without it, labels are
@@ -70,9 +69,7 @@ class Classifier(_river_base.MiniBatchClassifier):
         ``SCWClassifier(kernel="rbf", gamma=0.1, budget=200)``; it is cloned, never
         fitted itself. None: ``AROWClassifier(covariance="diag")`` (soft, linear, O(d)
         a row). ``n_iter`` and ``shuffle`` do not apply to a stream;
-        ``kernel="precomputed"`` is refused. ``fit_intercept=True`` learns an
-        intercept as the estimator does (a constant last column in the primal
-        engines, new features inserted before it; ``c^2`` added to the kernel).
+        ``kernel="precomputed"`` is refused; an intercept is learnt as by the estimator.
     classes : tuple, default=None
         All labels of the stream, if known in advance: the model then learns exactly
         as ``estimator.partial_fit(X, y, classes=classes)`` and a label outside them
@@ -97,10 +94,10 @@ class Classifier(_river_base.MiniBatchClassifier):
     >>> from kernelcw.river import Classifier
     >>> model = preprocessing.StandardScaler() | Classifier(AROWClassifier(covariance="diag"))
     >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())
-    Accuracy: 88.47%
+    Accuracy: 88.95%
     >>> clf = model["Classifier"]
     >>> clf.labels, clf.estimator_.n_mistakes_
-    ([True, False], 145)
+    ([True, False], 139)
     """
 
     def __init__(self, estimator=None, classes: tuple | None = None):

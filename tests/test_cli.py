@@ -40,6 +40,8 @@ from kernelcw.datasets import (
     load_svmlight,
 )
 
+pytestmark = pytest.mark.shipped_defaults  # what a user gets (tests/conftest.py)
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.shipped_defaults  # what a user gets (tests/conftest.py)
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 

@@ -142,6 +142,15 @@ def test_intercept_helps_off_the_origin():
     assert with_b > without + 0.02
 
 
+@pytest.mark.shipped_defaults
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_every_estimator_learns_an_intercept_by_default(rule):
+    X, y = _stream(n=60)
+    est = RULES[rule]()
+    assert est.fit_intercept is True and est.intercept_scaling == 1.0
+    assert est.fit(X, y).engine_.spec.intercept == 1.0  # the constant feature c = 1
+
+
 @pytest.mark.parametrize(
     ("kw", "msg"),
     [

@@ -15,6 +15,7 @@ from scipy.special import ndtr
 from sklearn.datasets import make_blobs, make_classification
 
 from kernelcw import AROWClassifier, CWClassifier, SCWClassifier
+from kernelcw.estimators._input import with_intercept
 from kernelcw.estimators._proba import (
     LARGEST_BELOW_ONE,
     SMALLEST,
@@ -153,7 +154,7 @@ def test_binary_estimator_ranks_by_normalised_margin(est):
     est.fit(X[:200], y[:200])
     Xt = X[200:]
     m = est.decision_function(Xt)
-    v = est.engine_.margin_variance(Xt)[:, 0]
+    v = est.engine_.margin_variance(with_intercept(Xt, est.engine_.spec))[:, 0]
     z = m / np.sqrt(v)
     order = np.argsort(z)
     P = est.predict_proba(Xt)
@@ -186,6 +187,7 @@ def test_multiclass_estimator_matches_reference_on_its_own_gaussians():
     np.testing.assert_array_equal(clf.predict(Xt)[clear], clf.classes_[P.argmax(axis=1)][clear])
 
 
+@pytest.mark.shipped_defaults
 def test_readme_probabilities_example_runs_and_prints_its_comments():
     """The README's "Probabilities" block: run it, compare with the numbers in its comments."""
     import contextlib

@@ -82,6 +82,7 @@ def _padded(model, dicts):
 # ------------------------------------------------------------------ river's checks
 
 
+@pytest.mark.shipped_defaults
 @pytest.mark.parametrize(
     "params",
     [
@@ -392,6 +393,7 @@ def test_import_kernelcw_does_not_import_river_and_its_absence_is_explained():
     assert 'pip install "kernelcw[river]"' in out.stdout
 
 
+@pytest.mark.shipped_defaults
 def test_readme_river_example_runs_and_prints_what_it_says(capsys):
     text = (ROOT / "README.md").read_text()
     code = re.search(r"### With river\n.*?```python\n(.*?)```", text, re.S).group(1)

@@ -259,6 +259,14 @@ def _add_algorithm_options(run: argparse.ArgumentParser) -> None:
         metavar="A",
         help="initial covariance Sigma = A * I, > 0 (every algorithm; default 1)",
     )
+    g.add_argument(
+        "--no-intercept",
+        dest="fit_intercept",
+        action="store_const",
+        const=False,
+        help="learn no intercept (bias term), as the papers' learners; by default every "
+        "algorithm learns one (fit_intercept=True)",
+    )
     _add_choice_option(
         g,
         "--covariance",

@@ -32,6 +32,7 @@ COMPILE_NOTICE_AFTER = 1.0
 # Options every algorithm takes (option dest = constructor argument).
 _SHARED_OPTIONS = (
     "a",
+    "fit_intercept",
     "covariance",
     "diag_method",
     "kernel",

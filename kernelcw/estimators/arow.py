@@ -46,7 +46,7 @@ class AROWClassifier(CWEstimator):
         n_iter=1,
         shuffle=False,
         random_state=None,
-        fit_intercept=False,
+        fit_intercept=True,
         intercept_scaling=1.0,
     ):
         self.r = r

@@ -51,7 +51,7 @@ class PAClassifier(CWEstimator):
         n_iter=1,
         shuffle=False,
         random_state=None,
-        fit_intercept=False,
+        fit_intercept=True,
         intercept_scaling=1.0,
     ):
         self.variant = variant

@@ -38,7 +38,7 @@ class PerceptronClassifier(CWEstimator):
         n_iter=1,
         shuffle=False,
         random_state=None,
-        fit_intercept=False,
+        fit_intercept=True,
         intercept_scaling=1.0,
     ):
         self.a = a

@@ -24,7 +24,8 @@ explicit form the engine uses whenever a budget binds one at a time).
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import LinAlgError, cholesky, solve_triangular
+import scipy.sparse as sp
+from scipy.linalg import LinAlgError, cholesky, eigh, lu_factor, lu_solve, solve_triangular
 
 from ...budget import Support, evict, make_policy
 from .convert import panels_to_explicit
@@ -34,7 +35,14 @@ from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
 
-__all__ = ["build_engine", "gram", "natural_parameters", "projections"]
+__all__ = [
+    "build_engine",
+    "check_covariance",
+    "gram",
+    "natural_parameters",
+    "projected_model",
+    "projections",
+]
 
 
 def projections(form) -> int:
@@ -221,3 +229,91 @@ def _grown(x: np.ndarray, cap: int) -> np.ndarray:
     out = np.zeros(cap, dtype=x.dtype)
     out[: x.shape[0]] = x
     return out
+
+
+def projected_model(forms, maps, t, method: str, spec, R, U: int) -> dict:
+    """One binary model over the union, some of whose parts were pruned by projection
+    (doc/combination.md, "Parts pruned by projection"): from each part's nu and Pi.
+
+    The N stacked support vectors of the parts (N = sum n_c, before merging) carry
+    the block-diagonal ``Pi_blk``, ``nu_blk``, the parts' own Gram matrices
+    ``K_blk`` and the weights ``T = diag(t_c)``; ``K_big`` is the Gram matrix across
+    all of them. With ``Q = I + (K_blk - K_big T) Pi_blk / a``,
+
+        Pi = S (T Pi_blk Q^-1) S',    nu = S Q^-T T nu_blk,
+
+    S summing the stacked vectors into the union's (equal inputs merged): one LU
+    factorisation of Q, no inverse of a part's Pi or precision. One part, t = 1:
+    Q = I, the part itself. "average" is the plain weighted sum of nu and Pi."""
+    a = spec.a
+    ids, nus, Pis = [], [], []
+    for f, m in zip(forms, maps, strict=True):
+        o = f.order()
+        ids.append(m[f.idx[o]])
+        nus.append(f.nu(a)[o])
+        Pis.append(f.Pi(a)[np.ix_(o, o)])
+    st = np.concatenate(ids)  # stacked -> union store rows
+    first = np.sort(np.unique(st, return_index=True)[1])
+    idx = st[first]  # union rows in order of first appearance
+    where = np.full(U, -1, dtype=np.int64)
+    where[idx] = np.arange(idx.size)
+    pos = where[st]
+    N, n = st.size, idx.size
+    K, kap = gram(spec.kernel, R[idx]) if n else (np.zeros((0, 0)), np.zeros(0))
+    Kd = K.copy()
+    Kd[np.diag_indices(n)] = kap
+    S = sp.csr_matrix((np.ones(N), (pos, np.arange(N))), shape=(n, N))
+    tt = np.concatenate([np.full(i.size, tc) for i, tc in zip(ids, t, strict=True)])
+    cuts = np.cumsum([0] + [i.size for i in ids])
+    TPi = np.zeros((N, N))  # T Pi_blk, block diagonal
+    for c, Pc in enumerate(Pis):
+        sl = slice(cuts[c], cuts[c + 1])
+        TPi[sl, sl] = t[c] * Pc
+    if method == "average":
+        nu_st, Pi_st = tt * np.concatenate(nus), TPi
+    else:
+        Kbig = Kd[np.ix_(pos, pos)]
+        Q = np.eye(N)
+        for c, Pc in enumerate(Pis):
+            sl = slice(cuts[c], cuts[c + 1])
+            A = -t[c] * Kbig[:, sl]
+            A[sl] += Kbig[sl, sl]
+            Q[:, sl] += (A @ Pc) / a
+        try:
+            lu = lu_factor(Q, check_finite=True)
+        except (LinAlgError, ValueError) as err:
+            raise ValueError(f"the combined model's system is singular ({err})") from None
+        nu_st = lu_solve(lu, tt * np.concatenate(nus), trans=1, check_finite=False)
+        Pi_st = lu_solve(lu, TPi, trans=1, check_finite=False).T  # (Q^-T Pi_blk T)'
+    nu = S @ nu_st
+    Pi = S @ (S @ Pi_st.T).T
+    Pi = 0.5 * (Pi + Pi.T)
+    if not (np.all(np.isfinite(nu)) and np.all(np.isfinite(Pi))):
+        raise ValueError("the combined model of parts pruned by projection is not finite")
+    if min(t) < 0.0:  # "bayes" with a start: the sum of differences may not be a model
+        check_covariance(Kd, Pi, a)
+    return {
+        "idx": idx,
+        "nu": nu,
+        "Pi": Pi,
+        "zsv": np.zeros(n),  # no diagonal natural parameters: "project" needs none
+        "gsv": np.zeros(n),
+        "K": K,
+        "kap": kap,
+    }
+
+
+def check_covariance(Kd: np.ndarray, Pi: np.ndarray, a: float) -> None:
+    """ValueError unless ``Sigma = a I + Phi Pi Phi'`` is positive definite: on the
+    span of the support vectors, with ``K = V diag(w) V'``, ``I + R' Pi R / a``
+    (``R = V diag(sqrt(w))``) must be."""
+    w, V = eigh(Kd)
+    keep = w > 1e-12 * max(w.max(initial=0.0), 1e-300)
+    Rm = V[:, keep] * np.sqrt(w[keep])
+    lam = np.linalg.eigvalsh(np.eye(Rm.shape[1]) + Rm.T @ Pi @ Rm / a)
+    if lam.size and not lam.min() > 1e-12:
+        raise ValueError(
+            "the combined covariance is not positive definite: with method='bayes' and "
+            "start=, parts pruned by projection must not project the start's support "
+            "vectors away (combine before their budgets bind, or combine with 'kl')"
+        )
