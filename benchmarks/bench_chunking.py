@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from ._common import argument_parser, md_table, write_result
+from ._common import PAPERS, argument_parser, md_table, write_result
 
 
 def reference_mean(X, y, a: float = 1.0, r: float = 1.0) -> np.ndarray:
@@ -40,8 +40,8 @@ def one_stream(seed: int):
     X = rng.normal(size=(60, 4)) * 10.0 ** rng.integers(-4, 5, size=4)
     y = (rng.normal(size=60) > 0).astype(int)
     f_ref = (X.astype(np.longdouble) @ reference_mean(X, y)).astype(float)
-    whole = AROWClassifier(mode="primal").fit(X, y)
-    rows = AROWClassifier(mode="primal")
+    whole = AROWClassifier(mode="primal", **PAPERS).fit(X, y)  # as the reference: no bias
+    rows = AROWClassifier(mode="primal", **PAPERS)
     for i in range(60):
         rows.partial_fit(X[i : i + 1], y[i : i + 1], classes=[0, 1])
     scale = np.abs(f_ref).max()

@@ -16,7 +16,8 @@ Contenders, one pass each, interleaved in one run:
   ``C0 = X_B P``, ``W = P R'`` and ``Sigma -= W W'``, with the same number of
   updates per block as the real run), no walk, no validation.
 
-All three learners must agree (mu, Sigma to 1e-9 relative; same mistakes).
+All three learners must agree (mu, Sigma to 1e-9 relative; same mistakes). The
+learners run as the papers' (``fit_intercept=False``), as the round-by-round forms.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ from kernelcw.engines.primal_full import default_block_size
 from kernelcw.rules import step
 from kernelcw.spec import check_params, engine_spec
 
-from ._common import argument_parser, interleaved, md_table, median, write_result
+from ._common import PAPERS, argument_parser, interleaved, md_table, median, write_result
 from .datasets import fashion_mnist
 
 RULES = {
-    "arow": lambda: AROWClassifier(r=1.0),
-    "scw1": lambda: SCWClassifier(C=1.0),
-    "stdev": lambda: CWClassifier(eta=0.7),
+    "arow": lambda: AROWClassifier(r=1.0, **PAPERS),
+    "scw1": lambda: SCWClassifier(C=1.0, **PAPERS),
+    "stdev": lambda: CWClassifier(eta=0.7, **PAPERS),
 }
 
 
@@ -183,7 +184,7 @@ def main(argv=None):
     sizes = [int(s) for s in args.sweep.split(",")]
 
     def run_b(bs):
-        spec = engine_spec(AROWClassifier(block_size=bs), d, 2)
+        spec = engine_spec(AROWClassifier(block_size=bs, **PAPERS), d, 2)
 
         def f():
             build_engine(spec).learn(X, Y[:, None])
@@ -206,7 +207,7 @@ def main(argv=None):
         holder = {}
 
         def blk(Xd=Xd, yd=yd, holder=holder):
-            holder["est"] = AROWClassifier().fit(Xd, yd)
+            holder["est"] = AROWClassifier(**PAPERS).fit(Xd, yd)
 
         def rbr(Xd=Xd, Yd=Yd, holder=holder):
             holder["rbr"] = round_by_round_blas(Xd, Yd, rp)

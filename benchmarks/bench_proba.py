@@ -35,6 +35,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
 from kernelcw import AROWClassifier, CWClassifier, SCWClassifier
+from kernelcw.estimators._input import with_intercept
 
 from ._common import argument_parser, md_table, progress, write_result
 from .datasets import magic
@@ -78,6 +79,7 @@ def former(est, X) -> np.ndarray:
     """The former predict_proba: [1 - Phi(z), Phi(z)] for two classes (exact 0 and 1 once
     |z| > 8.3); Phi(m_k / sqrt(v_k)) normalised over k for more."""
     eng = est.engine_
+    X = with_intercept(X, eng.spec)  # the engine's columns (the intercept's last)
     P = ndtr(eng.decision(X) / np.sqrt(eng.margin_variance(X)))
     if P.shape[1] == 1:
         return np.column_stack([1.0 - P[:, 0], P[:, 0]])

@@ -82,13 +82,14 @@ def _drift(f: np.ndarray, ref: np.ndarray) -> float:
 
 
 def diag_drift(est, X) -> float:
-    ref = np.asarray(X @ est.mean_.T, dtype=np.float64).ravel()
+    ref = np.asarray(X @ est.mean_.T, dtype=np.float64).ravel() + est.intercept_[0]
     return _drift(np.ravel(est.decision_function(X)), ref)
 
 
 def dual_drift(est, X) -> float:
     SV = np.asarray(est.support_vectors_, dtype=np.float64)
-    K = np.exp(-est.engine_.spec.kernel.gamma * cdist(SV, X, "sqeuclidean"))
+    kernel = est.engine_.spec.kernel  # the RBF, plus c^2 with an intercept
+    K = np.exp(-kernel.gamma * cdist(SV, X, "sqeuclidean")) + kernel.offset
     ref = np.ravel(est.dual_coef_) @ K
     return _drift(np.ravel(est.decision_function(X)), ref)
 
