@@ -94,18 +94,12 @@ class DiagStream:
         self.targets = {1.0: np.array([1.0]), -1.0: np.array([-1.0])}
         self._learn = self._margin = None  # handles of entry points, on first use
         c = engine.spec.intercept  # an intercept: the constant last column, value c
-        self.bias = (np.array([engine.spec.n_features - 1]), np.array([c])) if c else None
-
-    def _with_bias(self, idx: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        b = self.bias
-        if b is None:
-            return idx, val
-        return np.concatenate((idx, b[0])), np.concatenate((val, b[1]))
+        #: (column, value) of the intercept that every row's non-zeros must end with
+        self.bias = (engine.spec.n_features - 1, c) if c else None
 
     def learn(self, idx: np.ndarray, val: np.ndarray, y: float) -> None:
-        """One round on the non-zeros (idx increasing, int64; val float64; the
-        intercept's column, if any, is added here), y = +-1."""
-        idx, val = self._with_bias(idx, val)
+        """One round on the non-zeros (idx increasing, int64; val float64; ending
+        with :attr:`bias` if the model has an intercept), y = +-1."""
         args = (self.mu, self.s, idx, val, self.targets[y], self.out, self.rp, self.method,
                 self.counts, self.log)  # fmt: skip
         if self._learn is None:
@@ -117,9 +111,8 @@ class DiagStream:
             raise_nonfinite(0)
 
     def margin(self, idx: np.ndarray, val: np.ndarray) -> tuple[float, float, float]:
-        """(mean margin, margin variance, |x|^2) of the row (the intercept's column
-        added), without learning."""
-        idx, val = self._with_bias(idx, val)
+        """(mean margin, margin variance, |x|^2) of the row (as for :meth:`learn`),
+        without learning."""
         args = (self.mu, self.s, idx, val, self.out, self.rp.a)
         if self._margin is None:
             sq = _margin(*args)

@@ -110,7 +110,7 @@ class Classifier(_river_base.MiniBatchClassifier):
         self._pending: list[np.ndarray] = []
         self._model = None
         self._fast = None  # a DiagStream while the model is binary primal-diagonal
-        self._last = None  # (keys, columns, order) of the last dict: one lookup a row
+        self._last = None  # (keys, columns, order, bias) of the last dict: one lookup a row
         self._floored = False  # whether a round's variance was floored (warned once)
         self._declared = None if classes is None else _declared(classes)
         self._known = frozenset(self._declared or ())
@@ -226,34 +226,34 @@ class Classifier(_river_base.MiniBatchClassifier):
 
     def _sync(self) -> None:
         """Adds the fast path's counters to the estimator's."""
-        fast = self._fast
-        if fast is not None:
-            est = self._model
-            u, m, f = fast.take_counts()
-            est.n_updates_ += u
-            est.n_mistakes_ += m
+        if self._fast is not None:
+            est, (u, m, f) = self._model, self._fast.take_counts()
+            est.n_updates_, est.n_mistakes_ = est.n_updates_ + u, est.n_mistakes_ + m
             est.n_variance_floored_ += f
 
     def _sparse(self, x: dict) -> tuple[np.ndarray, np.ndarray] | None:
-        """``x``'s columns (increasing) and values for the fast path, or None where the
-        general path must take it: a new name, a value that is not a finite number, or
-        a row too large."""
+        """``x``'s columns (increasing; the intercept's last) and values for the fast
+        path, or None where the general path must take it: a new name, a value that is
+        not a finite number, or a row too large."""
         keys = tuple(x)
         last = self._last
-        if last is not None and last[0] == keys:
+        bias = self._fast.bias  # the intercept's (column, value), last in every row
+        if last is not None and last[0] == keys and last[3] == bias:
             idx, order = last[1], last[2]
         else:
             index = self._index
             try:
-                idx = np.array([index[k] for k in keys], dtype=np.int64)
+                cols = [index[k] for k in keys]
             except KeyError:
                 return None
+            idx = np.array(cols if bias is None else [*cols, bias[0]], dtype=np.int64)
             order = np.argsort(idx, kind="stable") if np.any(idx[1:] < idx[:-1]) else None
             if order is not None:
                 idx = idx[order]
-            self._last = (keys, idx, order)
+            self._last = (keys, idx, order, bias)
         try:
-            val = np.fromiter(x.values(), np.float64, len(keys))
+            values = x.values() if bias is None else (*x.values(), bias[1])
+            val = np.fromiter(values, np.float64, idx.shape[0])
         except (TypeError, ValueError):
             return None
         if order is not None:
