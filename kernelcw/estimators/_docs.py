@@ -70,9 +70,11 @@ COMMON_DOC = """
         feature of value ``intercept_scaling``, whose weight has its own prior
         variance ``a * intercept_scaling**2``: the primal engines see it as one more
         column, the dual engine as ``intercept_scaling**2`` added to the kernel. True
-        (scikit-learn's convention) is the measured better default
-        (``benchmarks/bench_intercept.py``); False is the papers' learners, without a
-        bias term, which their reproductions keep.
+        (scikit-learn's convention) is the measured better default for the
+        second-order learners (``benchmarks/bench_intercept.py``); the first-order PA-I
+        with a kernel did better without it there (so, likely, PA and the Perceptron).
+        False is the papers' learners, without a bias term, which their reproductions
+        keep.
     intercept_scaling : float > 0, default=1.0
         The constant feature's value (so the intercept's prior scale) with
         ``fit_intercept=True``; ignored otherwise.
