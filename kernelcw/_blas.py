@@ -57,6 +57,8 @@ _dgemm = _fn("blas", "dgemm", 13)
 _dsymv = _fn("blas", "dsymv", 10)
 _dsyr = _fn("blas", "dsyr", 7)
 _dsyr2 = _fn("blas", "dsyr2", 9)
+_dsymm = _fn("blas", "dsymm", 12)
+_dsyrk = _fn("blas", "dsyrk", 10)
 _dpotrf = _fn("lapack", "dpotrf", 5)
 _dpotri = _fn("lapack", "dpotri", 5)
 _dtpqrt = _fn("lapack", "dtpqrt", 12)
@@ -267,18 +269,20 @@ def givens_update(L, Lam):
 
 class SymBlas(NamedTuple):
     """Function pointers of the routines on symmetric matrices that compiled callers
-    use: BLAS dsymv, dsyr, dsyr2 and LAPACK dpotrf, dpotri."""
+    use: BLAS dsymv, dsyr, dsyr2, dsymm, dsyrk and LAPACK dpotrf, dpotri."""
 
     symv: object
     syr: object
     syr2: object
     potrf: object
     potri: object
+    symm: object
+    syrk: object
 
 
-#: The record compiled callers pass to :func:`sym_mv`, :func:`sym_r1`, :func:`sym_r2`
-#: and :func:`sym_inverse`.
-SYM_BLAS = SymBlas(_dsymv, _dsyr, _dsyr2, _dpotrf, _dpotri)
+#: The record compiled callers pass to :func:`sym_mv`, :func:`sym_r1`, :func:`sym_r2`,
+#: :func:`sym_mm`, :func:`sym_rk` and :func:`sym_inverse`.
+SYM_BLAS = SymBlas(_dsymv, _dsyr, _dsyr2, _dpotrf, _dpotri, _dsymm, _dsyrk)
 
 
 @njit(cache=True)
@@ -317,6 +321,35 @@ def sym_r2(fns, n, alpha, x, y, A):
     sc = np.array([alpha])
     fns.syr2(ch.ctypes, ints[0:].ctypes, sc.ctypes, x.ctypes, ints[1:].ctypes, y.ctypes,
              ints[1:].ctypes, A.ctypes, ints[2:].ctypes)  # fmt: skip
+
+
+@njit(cache=True)
+def sym_mm(fns, n, m, A, B, C):
+    """``C[:n, :m] = A[:n, :n] B[:n, :m]`` for a symmetric A given by its lower
+    triangle (BLAS-3 dsymm; B and C with contiguous rows, C not overlapping A or B)."""
+    if n == 0 or m == 0:
+        return
+    # Fortran sees C' = B' A (A on the right, its upper triangle = our lower one)
+    ch = np.array([_R, _U], dtype=np.uint8)
+    ints = np.array([m, n, _ld(A), _ld(B), _ld(C)], dtype=np.int32)
+    sc = np.array([1.0, 0.0])
+    fns.symm(ch[0:].ctypes, ch[1:].ctypes, ints[0:].ctypes, ints[1:].ctypes, sc[0:].ctypes,
+             A.ctypes, ints[2:].ctypes, B.ctypes, ints[3:].ctypes, sc[1:].ctypes, C.ctypes,
+             ints[4:].ctypes)  # fmt: skip
+
+
+@njit(cache=True)
+def sym_rk(fns, n, k, alpha, U, A):
+    """The lower triangle of ``A[:n, :n]`` += alpha U U' with ``U = U[:n, :k]`` (BLAS-3
+    dsyrk; the strict upper triangle is not written)."""
+    if n == 0 or k == 0:
+        return
+    # Fortran: A' (upper) += alpha (U')' U', i.e. trans = 'T' on the k x n matrix U'
+    ch = np.array([_U, _T], dtype=np.uint8)
+    ints = np.array([n, k, _ld(U), _ld(A)], dtype=np.int32)
+    sc = np.array([alpha, 1.0])
+    fns.syrk(ch[0:].ctypes, ch[1:].ctypes, ints[0:].ctypes, ints[1:].ctypes, sc[0:].ctypes,
+             U.ctypes, ints[2:].ctypes, sc[1:].ctypes, A.ctypes, ints[3:].ctypes)  # fmt: skip
 
 
 @njit(cache=True)

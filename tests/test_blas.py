@@ -168,3 +168,25 @@ def test_read_only_factors_and_operands():
     C = np.zeros((8, 8))
     _blas.gemm_sub(1.0, buf, buf, 0.0, C, trans_a=True)
     np.testing.assert_allclose(C, buf.T @ buf, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("n0", "n", "m"), [(9, 7, 3), (150, 130, 65), (5, 5, 1)])
+def test_symmetric_level3_reads_and_writes_the_lower_triangle_only(n0, n, m):
+    """sym_mm (dsymm) and sym_rk (dsyrk), the blocked dual walk's calls, on leading
+    sub-blocks of capacity buffers, against dense numpy: only the lower triangle of the
+    symmetric operand is read, only its lower triangle written."""
+    rng = np.random.default_rng(n)
+    fns = _blas.SYM_BLAS
+    buf, M = _buffer(rng, n0, n)
+    buf[:n, :n] += np.triu(rng.normal(size=(n, n)), 1)  # junk above the diagonal
+    B = rng.normal(size=(n0, m + 3))
+    C = np.full((n0, m + 3), 7.0)
+    _blas.sym_mm(fns, n, m, buf, B, C)
+    np.testing.assert_allclose(C[:n, :m], M @ B[:n, :m], rtol=1e-12, atol=1e-12 * n)
+    assert np.all(C[n:] == 7.0) and np.all(C[:, m:] == 7.0)
+    upper = np.triu(buf, 1).copy()
+    U = rng.normal(size=(n0, m + 2))
+    _blas.sym_rk(fns, n, m, -0.5, U, buf)
+    want = M - 0.5 * U[:n, :m] @ U[:n, :m].T
+    np.testing.assert_allclose(np.tril(buf[:n, :n]), np.tril(want), rtol=1e-12, atol=1e-11 * n)
+    np.testing.assert_array_equal(np.triu(buf, 1), upper)

@@ -153,7 +153,13 @@ def test_duplicated_rows_do_not_depend_on_chunking(make, policy):
     for i in range(6):
         rows.partial_fit(X[i : i + 1], y[i : i + 1], classes=[0, 1])
     assert whole.n_updates_ == rows.n_updates_
-    np.testing.assert_allclose(whole.dual_coef_, rows.dual_coef_, rtol=1e-12)
+    # "project" projects a copy onto its copies: the jittered Gram matrix's inverse has
+    # entries of 1 / PROJECT_JITTER and a new vector's Schur complement (~ the jitter) is
+    # known to about eps / jitter^2 relative, in any form. The round-by-round walk
+    # rounds alike however the stream is cut; the blocked one (the Cholesky solver's,
+    # kernelcw.engines.dual.deferred) sums the same terms in sub-blocks
+    rtol = 1e-4 if policy == "project" else 1e-12
+    np.testing.assert_allclose(whole.dual_coef_, rows.dual_coef_, rtol=rtol)
     np.testing.assert_array_equal(whole.support_, rows.support_)
 
 

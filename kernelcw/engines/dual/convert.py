@@ -55,7 +55,7 @@ def panels_to_explicit(p: PanelForm, ctx: Context, need: int) -> ExplicitForm:
     n = p.n
     nu, Pi = p.nu(a), p.Pi(a)
     cap = max(need, n + 1)
-    x = ExplicitForm(True, make_policy(ctx.policy, ctx.budget, ctx.seed))
+    x = ExplicitForm(True, make_policy(ctx.policy, ctx.budget, ctx.seed), blocked=True)
     x.take_slots(p)
     x._nu = np.zeros(cap)
     x._nu[:n] = nu

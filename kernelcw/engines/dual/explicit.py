@@ -31,7 +31,7 @@ from .form import BlockData, Form, Walked
 from .status import NONFINITE, NOT_PSD, OK, PSD_TOL
 from .steps import checked_step
 
-__all__ = ["ExplicitForm", "Undo", "explicit_walk"]
+__all__ = ["BLOCKED_POLICIES", "ExplicitForm", "Undo", "explicit_walk"]
 
 
 class Scratch(NamedTuple):
@@ -204,14 +204,22 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
 
 class ExplicitForm(Form):
     """nu, Pi (second-order rules only), zsv and gsv in capacity buffers (the leading
-    n in use) and the budget policy (:class:`kernelcw.budget.Unbounded` for none)."""
+    n in use) and the budget policy (:class:`kernelcw.budget.Unbounded` for none).
+
+    ``blocked``: a model of the Cholesky solver that continues here when its budget
+    binds learns in sub-blocks with its changes deferred (:mod:`.deferred`, BLAS-3)
+    if its policy is one of :data:`BLOCKED_POLICIES`; ``solver="explicit"`` keeps the
+    round-by-round walk, the readable reference."""
 
     code = 1
+    blocked = False  # (a class default: models pickled before it existed)
 
-    def __init__(self, second: bool, policy: BudgetPolicy):
+    def __init__(self, second: bool, policy: BudgetPolicy, blocked: bool = False):
         super().__init__()
         self.second = second
         self.policy = policy
+        self.blocked = bool(blocked and second and policy.name in BLOCKED_POLICIES)
+        self._dw = None  # the blocked walk's work space, kept between calls
         self._nu = np.zeros(0)
         self._Pi = np.zeros((0, 0))
         self.zsv = np.zeros(0)
@@ -221,7 +229,7 @@ class ExplicitForm(Form):
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_armed"] = state["_spare"] = None  # a call's scratch, not the model's
+        state["_armed"] = state["_spare"] = state["_dw"] = None  # scratch, not the model
         return state
 
     @property
@@ -296,8 +304,15 @@ class ExplicitForm(Form):
             # an error raised inside the walk after its save still restores the model
             undo = self._armed.undo = self._spares(cap, rec)
         second = True if self.second else None  # None: numba drops the second-order code
-        res = explicit_walk(data, t0, sup, n_now, self.clock, rec, ctx.rule, second,
-                            psd_tol, scr, undo, budgeted)  # fmt: skip
+        if self.blocked and B is not None:
+            dw = self._dw
+            if dw is None or dw.Kold.shape[0] < cap:
+                dw = self._dw = deferred_scratch(self.capacity, self.policy.tracks_kinv)
+            res = deferred_walk(data, t0, sup, n_now, self.clock, rec, ctx.rule, psd_tol,
+                                scr, undo, dw)  # fmt: skip
+        else:
+            res = explicit_walk(data, t0, sup, n_now, self.clock, rec, ctx.rule, second,
+                                psd_tol, scr, undo, budgeted)  # fmt: skip
         if undo.saved[0] >= 0:  # saved: nothing more for this call to save
             self._armed = None
         n_end = res.n
@@ -391,7 +406,8 @@ class ExplicitForm(Form):
     @classmethod
     def from_state(cls, state: dict[str, np.ndarray], ctx) -> ExplicitForm:
         second = ctx.rule.rule not in FIRST_ORDER
-        new = cls(second, make_policy(ctx.policy, ctx.budget, ctx.seed))
+        policy = make_policy(ctx.policy, ctx.budget, ctx.seed)
+        new = cls(second, policy, blocked=ctx.solver != "explicit")
         new.load_slots(state)
         cap = new.n + 1
         new._nu = _filled(np.zeros(cap), state["nu"])
@@ -403,6 +419,10 @@ class ExplicitForm(Form):
         new.policy.load_state(pol, new.n, cap)
         return new
 
+
+#: The policies whose models the Cholesky solver continues in the blocked walk
+#: (:mod:`.deferred`) once the budget binds.
+BLOCKED_POLICIES = ("random", "project")
 
 #: Spare buffers of at most this many bytes stay with the form between calls (a call
 #: of one row then saves into memory it already has); larger ones are made for a call
@@ -427,3 +447,7 @@ class _Saved:
 def _filled(buf: np.ndarray, head: np.ndarray) -> np.ndarray:
     buf[: head.shape[0]] = head
     return buf
+
+
+# the blocked walk builds on this module's records (ExplicitResult, save_model)
+from .deferred import deferred_scratch, deferred_walk  # noqa: E402

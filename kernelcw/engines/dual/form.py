@@ -29,8 +29,9 @@ class Context(NamedTuple):
     none), the budget policy's name and seed, the block size, whether the kernel
     is positive semi-definite by construction, ``batch``: how many support
     vectors leave at once when the budget overflows (:mod:`.pruned` for q > 1),
-    and ``rows_after``: how many inputs of the current call come after this block
-    (a growing buffer sizes itself by it, :mod:`.panels`)."""
+    ``rows_after``: how many inputs of the current call come after this block
+    (a growing buffer sizes itself by it, :mod:`.panels`), and the ``solver``
+    ("cholesky", or "explicit": the round-by-round nu/Pi recursion throughout)."""
 
     rule: object
     a: float
@@ -41,6 +42,7 @@ class Context(NamedTuple):
     known_psd: bool
     batch: int = 1
     rows_after: int = 0
+    solver: str = "cholesky"
 
 
 class BlockData(NamedTuple):

@@ -1,0 +1,108 @@
+"""The blocked walk of budgeted models ("random" and "project" with the Cholesky solver,
+kernelcw.engines.dual.deferred) against the round-by-round walk (solver="explicit").
+
+Both make the same rounds: the blocked one sums each sub-block's changes to Pi (and to
+the inverse Gram matrix of "project") as deferred rank-one terms and adds them with
+BLAS-3 calls, the round-by-round one changes the matrices in place at every round. The
+slow references (tests/reference_budget.py) check both in tests/test_budget.py; here
+long streams (more removals than the inverse Gram matrix's refresh period, several
+sub-blocks per block, slots removed in the sub-block they entered) check that the two
+forms give the same models to rounding, however the stream is cut.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernelcw import AROWClassifier, CWClassifier, SCWClassifier
+from kernelcw.budget.kernels import KINV_REFRESH
+from kernelcw.engines.dual import deferred
+
+RULES = {
+    "scw1": (SCWClassifier, dict(C=1.0, eta=0.8)),
+    "scw2": (SCWClassifier, dict(C=0.5, eta=0.7, variant=2)),
+    "arow": (AROWClassifier, dict(r=1.0)),
+    "stdev": (CWClassifier, dict(eta=0.7)),
+}
+
+
+def _stream(n, d, seed, n_classes=2):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    score = X[:, 0] * X[:, 1] + np.sin(2 * X[:, 2])
+    y = np.digitize(score, np.quantile(score, np.linspace(0, 1, n_classes + 1)[1:-1]))
+    flip = rng.random(n) < 0.1
+    y[flip] = rng.integers(0, n_classes, flip.sum())
+    return X, y
+
+
+def _est(rule, solver, policy, budget, **over):
+    cls, p = RULES[rule]
+    kw = dict(kernel="rbf", gamma=0.3, budget=budget, budget_policy=policy, solver=solver,
+              random_state=3, fit_intercept=False)  # fmt: skip
+    return cls(**{**kw, **p, **over})
+
+
+def _close(blocked, explicit, what):
+    np.testing.assert_array_equal(blocked.n_updates_, explicit.n_updates_, err_msg=what)
+    np.testing.assert_array_equal(blocked.n_mistakes_, explicit.n_mistakes_, err_msg=what)
+    np.testing.assert_array_equal(blocked.support_, explicit.support_, err_msg=what)
+    for name in ("dual_coef_", "covariance_coef_"):
+        b, e = (np.asarray(getattr(m, name), dtype=float) for m in (blocked, explicit))
+        scale = np.abs(e).max()
+        assert np.abs(b - e).max() <= 1e-9 * scale, f"{what}: {name}"
+
+
+@pytest.mark.parametrize("rule", list(RULES))
+@pytest.mark.parametrize("policy", ["random", "project"])
+def test_blocked_walk_is_the_round_by_round_walk(rule, policy):
+    """More removals than the refresh period of "project"'s inverse Gram matrix, in
+    blocks of 256 (four sub-blocks each)."""
+    X, y = _stream(KINV_REFRESH + 200, 5, 1)
+    blocked = _est(rule, "cholesky", policy, 12).fit(X, y)
+    explicit = _est(rule, "explicit", policy, 12).fit(X, y)
+    forms = blocked._engine.forms
+    assert all(f.blocked for f in forms) and not any(f.blocked for f in explicit._engine.forms)
+    assert forms[0].policy.counter > KINV_REFRESH
+    _close(blocked, explicit, f"{rule}/{policy}")
+
+
+@pytest.mark.parametrize("policy", ["random", "project"])
+@pytest.mark.parametrize("cut", ["one row at a time", "block_size=7", "ragged calls"])
+def test_cuts_and_sub_blocks_do_not_change_the_model(policy, cut, monkeypatch):
+    """One row per call (a sub-block of one input), blocks of 7, and calls of uneven
+    length, with a sub-block of 5 inputs (the walk's changes settled every 5 rounds)."""
+    X, y = _stream(400, 4, 2, n_classes=3)
+    explicit = _est("arow", "explicit", policy, 20).fit(X, y)
+    monkeypatch.setattr(deferred, "SUB_BLOCK", 5)
+    est = _est("arow", "cholesky", policy, 20, block_size=7 if cut == "block_size=7" else 256)
+    if cut == "one row at a time":
+        for i in range(len(y)):
+            est.partial_fit(X[i : i + 1], y[i : i + 1], classes=[0, 1, 2])
+    elif cut == "ragged calls":
+        edges = [0, 1, 40, 41, 150, 333, 400]
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+            est.partial_fit(X[lo:hi], y[lo:hi], classes=[0, 1, 2])
+    else:
+        est.fit(X, y)
+    assert all(f.blocked for f in est._engine.forms)
+    _close(est, explicit, f"{policy}, {cut}")
+
+
+def test_random_victim_by_selection_is_choose_victims():
+    """The blocked walk finds "random"'s victim by selection in O(n); the round-by-round
+    walk sorts: same slot for every draw, whatever order the slots are in."""
+    from kernelcw.budget import Support, make_policy
+    from kernelcw.budget.kernels import choose_victim
+
+    rng = np.random.default_rng(0)
+    pol = make_policy("random", 30, 11).record()
+    for n in (2, 3, 17, 31):
+        entry = rng.permutation(10 * n)[:n].astype(np.int64)
+        z = np.zeros(n)
+        sup = Support(z, np.zeros((n, n)), z, z, z, entry, np.zeros(n, dtype=np.int64))
+        for counter in range(40):
+            want = choose_victim(pol, counter, n, sup, np.empty(2 * n))
+            got = deferred._jth_entered(pol, counter, n, entry, np.empty(2 * n))
+            assert got == want
