@@ -1,5 +1,6 @@
-"""The blocked walk of budgeted models ("random" and "project" with the Cholesky solver,
-kernelcw.engines.dual.deferred) against the round-by-round walk (solver="explicit").
+"""The blocked walk of budgeted models ("random", "smallest" and "project" with the
+Cholesky solver, kernelcw.engines.dual.deferred) against the round-by-round walk
+(solver="explicit").
 
 Both make the same rounds: the blocked one sums each sub-block's changes to Pi (and to
 the inverse Gram matrix of "project") as deferred rank-one terms and adds them with
@@ -55,7 +56,7 @@ def _close(blocked, explicit, what):
 
 
 @pytest.mark.parametrize("rule", list(RULES))
-@pytest.mark.parametrize("policy", ["random", "project"])
+@pytest.mark.parametrize("policy", ["random", "smallest", "project"])
 def test_blocked_walk_is_the_round_by_round_walk(rule, policy):
     """More removals than the refresh period of "project"'s inverse Gram matrix, in
     blocks of 256 (four sub-blocks each)."""
@@ -68,7 +69,7 @@ def test_blocked_walk_is_the_round_by_round_walk(rule, policy):
     _close(blocked, explicit, f"{rule}/{policy}")
 
 
-@pytest.mark.parametrize("policy", ["random", "project"])
+@pytest.mark.parametrize("policy", ["random", "smallest", "project"])
 @pytest.mark.parametrize("cut", ["one row at a time", "block_size=7", "ragged calls"])
 def test_cuts_and_sub_blocks_do_not_change_the_model(policy, cut, monkeypatch):
     """One row per call (a sub-block of one input), blocks of 7, and calls of uneven

@@ -1,6 +1,6 @@
 """The explicit form's blocked walk: nu and Pi with their updates deferred.
 
-A budgeted model whose policy is "random" or "project" keeps nu and Pi
+A budgeted model whose policy is "random", "smallest" or "project" keeps nu and Pi
 (:mod:`.explicit`) once its budget binds. Round by round, each input reads all of
 Pi (``c = Pi k``) and each update and removal rewrites it: several passes over an
 n x n triangle per round, bound by memory once Pi leaves the cache (at B = 4000,
@@ -26,6 +26,9 @@ rounding, in BLAS-3 calls (``doc/dual-form.md`` section 8):
   them (the last slot into the removed one's place), so the model is laid out
   exactly as :func:`.explicit.explicit_walk` lays it out.
 
+"smallest" scores from nu and Pi's diagonal (kept term by term) instead of the Gram
+matrix passes of the round-by-round walk (:func:`_least_kl`).
+
 nu is kept as that walk keeps it: ``nu += alpha y c`` on an update; after a removal,
 ``nu = -Pi q / a`` with ``q = g / zeta`` (``Pi_0 q`` from the same dsymm); after a
 projection ``nu += nu_p e``. "project" refreshes its inverse Gram matrix every
@@ -46,7 +49,9 @@ from ...budget.kernels import (
     KINV_REFRESH,
     PROJECT,
     PROJECT_JITTER,
+    SMALLEST,
     kinv_refresh,
+    kl_score,
     lower,
     splitmix64_uniform,
     swap_last_lower,
@@ -107,6 +112,37 @@ def deferred_scratch(cap: int, project: bool) -> Deferred:
         np.zeros(2 * sb + 2, dtype=np.int64), np.zeros(sb + 1, dtype=np.int64),
         f(R), f((cap, R)),
     )  # fmt: skip
+
+
+@njit(cache=True, error_model="numpy")
+def _least_kl(n, sup, lg, nuP, dPi, a):
+    """The slot "smallest" removes (:func:`kernelcw.budget.kernels.choose_victim`: the
+    least KL score, the newest left out, ties to the older) from O(n) quantities: with
+    ``M = D^-1 + a K`` (``Pi = -a^2 M^-1``), the mean at support vector p is
+    ``f_p = (g_p - nu_p / a) / zeta_p`` and its variance
+    ``v_p = 1 / zeta_p + Pi_pp / (a zeta_p)^2`` (``doc/dual-form.md`` section 7), where
+    the round-by-round walk keeps ``K nu`` and the variances by passes over the Gram
+    matrix."""
+    entry = sup.entry
+    newest = 0
+    for i in range(1, n):
+        if entry[i] > entry[newest]:
+            newest = i
+    best = -1
+    best_score = 0.0
+    for i in range(n):
+        if i == newest:
+            continue
+        P = lg[i]
+        z = sup.zsv[i]
+        g = sup.gsv[i]
+        f_p = (g - nuP[P] / a) / z
+        v_p = 1.0 / z + dPi[P] / (a * a * z * z)
+        score = kl_score(f_p, v_p, z, g)
+        if best < 0 or score < best_score or (score == best_score and entry[i] < entry[best]):
+            best = i
+            best_score = score
+    return best
 
 
 @njit(cache=True, error_model="numpy")
@@ -238,13 +274,14 @@ def _settle(A, n0, n_end, ops, nops, lg, Ut, s, nr, Ulog, fns):
 @njit(cache=True, error_model="numpy")
 def deferred_walk(blk, t0, sup, n, clock, pol, rule, psd_tol, scr, undo, dw):
     """The rounds of :func:`.explicit.explicit_walk` (second-order rule, budget
-    policy "random" or "project") from block input t0 on, in sub-blocks with their
+    policy "random", "smallest" or "project") from block input t0 on, in sub-blocks with their
     changes to Pi deferred (module docstring); same arguments, plus the work space
     ``dw`` (:func:`deferred_scratch`). Returns an :class:`.explicit.ExplicitResult`."""
     b = blk.kap.shape[0]
     a = rule.a
     fns = pol.blas
     project = pol.code == PROJECT
+    smallest = pol.code == SMALLEST
     nu, Pi, ks = sup.nu, sup.Pi, sup.ks
     kinv, G = pol.kinv, pol.G
     Kold, C0, D0, Ut, s, Vt, sig = dw.Kold, dw.C0, dw.D0, dw.Ut, dw.s, dw.Vt, dw.sig
@@ -273,6 +310,9 @@ def deferred_walk(blk, t0, sup, n, clock, pol, rule, psd_tol, scr, undo, dw):
             sym_mm(fns, n0, sb, kinv, Kold, D0)
             for i in range(n0):
                 dk[i] = kinv[i, i]
+        elif smallest:
+            for i in range(n0):
+                dk[i] = Pi[i, i]
         for i in range(n0):
             nuP[i] = nu[i]
             dead[i] = False
@@ -337,6 +377,7 @@ def deferred_walk(blk, t0, sup, n, clock, pol, rule, psd_tol, scr, undo, dw):
                 dk[Pn] = inv_s
                 sig[nv] = inv_s
                 nv += 1
+            if project or smallest:  # the Gram matrix gains the new row
                 for i in range(n):
                     G[n, i] = kP[lg[i]]
                     G[i, n] = kP[lg[i]]
@@ -351,6 +392,10 @@ def deferred_walk(blk, t0, sup, n, clock, pol, rule, psd_tol, scr, undo, dw):
                 nuP[i] += ay * cP[i]
             row[Pn] = a
             s[nr] = -beta
+            if smallest:  # Pi's diagonal, for the scores
+                for i in range(Pn):
+                    dk[i] -= beta * cP[i] * cP[i]
+                dk[Pn] = -beta * a * a
             nr += 1
             nuP[Pn] = ay * a
             sup.zsv[n] = zeta
@@ -384,6 +429,8 @@ def deferred_walk(blk, t0, sup, n, clock, pol, rule, psd_tol, scr, undo, dw):
                     if jv < 0 or score < best or (score == best and sup.entry[i] < sup.entry[jv]):
                         jv = i
                         best = score
+            elif smallest:
+                jv = _least_kl(n, sup, lg, nuP, dk, a)
             else:  # "random": the j-th in entry order (choose_victim), in O(n)
                 jv = _jth_entered(pol, counter, n, sup.entry, scr.work)
             counter += 1
@@ -425,6 +472,10 @@ def deferred_walk(blk, t0, sup, n, clock, pol, rule, psd_tol, scr, undo, dw):
                     row[i] = cP[i]
                 s[nr] = -1.0 / pPP
                 nr += 1
+                if smallest:
+                    for i in range(nP):
+                        dk[i] -= cP[i] * cP[i] / pPP
+                    swap_last_matrix(n, jv, G)
             nuP[P] = 0.0
             dead[P] = True
             if P < n0:
@@ -466,5 +517,9 @@ def deferred_walk(blk, t0, sup, n, clock, pol, rule, psd_tol, scr, undo, dw):
             _settle(kinv, n0, n, ops, nops, lg, Vt, sig, nv, dw.Ulog, fns)
         if refresh:
             kinv_refresh(n, G, kinv, fns)
+        if smallest:  # the variances at the support vectors, as the state keeps them
+            for i in range(n):
+                z = sup.zsv[i]
+                pol.vsv[i] = 1.0 / z + Pi[i, i] / (a * a * z * z)
         t = tt
     return ExplicitResult(n, counter, clock, u, nfl, stop_at, status)

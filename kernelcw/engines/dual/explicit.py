@@ -207,9 +207,9 @@ class ExplicitForm(Form):
     n in use) and the budget policy (:class:`kernelcw.budget.Unbounded` for none).
 
     ``blocked``: a model of the Cholesky solver that continues here when its budget
-    binds learns in sub-blocks with its changes deferred (:mod:`.deferred`, BLAS-3)
-    if its policy is one of :data:`BLOCKED_POLICIES`; ``solver="explicit"`` keeps the
-    round-by-round walk, the readable reference."""
+    binds (policies :data:`BLOCKED_POLICIES`: all but "oldest", which has its own
+    form) learns in sub-blocks with its changes deferred (:mod:`.deferred`, BLAS-3);
+    ``solver="explicit"`` keeps the round-by-round walk, the readable reference."""
 
     code = 1
     blocked = False  # (a class default: models pickled before it existed)
@@ -422,7 +422,7 @@ class ExplicitForm(Form):
 
 #: The policies whose models the Cholesky solver continues in the blocked walk
 #: (:mod:`.deferred`) once the budget binds.
-BLOCKED_POLICIES = ("random", "project")
+BLOCKED_POLICIES = ("random", "smallest", "project")
 
 #: Spare buffers of at most this many bytes stay with the form between calls (a call
 #: of one row then saves into memory it already has); larger ones are made for a call
