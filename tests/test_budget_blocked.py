@@ -95,7 +95,7 @@ def test_random_victim_by_selection_is_choose_victims():
     """The blocked walk finds "random"'s victim by selection in O(n); the round-by-round
     walk sorts: same slot for every draw, whatever order the slots are in."""
     from kernelcw.budget import Support, make_policy
-    from kernelcw.budget.kernels import choose_victim
+    from kernelcw.budget.kernels import choose_victim, jth_entered_slot
 
     rng = np.random.default_rng(0)
     pol = make_policy("random", 30, 11).record()
@@ -105,5 +105,5 @@ def test_random_victim_by_selection_is_choose_victims():
         sup = Support(z, np.zeros((n, n)), z, z, z, entry, np.zeros(n, dtype=np.int64))
         for counter in range(40):
             want = choose_victim(pol, counter, n, sup, np.empty(2 * n))
-            got = deferred._jth_entered(pol, counter, n, entry, np.empty(2 * n))
+            got = jth_entered_slot(pol, counter, n, entry, np.empty(2 * n))
             assert got == want

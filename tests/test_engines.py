@@ -47,8 +47,9 @@ class Case:
     make: Any  # () -> estimator
     form: str
     csr: bool = False
-    #: chunking changes nothing at all (row-by-row walks); else within RTOL
+    #: chunking changes nothing at all (row-by-row walks); else within rtol
     exact_chunks: bool = False
+    rtol: float = RTOL
 
     def engine(self, n_classes: int) -> Engine:
         return build_engine(self.spec(n_classes))
@@ -101,7 +102,12 @@ for _kernel in ("rbf", "linear"):
             return AROWClassifier(r=0.7, **common)
 
         name = f"dual-{_kernel}" + ("" if _budget is None else f"-{_policy}")
-        DUAL_CASES.append(Case(name, _make_dual, "dual"))
+        # "project" on a linear kernel of D < budget dimensions: the jittered Gram matrix
+        # is rank-deficient, its inverse has entries of 1 / PROJECT_JITTER, and the blocked
+        # walk (kernelcw.engines.dual.deferred) sums its rank-one terms in an order that
+        # depends on the cut; measured 1.5e-9 relative
+        rtol = 1e-7 if (_kernel, _budget, _policy) == ("linear", 20, "project") else RTOL
+        DUAL_CASES.append(Case(name, _make_dual, "dual", rtol=rtol))
 
 ALL_CASES = PRIMAL_CASES + DUAL_CASES
 ALL_IDS = [c.id for c in ALL_CASES]
@@ -135,11 +141,11 @@ def _assert_state_equal(a: dict, b: dict, what: str = "") -> None:
         np.testing.assert_array_equal(a[key], b[key], err_msg=f"{what}: {key}")
 
 
-def _assert_close(got, want, exact: bool, what: str) -> None:
+def _assert_close(got, want, exact: bool, what: str, rtol: float = RTOL) -> None:
     if exact:
         np.testing.assert_array_equal(got, want, err_msg=what)
     else:
-        helpers.assert_rel_close(got, want, RTOL, what)
+        helpers.assert_rel_close(got, want, rtol, what)
 
 
 def test_the_cases_cover_every_engine_form():
@@ -169,9 +175,12 @@ def test_learn_in_chunks_equals_learn_at_once(case, n_classes):
     assert np.all(r.n_updates > 0), "the stream must exercise the rule"
     margins = _learn_chunks(chunks, X, Y)
     exact = case.exact_chunks
-    _assert_close(margins, r.margins, exact, "margins")
-    _assert_close(chunks.decision(P), once.decision(P), exact, "decision")
-    _assert_close(chunks.margin_variance(P), once.margin_variance(P), exact, "margin_variance")
+    rtol = case.rtol
+    _assert_close(margins, r.margins, exact, "margins", rtol)
+    _assert_close(chunks.decision(P), once.decision(P), exact, "decision", rtol)
+    _assert_close(
+        chunks.margin_variance(P), once.margin_variance(P), exact, "margin_variance", rtol
+    )
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])
@@ -197,6 +206,19 @@ def test_learn_in_chunks_dual_coefficients(case, n_classes):
     once, chunks = case.engine(n_classes), case.engine(n_classes)
     once.learn(X, Y)
     _learn_chunks(chunks, X, Y)
+    if case.rtol != RTOL:
+        # the rank-deficient linear case: the dual coefficients are not unique to
+        # rounding there (directions near the Gram matrix's null space are known to
+        # eps / jitter^2), the model in feature space is: mu = S' nu, S' Pi S
+        for k in range(once.n_models):
+            got, want = ([f()[k] for f in (e.support_positions, e.dual_coef,
+                          e.covariance_coef)] for e in (chunks, once))  # fmt: skip
+            np.testing.assert_array_equal(got[0], want[0])
+            S = X[want[0]]
+            for name, g, w in [("mu", S.T @ got[1], S.T @ want[1]),
+                               ("S' Pi S", S.T @ got[2] @ S, S.T @ want[2] @ S)]:  # fmt: skip
+                _assert_close(g, w, False, f"model {k} {name}", case.rtol)
+        return
     for what in ("support_positions", "dual_coef", "covariance_coef"):
         for k, (a, b) in enumerate(
             zip(getattr(chunks, what)(), getattr(once, what)(), strict=True)

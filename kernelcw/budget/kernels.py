@@ -41,7 +41,10 @@ __all__ = [
     "PolicyState",
     "Support",
     "evict",
+    "jth_entered_slot",
     "kl_score",
+    "least_kl_slot",
+    "least_projection_slot",
     "lower_symmetric",
     "policy_append",
     "splitmix64_uniform",
@@ -166,6 +169,90 @@ def choose_victim(pol, counter, n, sup, work):
             best = i
             best_score = score
     return best
+
+
+@njit(cache=True, error_model="numpy")
+def least_kl_slot(n, sup, lg, nuP, dPi, a):
+    """The slot "smallest" removes (:func:`kernelcw.budget.kernels.choose_victim`: the
+    least KL score, the newest left out, ties to the older) from O(n) quantities: with
+    ``M = D^-1 + a K`` (``Pi = -a^2 M^-1``), the mean at support vector p is
+    ``f_p = (g_p - nu_p / a) / zeta_p`` and its variance
+    ``v_p = 1 / zeta_p + Pi_pp / (a zeta_p)^2`` (``doc/dual-form.md`` section 7), where
+    the round-by-round walk keeps ``K nu`` and the variances by passes over the Gram
+    matrix. ``lg`` maps slots to the indices of ``nuP`` and ``dPi``."""
+    entry = sup.entry
+    newest = 0
+    for i in range(1, n):
+        if entry[i] > entry[newest]:
+            newest = i
+    best = -1
+    best_score = 0.0
+    for i in range(n):
+        if i == newest:
+            continue
+        P = lg[i]
+        z = sup.zsv[i]
+        g = sup.gsv[i]
+        f_p = (g - nuP[P] / a) / z
+        v_p = 1.0 / z + dPi[P] / (a * a * z * z)
+        score = kl_score(f_p, v_p, z, g)
+        if best < 0 or score < best_score or (score == best_score and entry[i] < entry[best]):
+            best = i
+            best_score = score
+    return best
+
+
+@njit(cache=True, error_model="numpy")
+def jth_entered_slot(pol, counter, n, entry, work):
+    """The slot :func:`kernelcw.budget.kernels.choose_victim` chooses for "random"
+    (the j-th support vector in entry order, the newest left out), by selection in
+    O(n) instead of its sort: entries are distinct, so the j-th smallest is one slot."""
+    j = int(splitmix64_uniform(pol.seed, counter) * (n - 1))
+    if j >= n - 1:
+        j = n - 2
+    x = work[:n]
+    for i in range(n):
+        x[i] = entry[i]
+    lo, hi = 0, n - 1
+    while lo < hi:  # quickselect (Hoare partition around the middle element)
+        pivot = x[(lo + hi) // 2]
+        i, k = lo, hi
+        while i <= k:
+            while x[i] < pivot:
+                i += 1
+            while x[k] > pivot:
+                k -= 1
+            if i <= k:
+                x[i], x[k] = x[k], x[i]
+                i += 1
+                k -= 1
+        if j <= k:
+            hi = k
+        elif j >= i:
+            lo = i
+        else:
+            break
+    want = x[j]
+    for i in range(n):
+        if entry[i] == want:
+            return i
+    return -1
+
+
+@njit(cache=True, error_model="numpy")
+def least_projection_slot(n, sup, lg, nuP, dKinv):
+    """The slot "project" projects (:func:`choose_victim`: the least
+    ``|nu_p| / sqrt(kinv_pp)``, ties to the older), with nu and the inverse Gram
+    matrix's diagonal given through ``lg`` (slot -> index)."""
+    jv = -1
+    best = 0.0
+    for i in range(n):
+        P = lg[i]
+        score = abs(nuP[P]) / math.sqrt(dKinv[P])
+        if jv < 0 or score < best or (score == best and sup.entry[i] < sup.entry[jv]):
+            jv = i
+            best = score
+    return jv
 
 
 @njit(cache=True, error_model="numpy")

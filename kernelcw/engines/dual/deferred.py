@@ -19,8 +19,8 @@ rounding, in BLAS-3 calls (``doc/dual-form.md`` section 8):
   ``-kcol kcol' / kinv_pp``);
 - a sub-block of at most :data:`SUB_BLOCK` inputs starts with ``C0 = Pi_0 K`` (and
   ``kinv_0 K``) for all its inputs in one dsymm; each input then needs only the
-  terms added since (``U (s * (U' k))``, O(n) per term) and the columns of Pi_0 at
-  the slots removed since;
+  terms added since (``U (s * (U' k))``, O(n) per term); a removed start slot's
+  column of Pi_0 leaves the remaining inputs' products once, when it is removed;
 - at the sub-block's end the terms are added to Pi in two dsyrk calls (positive and
   negative weights), after the slots are moved as the round-by-round form moves
   them (the last slot into the removed one's place), so the model is laid out
@@ -50,10 +50,11 @@ from ...budget.kernels import (
     PROJECT,
     PROJECT_JITTER,
     SMALLEST,
+    jth_entered_slot,
     kinv_refresh,
-    kl_score,
+    least_kl_slot,
+    least_projection_slot,
     lower,
-    splitmix64_uniform,
     swap_last_lower,
     swap_last_matrix,
 )
@@ -86,15 +87,14 @@ class Deferred(NamedTuple):
     wP: np.ndarray
     nuP: np.ndarray
     qP: np.ndarray
-    hP: np.ndarray
     dk: np.ndarray
     dead: np.ndarray
     srcP: np.ndarray  # block input of each slot that entered in the sub-block
     lg: np.ndarray  # slot (logical, as the round-by-round form lays it out) -> physical
     ops: np.ndarray  # the sub-block's slot moves: -1 an append, j >= 0 removal of slot j
-    gone: np.ndarray  # start slots removed in the sub-block
     tmp: np.ndarray
     Ulog: np.ndarray  # cap x terms: the terms by slot, for dsyrk
+    cnt: np.ndarray  # the walk's counters (N, NP, ...)
 
 
 def deferred_scratch(cap: int, project: bool) -> Deferred:
@@ -107,79 +107,11 @@ def deferred_scratch(cap: int, project: bool) -> Deferred:
     return Deferred(
         f((cap, sb + 1)), f((cap, sb + 1)), f((cap, sb) if project else (1, 1)),
         f((R, P)), f(R), f((RV, P) if project else (1, 1)), f(RV),
-        f(P), f(P), f(P), f(P), f(P), f(P), f(P), np.zeros(P, dtype=np.bool_),
+        f(P), f(P), f(P), f(P), f(P), f(P), np.zeros(P, dtype=np.bool_),
         np.zeros(P, dtype=np.int64), np.zeros(cap + 1, dtype=np.int64),
-        np.zeros(2 * sb + 2, dtype=np.int64), np.zeros(sb + 1, dtype=np.int64),
-        f(R), f((cap, R)),
+        np.zeros(2 * sb + 2, dtype=np.int64), f(R), f((cap, R)),
+        np.zeros(11, dtype=np.int64),
     )  # fmt: skip
-
-
-@njit(cache=True, error_model="numpy")
-def _least_kl(n, sup, lg, nuP, dPi, a):
-    """The slot "smallest" removes (:func:`kernelcw.budget.kernels.choose_victim`: the
-    least KL score, the newest left out, ties to the older) from O(n) quantities: with
-    ``M = D^-1 + a K`` (``Pi = -a^2 M^-1``), the mean at support vector p is
-    ``f_p = (g_p - nu_p / a) / zeta_p`` and its variance
-    ``v_p = 1 / zeta_p + Pi_pp / (a zeta_p)^2`` (``doc/dual-form.md`` section 7), where
-    the round-by-round walk keeps ``K nu`` and the variances by passes over the Gram
-    matrix."""
-    entry = sup.entry
-    newest = 0
-    for i in range(1, n):
-        if entry[i] > entry[newest]:
-            newest = i
-    best = -1
-    best_score = 0.0
-    for i in range(n):
-        if i == newest:
-            continue
-        P = lg[i]
-        z = sup.zsv[i]
-        g = sup.gsv[i]
-        f_p = (g - nuP[P] / a) / z
-        v_p = 1.0 / z + dPi[P] / (a * a * z * z)
-        score = kl_score(f_p, v_p, z, g)
-        if best < 0 or score < best_score or (score == best_score and entry[i] < entry[best]):
-            best = i
-            best_score = score
-    return best
-
-
-@njit(cache=True, error_model="numpy")
-def _jth_entered(pol, counter, n, entry, work):
-    """The slot :func:`kernelcw.budget.kernels.choose_victim` chooses for "random"
-    (the j-th support vector in entry order, the newest left out), by selection in
-    O(n) instead of its sort: entries are distinct, so the j-th smallest is one slot."""
-    j = int(splitmix64_uniform(pol.seed, counter) * (n - 1))
-    if j >= n - 1:
-        j = n - 2
-    x = work[:n]
-    for i in range(n):
-        x[i] = entry[i]
-    lo, hi = 0, n - 1
-    while lo < hi:  # quickselect (Hoare partition around the middle element)
-        pivot = x[(lo + hi) // 2]
-        i, k = lo, hi
-        while i <= k:
-            while x[i] < pivot:
-                i += 1
-            while x[k] > pivot:
-                k -= 1
-            if i <= k:
-                x[i], x[k] = x[k], x[i]
-                i += 1
-                k -= 1
-        if j <= k:
-            hi = k
-        elif j >= i:
-            lo = i
-        else:
-            break
-    want = x[j]
-    for i in range(n):
-        if entry[i] == want:
-            return i
-    return -1
 
 
 @njit(cache=True, error_model="numpy")
@@ -222,24 +154,32 @@ def _column(A0, n0, Ut, s, nr, P, nP, dead, out, tmp):
 
 
 @njit(cache=True, error_model="numpy")
-def _product(C0, col, A0, n0, gone, nd, Kold, Ut, s, nr, kP, nP, dead, out, tmp):
+def _product(C0, col, n0, Ut, s, nr, kP, nP, dead, out, tmp):
     """out = (current matrix) k for the kernel vector kP (zero at removed slots): the
-    start matrix's product from the sub-block's dsymm (column ``col`` of C0) less its
-    columns at the start slots removed since, plus the terms; zero at removed slots."""
+    start matrix's product from the sub-block's dsymm (column ``col`` of C0, which
+    :func:`_drop_start_slot` keeps free of the removed start slots), plus the terms;
+    zero at removed slots."""
     for i in range(n0):
         out[i] = C0[i, col]
     for i in range(n0, nP):
         out[i] = 0.0
-    for g in range(nd):
-        p = gone[g]
-        kp = Kold[p, col]
-        if kp != 0.0:
-            for i in range(n0):
-                out[i] -= lower(A0, i, p) * kp
     _low_rank(Ut, s, nr, kP, nP, out, tmp)
     for i in range(nP):
         if dead[i]:
             out[i] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
+def _drop_start_slot(A0, C0, n0, p, Kold, c0, c1, col0):
+    """Start slot p is removed: the products ``A0 K`` of the sub-block's inputs c0..c1-1
+    lose p's term, ``A0[:, p] K[p, j]`` (one read of the column, into ``col0``)."""
+    for i in range(n0):
+        col0[i] = lower(A0, i, p)
+    for i in range(n0):
+        x = col0[i]
+        row = C0[i]
+        for j in range(c0, c1):
+            row[j] -= x * Kold[p, j]
 
 
 @njit(cache=True, error_model="numpy")
@@ -271,255 +211,287 @@ def _settle(A, n0, n_end, ops, nops, lg, Ut, s, nr, Ulog, fns):
         sym_rk(fns, n_end, k, sign, Ulog, A)
 
 
+#: Indices of the walk's counters (``Deferred.cnt``): live slots, physical slots,
+#: Pi's terms, the inverse Gram matrix's terms, slot moves, start slots, the
+#: sub-block's size and first input, the entry clock, inputs entered, removals.
+N, NP, NR, NV, NOPS, N0, SB, T0, CLOCK, NEW, COUNT = range(11)
+
+
+@njit(cache=True, error_model="numpy")
+def _open(blk, t, sb, sup, pol, dw):
+    """A sub-block of inputs t..t+sb-1 starts on the support of ``cnt[N]`` slots: their
+    kernel values against its inputs and q = g / zeta (Kold), Pi_0 times them (C0; and
+    kinv_0 times them, "project"), the physical vectors and the counters."""
+    c = dw.cnt
+    n0 = c[N]
+    project = pol.code == PROJECT
+    ks, Kold, dk = sup.ks, dw.Kold, dw.dk
+    for i in range(n0):
+        k_s = ks[i]
+        for j in range(sb):
+            Kold[i, j] = blk.K0[k_s, t + j] if k_s >= 0 else blk.Kbb[-1 - k_s, t + j]
+        Kold[i, sb] = sup.gsv[i] / sup.zsv[i] if not project else 0.0
+    sym_mm(pol.blas, n0, sb + 1, sup.Pi, Kold, dw.C0)
+    if project:
+        sym_mm(pol.blas, n0, sb, pol.kinv, Kold, dw.D0)
+        for i in range(n0):
+            dk[i] = pol.kinv[i, i]
+    elif pol.code == SMALLEST:
+        for i in range(n0):
+            dk[i] = sup.Pi[i, i]
+    for i in range(n0):
+        dw.nuP[i] = sup.nu[i]
+        dw.dead[i] = False
+        dw.lg[i] = i
+        dw.qP[i] = Kold[i, sb]
+    c[NP] = n0
+    c[NR] = c[NV] = c[NOPS] = 0
+    c[N0] = n0
+    c[SB] = sb
+    c[T0] = t
+
+
+@njit(cache=True, error_model="numpy")
+def _read(blk, t, dw):
+    """Input t's kernel vector (kP, zero at removed slots), its margin f, c = Pi k (cP)
+    and k' c."""
+    c = dw.cnt
+    n0, nP, col = c[N0], c[NP], t - c[T0]
+    kP, dead = dw.kP, dw.dead
+    for i in range(n0):
+        kP[i] = 0.0 if dead[i] else dw.Kold[i, col]
+    for i in range(n0, nP):
+        kP[i] = 0.0 if dead[i] else blk.Kbb[dw.srcP[i], t]
+    f = 0.0
+    for i in range(nP):
+        f += dw.nuP[i] * kP[i]
+    _product(dw.C0, col, n0, dw.Ut, dw.s, c[NR], kP, nP, dead, dw.cP, dw.tmp)
+    q = 0.0
+    for i in range(nP):
+        q += kP[i] * dw.cP[i]
+    return f, q
+
+
+@njit(cache=True, error_model="numpy")
+def _enter(blk, t, sup, pol, dw, a, f, ay, beta, zeta, v):
+    """Input t updates and enters as a new slot: "project"'s inverse Gram matrix gains
+    it (kinv_append's term), the Gram matrix its row; Pi's term
+    ``-beta (c + a e_new)(c + a e_new)'``; nu, and the slot's records."""
+    c = dw.cnt
+    n, nP, nr, nv, n0 = c[N], c[NP], c[NR], c[NV], c[N0]
+    kP, cP, wP, dk, lg = dw.kP, dw.cP, dw.wP, dw.dk, dw.lg
+    kap_t = blk.kap[t]
+    Pn = nP
+    if pol.code == PROJECT:
+        _product(dw.D0, t - c[T0], n0, dw.Vt, dw.sig, nv, kP, nP, dw.dead, wP, dw.tmp)
+        kj = kap_t * (1.0 + PROJECT_JITTER)
+        sk = kj
+        for i in range(nP):
+            sk -= kP[i] * wP[i]
+        floor = PROJECT_JITTER * kj / (1.0 + PROJECT_JITTER)
+        if not sk >= floor:
+            sk = floor if floor > 0.0 else 1e-300
+        inv_s = 1.0 / sk
+        row = dw.Vt[nv]
+        for i in range(nP):
+            row[i] = wP[i]
+            dk[i] += inv_s * wP[i] * wP[i]
+        row[Pn] = -1.0
+        dk[Pn] = inv_s
+        dw.sig[nv] = inv_s
+        for r in range(nv):  # the earlier terms are zero at the new slot
+            dw.Vt[r, Pn] = 0.0
+        c[NV] = nv + 1
+    if pol.track_kinv or pol.track_kl:  # the Gram matrix gains the new row
+        G = pol.G
+        for i in range(n):
+            G[n, i] = kP[lg[i]]
+            G[i, n] = kP[lg[i]]
+        G[n, n] = kap_t
+    row = dw.Ut[nr]
+    for i in range(Pn):
+        row[i] = cP[i]
+        dw.nuP[i] += ay * cP[i]
+    row[Pn] = a
+    dw.s[nr] = -beta
+    for r in range(nr):
+        dw.Ut[r, Pn] = 0.0
+    if pol.code == SMALLEST:  # Pi's diagonal, for the scores
+        for i in range(Pn):
+            dk[i] -= beta * cP[i] * cP[i]
+        dk[Pn] = -beta * a * a
+    dw.nuP[Pn] = ay * a
+    dw.dead[Pn] = False
+    dw.srcP[Pn] = t
+    sup.zsv[n] = zeta
+    sup.gsv[n] = zeta * f + ay * (1.0 + zeta * v)
+    dw.qP[Pn] = sup.gsv[n] / zeta if pol.code != PROJECT else 0.0
+    sup.kap[n] = kap_t
+    sup.entry[n] = c[CLOCK]
+    sup.ks[n] = -1 - t
+    lg[n] = Pn
+    dw.ops[c[NOPS]] = -1
+    c[NOPS] += 1
+    c[CLOCK] += 1
+    c[N] = n + 1
+    c[NP] = nP + 1
+    c[NR] = nr + 1
+
+
+@njit(cache=True, error_model="numpy")
+def _leave(sup, pol, dw, a, work, nxt):
+    """The model is over budget: the policy's victim leaves (removed, or projected
+    onto the others), ``nxt`` the sub-block column of the next input. Returns whether
+    "project" refreshes its inverse Gram matrix now."""
+    c = dw.cnt
+    n, nP, nr, nv, n0 = c[N], c[NP], c[NR], c[NV], c[N0]
+    project = pol.code == PROJECT
+    Ut, s, cP, wP, nuP, lg = dw.Ut, dw.s, dw.cP, dw.wP, dw.nuP, dw.lg
+    if project:
+        jv = least_projection_slot(n, sup, lg, nuP, dw.dk)
+    elif pol.code == SMALLEST:
+        jv = least_kl_slot(n, sup, lg, nuP, dw.dk, a)
+    else:  # "random": the j-th in entry order (choose_victim), in O(n)
+        jv = jth_entered_slot(pol, c[COUNT], n, sup.entry, work)
+    c[COUNT] += 1
+    P = lg[jv]
+    _column(sup.Pi, n0, Ut, s, nr, P, nP, dw.dead, cP, dw.tmp)  # pi_p, current
+    pPP = cP[P]
+    if project:
+        # nu += nu_p e and Pi += e q' + q e' with e = -kinv[:, p] / kinv[p, p]
+        # and q = pi_p + (Pi_pp / 2) e; the inverse Gram matrix without p
+        _column(pol.kinv, n0, dw.Vt, dw.sig, nv, P, nP, dw.dead, wP, dw.tmp)
+        kPP = wP[P]
+        wP[P] = 0.0
+        nup = nuP[P]
+        r1, r2 = Ut[nr], Ut[nr + 1]
+        half = 0.5 * pPP
+        for i in range(nP):
+            e = -wP[i] / kPP
+            nuP[i] += nup * e
+            qv = cP[i] + half * e
+            r1[i] = e + qv
+            r2[i] = e - qv
+        s[nr] = 0.5
+        s[nr + 1] = -0.5
+        c[NR] = nr + 2
+        row = dw.Vt[nv]
+        inv_k = -1.0 / kPP
+        for i in range(nP):
+            row[i] = wP[i]
+            dw.dk[i] += inv_k * wP[i] * wP[i]
+        row[P] = kPP
+        dw.sig[nv] = inv_k
+        c[NV] = nv + 1
+    else:  # Pi without p: the Schur complement -pi_p pi_p' / Pi_pp
+        row = Ut[nr]
+        for i in range(nP):
+            row[i] = cP[i]
+        s[nr] = -1.0 / pPP
+        c[NR] = nr + 1
+        if pol.code == SMALLEST:
+            for i in range(nP):
+                dw.dk[i] -= cP[i] * cP[i] / pPP
+    if pol.track_kinv or pol.track_kl:
+        swap_last_matrix(n, jv, pol.G)
+    nuP[P] = 0.0
+    dw.dead[P] = True
+    if P < n0:  # the next inputs' products lose its column (Pi_0 q too: column sb)
+        _drop_start_slot(sup.Pi, dw.C0, n0, P, dw.Kold, nxt, c[SB] + 1, wP)
+        if project:
+            _drop_start_slot(pol.kinv, dw.D0, n0, P, dw.Kold, nxt, c[SB], wP)
+    if not project:  # nu = -Pi q / a, as the round-by-round removal recomputes it
+        dw.qP[P] = 0.0
+        for i in range(n0):
+            wP[i] = dw.C0[i, c[SB]]  # Pi_0 q less the removed start slots' columns
+        for i in range(n0, nP):
+            wP[i] = 0.0
+        _low_rank(Ut, s, c[NR], dw.qP, nP, wP, dw.tmp)
+        for i in range(nP):
+            nuP[i] = 0.0 if dw.dead[i] else -wP[i] / a
+    last = n - 1
+    for arr in (sup.zsv, sup.gsv, sup.kap):
+        arr[jv] = arr[last]
+    sup.entry[jv] = sup.entry[last]
+    sup.ks[jv] = sup.ks[last]
+    lg[jv] = lg[last]
+    c[N] = last
+    dw.ops[c[NOPS]] = jv
+    c[NOPS] += 1
+    return project and c[COUNT] % KINV_REFRESH == 0
+
+
+@njit(cache=True, error_model="numpy")
+def _close(sup, pol, dw, refresh, a):
+    """The sub-block ends (or the walk stops): its changes go into nu, Pi and kinv;
+    "project" refreshes its inverse where the round-by-round walk does; "smallest"'s
+    variances at the support vectors are written as the state keeps them."""
+    c = dw.cnt
+    n = c[N]
+    for i in range(n):
+        sup.nu[i] = dw.nuP[dw.lg[i]]
+    if c[NR]:
+        _settle(sup.Pi, c[N0], n, dw.ops, c[NOPS], dw.lg, dw.Ut, dw.s, c[NR], dw.Ulog,
+                pol.blas)  # fmt: skip
+    if pol.code == PROJECT and c[NV]:
+        _settle(pol.kinv, c[N0], n, dw.ops, c[NOPS], dw.lg, dw.Vt, dw.sig, c[NV], dw.Ulog,
+                pol.blas)  # fmt: skip
+    if refresh:
+        kinv_refresh(n, pol.G, pol.kinv, pol.blas)
+    if pol.code == SMALLEST:
+        for i in range(n):
+            z = sup.zsv[i]
+            pol.vsv[i] = 1.0 / z + sup.Pi[i, i] / (a * a * z * z)
+
+
 @njit(cache=True, error_model="numpy")
 def deferred_walk(blk, t0, sup, n, clock, pol, rule, psd_tol, scr, undo, dw):
-    """The rounds of :func:`.explicit.explicit_walk` (second-order rule, budget
-    policy "random", "smallest" or "project") from block input t0 on, in sub-blocks with their
+    """The rounds of :func:`.explicit.explicit_walk` (second-order rule, budget policy
+    "random", "smallest" or "project") from block input t0 on, in sub-blocks with their
     changes to Pi deferred (module docstring); same arguments, plus the work space
     ``dw`` (:func:`deferred_scratch`). Returns an :class:`.explicit.ExplicitResult`."""
     b = blk.kap.shape[0]
     a = rule.a
-    fns = pol.blas
-    project = pol.code == PROJECT
-    smallest = pol.code == SMALLEST
-    nu, Pi, ks = sup.nu, sup.Pi, sup.ks
-    kinv, G = pol.kinv, pol.G
-    Kold, C0, D0, Ut, s, Vt, sig = dw.Kold, dw.C0, dw.D0, dw.Ut, dw.s, dw.Vt, dw.sig
-    kP, cP, wP, nuP, qP, hP, dk = dw.kP, dw.cP, dw.wP, dw.nuP, dw.qP, dw.hP, dw.dk
-    dead, srcP, lg, ops, gone, tmp = dw.dead, dw.srcP, dw.lg, dw.ops, dw.gone, dw.tmp
-    counter = pol.counter
+    c = dw.cnt
+    c[N] = n
+    c[CLOCK] = clock
+    c[NEW] = 0
+    c[COUNT] = pol.counter
     armed = undo.armed
-    u = 0
     nfl = 0
     t = t0
-    sb_max = Kold.shape[1] - 1
+    sb_max = dw.Kold.shape[1] - 1
     status = OK
     stop_at = -1
     while t < b and status == OK:
         te = min(b, t + sb_max)
-        sb = te - t
-        n0 = n
-        # the sub-block's start: kernel of the slots against its inputs, and q
-        for i in range(n0):
-            k_s = ks[i]
-            for j in range(sb):
-                Kold[i, j] = blk.K0[k_s, t + j] if k_s >= 0 else blk.Kbb[-1 - k_s, t + j]
-            Kold[i, sb] = sup.gsv[i] / sup.zsv[i] if not project else 0.0
-        sym_mm(fns, n0, sb + 1, Pi, Kold, C0)
-        if project:
-            sym_mm(fns, n0, sb, kinv, Kold, D0)
-            for i in range(n0):
-                dk[i] = kinv[i, i]
-        elif smallest:
-            for i in range(n0):
-                dk[i] = Pi[i, i]
-        for i in range(n0):
-            nuP[i] = nu[i]
-            dead[i] = False
-            lg[i] = i
-            qP[i] = Kold[i, sb]
-            hP[i] = C0[i, sb]  # Pi_0 q less the columns of the removed start slots
-        nP = n0
-        nr = 0
-        nv = 0
-        nops = 0
-        nd = 0
+        _open(blk, t, te - t, sup, pol, dw)
         refresh = False
         tt = t
         while tt < te:
-            col = tt - t
-            for i in range(n0):
-                kP[i] = 0.0 if dead[i] else Kold[i, col]
-            for i in range(n0, nP):
-                kP[i] = 0.0 if dead[i] else blk.Kbb[srcP[i], tt]
-            f = 0.0
-            for i in range(nP):
-                f += nuP[i] * kP[i]
+            f, q = _read(blk, tt, dw)
             scr.f_out[tt] = f
             kap_t = blk.kap[tt]
             y_t = blk.y[tt]
-            _product(C0, col, Pi, n0, gone, nd, Kold, Ut, s, nr, kP, nP, dead, cP, tmp)
-            q = 0.0
-            for i in range(nP):
-                q += kP[i] * cP[i]
-            v_raw = a * kap_t + q
-            st = checked_step(rule, y_t * f, f, v_raw, kap_t, psd_tol)
+            st = checked_step(rule, y_t * f, f, a * kap_t + q, kap_t, psd_tol)
             if st.status != OK:
                 status = st.status
                 stop_at = tt
                 break
             nfl += st.floored
-            alpha, beta, zeta, v = st.alpha, st.beta, st.zeta, st.v
             tt += 1
-            if not alpha > 0.0:
+            if not st.alpha > 0.0:
                 continue
             if armed:  # the call's first change is next: save what restore needs
-                save_model(n, sup, pol, undo)
+                save_model(c[N], sup, pol, undo)
                 armed = False
-            ay = alpha * y_t
-            Pn = nP
-            if project:  # the inverse Gram matrix with the new vector (kinv_append)
-                _product(D0, col, kinv, n0, gone, nd, Kold, Vt, sig, nv, kP, nP, dead,
-                         wP, tmp)  # fmt: skip
-                kj = kap_t * (1.0 + PROJECT_JITTER)
-                sk = kj
-                for i in range(nP):
-                    sk -= kP[i] * wP[i]
-                floor = PROJECT_JITTER * kj / (1.0 + PROJECT_JITTER)
-                if not sk >= floor:
-                    sk = floor if floor > 0.0 else 1e-300
-                inv_s = 1.0 / sk
-                row = Vt[nv]
-                for i in range(nP):
-                    row[i] = wP[i]
-                    dk[i] += inv_s * wP[i] * wP[i]
-                row[Pn] = -1.0
-                dk[Pn] = inv_s
-                sig[nv] = inv_s
-                nv += 1
-            if project or smallest:  # the Gram matrix gains the new row
-                for i in range(n):
-                    G[n, i] = kP[lg[i]]
-                    G[i, n] = kP[lg[i]]
-                G[n, n] = kap_t
-            # Pi's update with the new row: -beta (c + a e_new)(c + a e_new)'
-            nP += 1
-            dead[Pn] = False
-            srcP[Pn] = tt - 1
-            row = Ut[nr]
-            for i in range(Pn):
-                row[i] = cP[i]
-                nuP[i] += ay * cP[i]
-            row[Pn] = a
-            s[nr] = -beta
-            if smallest:  # Pi's diagonal, for the scores
-                for i in range(Pn):
-                    dk[i] -= beta * cP[i] * cP[i]
-                dk[Pn] = -beta * a * a
-            nr += 1
-            nuP[Pn] = ay * a
-            sup.zsv[n] = zeta
-            sup.gsv[n] = zeta * f + ay * (1.0 + zeta * v)
-            qP[Pn] = sup.gsv[n] / zeta if not project else 0.0
-            hP[Pn] = 0.0
-            for r in range(nr - 1):  # the earlier terms are zero at the new slot
-                Ut[r, Pn] = 0.0
-            if project:
-                for r in range(nv - 1):
-                    Vt[r, Pn] = 0.0
-            sup.kap[n] = kap_t
-            sup.entry[n] = clock
-            ks[n] = -1 - (tt - 1)
-            lg[n] = Pn
-            clock += 1
-            n += 1
-            ops[nops] = -1
-            nops += 1
-            scr.src[u] = tt - 1
-            u += 1
-            if n <= pol.budget:
-                continue
-            # one leaves: the victim, as the round-by-round walk chooses it
-            if project:
-                jv = -1
-                best = 0.0
-                for i in range(n):
-                    P = lg[i]
-                    score = abs(nuP[P]) / math.sqrt(dk[P])
-                    if jv < 0 or score < best or (score == best and sup.entry[i] < sup.entry[jv]):
-                        jv = i
-                        best = score
-            elif smallest:
-                jv = _least_kl(n, sup, lg, nuP, dk, a)
-            else:  # "random": the j-th in entry order (choose_victim), in O(n)
-                jv = _jth_entered(pol, counter, n, sup.entry, scr.work)
-            counter += 1
-            P = lg[jv]
-            _column(Pi, n0, Ut, s, nr, P, nP, dead, cP, tmp)  # pi_p, current
-            pPP = cP[P]
-            if project:
-                # nu += nu_p e and Pi += e q' + q e' with e = -kinv[:, p] / kinv[p, p]
-                # and q = pi_p + (Pi_pp / 2) e; the inverse Gram matrix without p
-                _column(kinv, n0, Vt, sig, nv, P, nP, dead, wP, tmp)
-                kPP = wP[P]
-                wP[P] = 0.0
-                nup = nuP[P]
-                r1 = Ut[nr]
-                r2 = Ut[nr + 1]
-                half = 0.5 * pPP
-                for i in range(nP):
-                    e = -wP[i] / kPP
-                    nuP[i] += nup * e
-                    qv = cP[i] + half * e
-                    r1[i] = e + qv
-                    r2[i] = e - qv
-                s[nr] = 0.5
-                s[nr + 1] = -0.5
-                nr += 2
-                row = Vt[nv]
-                inv_k = -1.0 / kPP
-                for i in range(nP):
-                    row[i] = wP[i]
-                    dk[i] += inv_k * wP[i] * wP[i]
-                row[P] = kPP
-                sig[nv] = inv_k
-                nv += 1
-                swap_last_matrix(n, jv, G)
-            else:
-                # Pi without p: the Schur complement -pi_p pi_p' / Pi_pp
-                row = Ut[nr]
-                for i in range(nP):
-                    row[i] = cP[i]
-                s[nr] = -1.0 / pPP
-                nr += 1
-                if smallest:
-                    for i in range(nP):
-                        dk[i] -= cP[i] * cP[i] / pPP
-                    swap_last_matrix(n, jv, G)
-            nuP[P] = 0.0
-            dead[P] = True
-            if P < n0:
-                gone[nd] = P
-                nd += 1
-            if not project:
-                # nu = -Pi q / a, as the round-by-round removal recomputes it
-                qP[P] = 0.0
-                if P < n0:
-                    qp = Kold[P, sb]
-                    for i in range(n0):
-                        hP[i] -= lower(Pi, i, P) * qp
-                for i in range(n0):
-                    wP[i] = hP[i]
-                for i in range(n0, nP):
-                    wP[i] = 0.0
-                _low_rank(Ut, s, nr, qP, nP, wP, tmp)
-                for i in range(nP):
-                    nuP[i] = 0.0 if dead[i] else -wP[i] / a
-            last = n - 1
-            sup.zsv[jv] = sup.zsv[last]
-            sup.gsv[jv] = sup.gsv[last]
-            sup.kap[jv] = sup.kap[last]
-            sup.entry[jv] = sup.entry[last]
-            ks[jv] = ks[last]
-            lg[jv] = lg[last]
-            n -= 1
-            ops[nops] = jv
-            nops += 1
-            if project and counter % KINV_REFRESH == 0:
-                refresh = True
-                break
-        # the sub-block's end (or the stop): the changes go into nu, Pi and kinv
-        for i in range(n):
-            nu[i] = nuP[lg[i]]
-        if nr:
-            _settle(Pi, n0, n, ops, nops, lg, Ut, s, nr, dw.Ulog, fns)
-        if project and nv:
-            _settle(kinv, n0, n, ops, nops, lg, Vt, sig, nv, dw.Ulog, fns)
-        if refresh:
-            kinv_refresh(n, G, kinv, fns)
-        if smallest:  # the variances at the support vectors, as the state keeps them
-            for i in range(n):
-                z = sup.zsv[i]
-                pol.vsv[i] = 1.0 / z + Pi[i, i] / (a * a * z * z)
+            _enter(blk, tt - 1, sup, pol, dw, a, f, st.alpha * y_t, st.beta, st.zeta, st.v)
+            scr.src[c[NEW]] = tt - 1
+            c[NEW] += 1
+            if c[N] > pol.budget:
+                refresh = _leave(sup, pol, dw, a, scr.work, tt - t)
+                if refresh:
+                    break
+        _close(sup, pol, dw, refresh, a)
         t = tt
-    return ExplicitResult(n, counter, clock, u, nfl, stop_at, status)
+    return ExplicitResult(c[N], c[COUNT], c[CLOCK], c[NEW], nfl, stop_at, status)
