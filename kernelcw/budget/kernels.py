@@ -47,6 +47,7 @@ __all__ = [
     "least_projection_slot",
     "lower_symmetric",
     "policy_append",
+    "schur_inverse",
     "splitmix64_uniform",
 ]
 
@@ -318,6 +319,17 @@ def schur_delete(n, p, A, work, fns):
 
 
 @njit(cache=True, error_model="numpy")
+def schur_inverse(kappa, s):
+    """1 / s for a new vector's Schur complement s against the jittered Gram matrix
+    (``kappa``: its k(x, x), jitter included), s first raised to its exact lower
+    bound, jitter times k(x, x) (:func:`kinv_append`)."""
+    floor = PROJECT_JITTER * kappa / (1.0 + PROJECT_JITTER)
+    if not s >= floor:
+        s = floor if floor > 0.0 else 1e-300
+    return 1.0 / s
+
+
+@njit(cache=True, error_model="numpy")
 def kinv_append(n, kinv, G, kvec, kappa, work, fns):
     """Inverse Gram with a new last vector (kernel column kvec over the n others,
     k(x, x) = kappa, jitter already added; ``G`` already holds its row): block
@@ -334,10 +346,7 @@ def kinv_append(n, kinv, G, kvec, kappa, work, fns):
     s = kappa
     for i in range(n):
         s -= kvec[i] * work[i]
-    floor = PROJECT_JITTER * kappa / (1.0 + PROJECT_JITTER)
-    if not s >= floor:
-        s = floor if floor > 0.0 else 1e-300
-    inv_s = 1.0 / s
+    inv_s = schur_inverse(kappa, s)
     sym_r1(fns, n, inv_s, work, kinv)
     for i in range(n):
         kinv[n, i] = -work[i] * inv_s

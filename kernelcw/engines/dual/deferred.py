@@ -55,6 +55,7 @@ from ...budget.kernels import (
     least_kl_slot,
     least_projection_slot,
     lower,
+    schur_inverse,
     swap_last_lower,
     swap_last_matrix,
 )
@@ -288,10 +289,7 @@ def _enter(blk, t, sup, pol, dw, a, f, ay, beta, zeta, v):
         sk = kj
         for i in range(nP):
             sk -= kP[i] * wP[i]
-        floor = PROJECT_JITTER * kj / (1.0 + PROJECT_JITTER)
-        if not sk >= floor:
-            sk = floor if floor > 0.0 else 1e-300
-        inv_s = 1.0 / sk
+        inv_s = schur_inverse(kj, sk)
         row = dw.Vt[nv]
         for i in range(nP):
             row[i] = wP[i]
