@@ -66,8 +66,8 @@ from .steps import checked_step
 __all__ = ["SUB_BLOCK", "Deferred", "deferred_walk", "deferred_scratch"]
 
 #: Inputs per sub-block: Pi K for all of them in one dsymm, then each input pays
-#: O(n) per change made since the sub-block started (chosen by measurement,
-#: ``benchmarks/bench_budget.py``).
+#: O(n) per change made since the sub-block started (``doc/dual-form.md`` section 8
+#: on the choice). Results do not depend on it beyond rounding.
 SUB_BLOCK = 64
 
 
@@ -83,7 +83,8 @@ class Deferred(NamedTuple):
     s: np.ndarray  # their weights
     Vt: np.ndarray  # the inverse Gram matrix's ("project")
     sig: np.ndarray
-    kP: np.ndarray  # physical vectors: kernel, c, work, nu, q, diag of kinv
+    kP: np.ndarray  # physical vectors: kernel, c, work, nu, q, and the diagonal of
+    # kinv ("project") or of Pi ("smallest")
     cP: np.ndarray
     wP: np.ndarray
     nuP: np.ndarray
