@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import reference_budget as rb
 
 from kernelcw import AROWClassifier, CWClassifier, SCWClassifier
 from kernelcw.budget.kernels import KINV_REFRESH
@@ -91,19 +92,23 @@ def test_cuts_and_sub_blocks_do_not_change_the_model(policy, cut, monkeypatch):
     _close(est, explicit, f"{policy}, {cut}")
 
 
-def test_random_victim_by_selection_is_choose_victims():
-    """The blocked walk finds "random"'s victim by selection in O(n); the round-by-round
-    walk sorts: same slot for every draw, whatever order the slots are in."""
+def test_random_victim_by_selection_is_the_sorted_choice():
+    """Both walks find "random"'s victim by selection in O(n) (jth_entered_slot, called
+    by choose_victim): the j-th support vector in entry order, the newest left out, as
+    the slow reference sorts it, whatever order the slots are in."""
     from kernelcw.budget import Support, make_policy
     from kernelcw.budget.kernels import choose_victim, jth_entered_slot
 
     rng = np.random.default_rng(0)
-    pol = make_policy("random", 30, 11).record()
+    seed = 11
+    pol = make_policy("random", 30, seed).record()
     for n in (2, 3, 17, 31):
         entry = rng.permutation(10 * n)[:n].astype(np.int64)
         z = np.zeros(n)
         sup = Support(z, np.zeros((n, n)), z, z, z, entry, np.zeros(n, dtype=np.int64))
         for counter in range(40):
-            want = choose_victim(pol, counter, n, sup, np.empty(2 * n))
+            j = min(int(rb.splitmix64_uniform(seed, counter) * (n - 1)), n - 2)
+            want = int(np.argsort(entry)[j])
             got = jth_entered_slot(pol, counter, n, entry, np.empty(2 * n))
             assert got == want
+            assert choose_victim(pol, counter, n, sup, np.empty(2 * n)) == want

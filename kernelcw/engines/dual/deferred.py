@@ -59,9 +59,8 @@ from ...budget.kernels import (
     swap_last_lower,
     swap_last_matrix,
 )
-from .explicit import ExplicitResult, save_model
 from .status import OK
-from .steps import checked_step
+from .steps import ExplicitResult, checked_step, save_model
 
 __all__ = ["SUB_BLOCK", "Deferred", "deferred_walk", "deferred_scratch"]
 
@@ -117,35 +116,10 @@ def deferred_scratch(cap: int, project: bool) -> Deferred:
 
 
 @njit(cache=True, error_model="numpy")
-def _low_rank(Ut, s, nr, x, nP, out, tmp):
-    """out[:nP] += U diag(s) U' x over the nr terms (rows of Ut)."""
+def _add_terms(Ut, nr, coef, nP, out, dead):
+    """out[:nP] += sum_r coef[r] Ut[r], then zero at removed slots."""
     for r in range(nr):
-        row = Ut[r]
-        acc = 0.0
-        for i in range(nP):
-            acc += row[i] * x[i]
-        tmp[r] = s[r] * acc
-    for r in range(nr):
-        row = Ut[r]
-        c = tmp[r]
-        if c != 0.0:
-            for i in range(nP):
-                out[i] += c * row[i]
-
-
-@njit(cache=True, error_model="numpy")
-def _column(A0, n0, Ut, s, nr, P, nP, dead, out, tmp):
-    """Column P of the current matrix (start matrix A0 by its lower triangle, padded,
-    plus the terms), zero at removed slots."""
-    for i in range(nP):
-        out[i] = 0.0
-    if P < n0:
-        for i in range(n0):
-            out[i] = lower(A0, i, P)
-    for r in range(nr):
-        tmp[r] = s[r] * Ut[r, P]
-    for r in range(nr):
-        c = tmp[r]
+        c = coef[r]
         if c != 0.0:
             row = Ut[r]
             for i in range(nP):
@@ -153,6 +127,30 @@ def _column(A0, n0, Ut, s, nr, P, nP, dead, out, tmp):
     for i in range(nP):
         if dead[i]:
             out[i] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
+def _low_rank(Ut, s, nr, x, nP, out, tmp, dead):
+    """out[:nP] += U diag(s) U' x over the nr terms (rows of Ut), zero at removed
+    slots."""
+    for r in range(nr):
+        row = Ut[r]
+        acc = 0.0
+        for i in range(nP):
+            acc += row[i] * x[i]
+        tmp[r] = s[r] * acc
+    _add_terms(Ut, nr, tmp, nP, out, dead)
+
+
+@njit(cache=True, error_model="numpy")
+def _column(A0, n0, Ut, s, nr, P, nP, dead, out, tmp):
+    """Column P of the current matrix (start matrix A0 by its lower triangle, padded,
+    plus the terms), zero at removed slots."""
+    for i in range(nP):
+        out[i] = lower(A0, i, P) if P < n0 and i < n0 else 0.0
+    for r in range(nr):
+        tmp[r] = s[r] * Ut[r, P]
+    _add_terms(Ut, nr, tmp, nP, out, dead)
 
 
 @njit(cache=True, error_model="numpy")
@@ -165,10 +163,7 @@ def _product(C0, col, n0, Ut, s, nr, kP, nP, dead, out, tmp):
         out[i] = C0[i, col]
     for i in range(n0, nP):
         out[i] = 0.0
-    _low_rank(Ut, s, nr, kP, nP, out, tmp)
-    for i in range(nP):
-        if dead[i]:
-            out[i] = 0.0
+    _low_rank(Ut, s, nr, kP, nP, out, tmp, dead)
 
 
 @njit(cache=True, error_model="numpy")
@@ -228,12 +223,14 @@ def _open(blk, t, sb, sup, pol, dw):
     n0 = c[N]
     project = pol.code == PROJECT
     ks, Kold, dk = sup.ks, dw.Kold, dw.dk
+    width = sb if project else sb + 1  # q = g / zeta: removal's nu (not "project")
     for i in range(n0):
         k_s = ks[i]
         for j in range(sb):
             Kold[i, j] = blk.K0[k_s, t + j] if k_s >= 0 else blk.Kbb[-1 - k_s, t + j]
-        Kold[i, sb] = sup.gsv[i] / sup.zsv[i] if not project else 0.0
-    sym_mm(pol.blas, n0, sb + 1, sup.Pi, Kold, dw.C0)
+        if not project:
+            Kold[i, sb] = dw.qP[i] = sup.gsv[i] / sup.zsv[i]
+    sym_mm(pol.blas, n0, width, sup.Pi, Kold, dw.C0)
     if project:
         sym_mm(pol.blas, n0, sb, pol.kinv, Kold, dw.D0)
         for i in range(n0):
@@ -245,7 +242,6 @@ def _open(blk, t, sb, sup, pol, dw):
         dw.nuP[i] = sup.nu[i]
         dw.dead[i] = False
         dw.lg[i] = i
-        dw.qP[i] = Kold[i, sb]
     c[NP] = n0
     c[NR] = c[NV] = c[NOPS] = 0
     c[N0] = n0
@@ -396,7 +392,7 @@ def _leave(sup, pol, dw, a, work, nxt):
     nuP[P] = 0.0
     dw.dead[P] = True
     if P < n0:  # the next inputs' products lose its column (Pi_0 q too: column sb)
-        _drop_start_slot(sup.Pi, dw.C0, n0, P, dw.Kold, nxt, c[SB] + 1, wP)
+        _drop_start_slot(sup.Pi, dw.C0, n0, P, dw.Kold, nxt, c[SB] + (0 if project else 1), wP)
         if project:
             _drop_start_slot(pol.kinv, dw.D0, n0, P, dw.Kold, nxt, c[SB], wP)
     if not project:  # nu = -Pi q / a, as the round-by-round removal recomputes it
@@ -405,9 +401,9 @@ def _leave(sup, pol, dw, a, work, nxt):
             wP[i] = dw.C0[i, c[SB]]  # Pi_0 q less the removed start slots' columns
         for i in range(n0, nP):
             wP[i] = 0.0
-        _low_rank(Ut, s, c[NR], dw.qP, nP, wP, dw.tmp)
+        _low_rank(Ut, s, c[NR], dw.qP, nP, wP, dw.tmp, dw.dead)
         for i in range(nP):
-            nuP[i] = 0.0 if dw.dead[i] else -wP[i] / a
+            nuP[i] = -wP[i] / a
     last = n - 1
     for arr in (sup.zsv, sup.gsv, sup.kap):
         arr[jv] = arr[last]
@@ -448,7 +444,7 @@ def deferred_walk(blk, t0, sup, n, clock, pol, rule, psd_tol, scr, undo, dw):
     """The rounds of :func:`.explicit.explicit_walk` (second-order rule, budget policy
     "random", "smallest" or "project") from block input t0 on, in sub-blocks with their
     changes to Pi deferred (module docstring); same arguments, plus the work space
-    ``dw`` (:func:`deferred_scratch`). Returns an :class:`.explicit.ExplicitResult`."""
+    ``dw`` (:func:`deferred_scratch`). Returns an :class:`.steps.ExplicitResult`."""
     b = blk.kap.shape[0]
     a = rule.a
     c = dw.cnt

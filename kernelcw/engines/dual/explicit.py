@@ -27,11 +27,12 @@ from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
 from ...budget.kernels import lower_symmetric
 from ...budget.policies import grown
 from ...rules import FIRST_ORDER, VAR_FLOOR, negligible, step
+from .deferred import deferred_scratch, deferred_walk
 from .form import BlockData, Form, Walked
 from .status import NONFINITE, NOT_PSD, OK, PSD_TOL
-from .steps import checked_step
+from .steps import ExplicitResult, Undo, checked_step, save_model
 
-__all__ = ["BLOCKED_POLICIES", "ExplicitForm", "Undo", "explicit_walk"]
+__all__ = ["BLOCKED_POLICIES", "ExplicitForm", "explicit_walk"]
 
 
 class Scratch(NamedTuple):
@@ -43,58 +44,6 @@ class Scratch(NamedTuple):
     kv: np.ndarray
     c: np.ndarray
     work: np.ndarray
-
-
-class Undo(NamedTuple):
-    """Where the walk saves the model at a call's first update (``armed``): the
-    leading n of nu, zsv, gsv and the policy's vsv, the n x n of Pi and the policy's
-    kinv and G (spare buffers of at least the model's capacity, or empty ones where a
-    form or policy has no such array). ``saved[0]`` becomes the n saved (-1: nothing
-    saved yet)."""
-
-    armed: bool
-    saved: np.ndarray
-    nu: np.ndarray
-    Pi: np.ndarray
-    zsv: np.ndarray
-    gsv: np.ndarray
-    kinv: np.ndarray
-    G: np.ndarray
-    vsv: np.ndarray
-
-
-class ExplicitResult(NamedTuple):
-    """Support vectors after the walk, the policy's removal counter, the entry clock,
-    rows that entered, floored rounds, stop index (-1: went through) and status."""
-
-    n: int
-    counter: int
-    clock: int
-    n_new: int
-    n_floored: int
-    index: int
-    status: int
-
-
-@njit(cache=True)
-def save_model(n, sup, pol, undo):
-    """The model's leading n, and the policy's tracked arrays, into ``undo`` (an empty
-    array in ``undo`` is one the form or policy does not keep). Element by element, in
-    one function: a slice assignment compiles numba's shape check and its error
-    message, and each helper function its own compile, seconds of a cold start."""
-    for i in range(n):
-        undo.nu[i] = sup.nu[i]
-        undo.zsv[i] = sup.zsv[i]
-        undo.gsv[i] = sup.gsv[i]
-    if undo.vsv.shape[0]:
-        for i in range(n):
-            undo.vsv[i] = pol.vsv[i]
-    for src, dst in ((sup.Pi, undo.Pi), (pol.kinv, undo.kinv), (pol.G, undo.G)):
-        if dst.shape[0]:
-            for i in range(n):
-                for j in range(n):
-                    dst[i, j] = src[i, j]
-    undo.saved[0] = n
 
 
 @njit(cache=True)
@@ -447,7 +396,3 @@ class _Saved:
 def _filled(buf: np.ndarray, head: np.ndarray) -> np.ndarray:
     buf[: head.shape[0]] = head
     return buf
-
-
-# the blocked walk builds on this module's records (ExplicitResult, save_model)
-from .deferred import deferred_scratch, deferred_walk  # noqa: E402

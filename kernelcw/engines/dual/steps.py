@@ -8,7 +8,9 @@ by the rows appended earlier in the same block with :func:`block_rows_part`
 Cholesky factor with :func:`chol_rank1` and :func:`chol_solve_lower`. Records
 (module-level NamedTuples, which numba compiles and caches): :class:`Block` (a
 block's kernel data seen from the factor), :class:`NewRows` (the rows a factor walk
-appends), :class:`Step` and :class:`WalkResult`.
+appends), :class:`Step` and :class:`WalkResult`; for the explicit form's two walks
+(:mod:`.explicit`, :mod:`.deferred`), :class:`ExplicitResult`, :class:`Undo` and
+:func:`save_model`.
 """
 
 from __future__ import annotations
@@ -25,13 +27,16 @@ from .status import NONFINITE, NOT_PSD, OK
 
 __all__ = [
     "Block",
+    "ExplicitResult",
     "NewRows",
     "Step",
+    "Undo",
     "WalkResult",
     "block_rows_part",
     "checked_step",
     "chol_rank1",
     "chol_solve_lower",
+    "save_model",
 ]
 
 
@@ -141,3 +146,60 @@ def chol_solve_lower(Ch, D, rhs, out):
         for j in range(i):
             acc -= Ch[i, j] * out[j]
         out[i] = acc / Ch[i, i]
+
+
+# ---------------------------------------------------------------- the nu/Pi walks
+# What the explicit form's two walks (round by round, .explicit; blocked, .deferred)
+# share: their result record and the save of the model at a call's first update.
+
+
+class Undo(NamedTuple):
+    """Where the walk saves the model at a call's first update (``armed``): the
+    leading n of nu, zsv, gsv and the policy's vsv, the n x n of Pi and the policy's
+    kinv and G (spare buffers of at least the model's capacity, or empty ones where a
+    form or policy has no such array). ``saved[0]`` becomes the n saved (-1: nothing
+    saved yet)."""
+
+    armed: bool
+    saved: np.ndarray
+    nu: np.ndarray
+    Pi: np.ndarray
+    zsv: np.ndarray
+    gsv: np.ndarray
+    kinv: np.ndarray
+    G: np.ndarray
+    vsv: np.ndarray
+
+
+class ExplicitResult(NamedTuple):
+    """Support vectors after the walk, the policy's removal counter, the entry clock,
+    rows that entered, floored rounds, stop index (-1: went through) and status."""
+
+    n: int
+    counter: int
+    clock: int
+    n_new: int
+    n_floored: int
+    index: int
+    status: int
+
+
+@njit(cache=True)
+def save_model(n, sup, pol, undo):
+    """The model's leading n, and the policy's tracked arrays, into ``undo`` (an empty
+    array in ``undo`` is one the form or policy does not keep). Element by element, in
+    one function: a slice assignment compiles numba's shape check and its error
+    message, and each helper function its own compile, seconds of a cold start."""
+    for i in range(n):
+        undo.nu[i] = sup.nu[i]
+        undo.zsv[i] = sup.zsv[i]
+        undo.gsv[i] = sup.gsv[i]
+    if undo.vsv.shape[0]:
+        for i in range(n):
+            undo.vsv[i] = pol.vsv[i]
+    for src, dst in ((sup.Pi, undo.Pi), (pol.kinv, undo.kinv), (pol.G, undo.G)):
+        if dst.shape[0]:
+            for i in range(n):
+                for j in range(n):
+                    dst[i, j] = src[i, j]
+    undo.saved[0] = n
