@@ -7,7 +7,11 @@ Fits (each one online pass, in this process, interleaved with ``_common.interlea
   pixels / 16): many small BLAS calls (kernel blocks, triangular solves);
 - ``primal``: SCW-I with full covariance on an adult-like stand-in (48,842 x 105: eight
   one-hot categorical groups plus numeric columns, as the UCI adult data one-hot
-  encoded; that data is not available offline).
+  encoded; that data is not available offline);
+- ``dual budget``: budgeted RBF models past their budget (the blocked nu/Pi walk of
+  ``kernelcw.engines.dual.deferred``) on synthetic streams: "project" at B = 500, where
+  "auto" gives the walk one thread, and "random" at B = 3000, where its per-sub-block
+  product crosses the threshold and BLAS may use its threads.
 
 Parts (``--parts``):
 
@@ -74,14 +78,35 @@ def digits():
     return np.ascontiguousarray(X / 16.0), y
 
 
+def budget_stream(n: int, d: int, seed: int = 0):
+    """A synthetic stream for the budgeted fits: Gaussian rows, a nonlinear label with
+    10 % of the labels flipped (so the budget binds and keeps removing)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (X[:, 0] * X[:, 1] + np.sin(X[:, 2]) > 0).astype(int)
+    flip = rng.random(n) < 0.1
+    y[flip] = 1 - y[flip]
+    return X, y
+
+
 def fits():
-    from kernelcw import SCWClassifier
+    from kernelcw import AROWClassifier, SCWClassifier
 
     Xd, yd = digits()
     Xa, ya = adult_like()
+    Xs, ys = budget_stream(8000, 10)
+    Xb, yb = budget_stream(4000, 50)
     return {
         "dual: SCW-I RBF, digits": lambda: SCWClassifier(C=1.0, kernel="rbf").fit(Xd, yd),
         "primal: SCW-I full, adult-like": lambda: SCWClassifier(C=1.0).fit(Xa, ya),
+        # the blocked nu/Pi walk: "auto" gives it one thread at B = 500 (Pi K of a
+        # sub-block, 500^2 x 64 flops) and BLAS's threads at B = 3000 (above 5e8)
+        'dual budget: SCW-I RBF "project" B=500, 8000 x 10': lambda: SCWClassifier(
+            C=1.0, kernel="rbf", budget=500, random_state=0
+        ).fit(Xs, ys),
+        'dual budget: AROW RBF "random" B=3000, 4000 x 50': lambda: AROWClassifier(
+            kernel="rbf", budget=3000, budget_policy="random", random_state=0
+        ).fit(Xb, yb),
     }
 
 

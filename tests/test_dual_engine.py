@@ -13,7 +13,6 @@ import scipy.sparse as sp
 
 from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier
 from kernelcw.engines.dual import DualEngine
-from kernelcw.engines.dual.deferred import SUB_BLOCK
 from kernelcw.engines.dual.status import NONFINITE, NOT_PSD, OK, raise_for
 from kernelcw.rules import AROW, STDEV, VAR
 
@@ -312,14 +311,14 @@ def test_explicit_form_copies_for_rollback_only_when_a_call_changes_it():
 
 def test_blas_threads_of_the_explicit_form_follow_its_per_input_calls():
     """The "auto" BLAS threads are chosen from a block's largest call: the explicit form
-    learns with level-2 calls one input at a time (n^2 flops each), or, blocked (the
-    Cholesky solver's "random" and "project" at the budget), with one product Pi K per
-    sub-block (n^2 SUB_BLOCK); it predicts with one product Pi K of the whole chunk
-    (n^2 b); a factor form solves the whole block."""
+    learns with level-2 calls one input at a time (n^2 flops each); blocked (the
+    Cholesky solver's policies at the budget) it is counted the same way, since it
+    works input by input between its products Pi K; it predicts with one product Pi K
+    of the whole chunk (n^2 b); a factor form solves the whole block."""
     rng = np.random.default_rng(4)
     X = rng.normal(size=(300, 4))
     y = (X[:, 0] > 0).astype(int)
-    for solver, width in [("explicit", 1), ("cholesky", SUB_BLOCK)]:
+    for solver, width in [("explicit", 1), ("cholesky", 1)]:
         est = SCWClassifier(kernel="rbf", budget=40, budget_policy="random", solver=solver)
         eng = est.fit(X, y).engine_
         assert eng.factor_forms() == ["explicit"]

@@ -27,7 +27,6 @@ from ..._threads import BlasThreads
 from ...rules import RuleParams
 from ..base import LearnResult, Locked
 from .convert import initial_form, on_budget
-from .deferred import SUB_BLOCK
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form
 from .panels import PanelForm
@@ -208,14 +207,15 @@ class DualEngine(Locked):
         That is the kernel block (n_store b d) or a model's largest product: the forward
         solve ``L^-1 K0`` of the factor forms, or ``Pi K`` of the explicit form when it
         predicts (n_k^2 b); when it learns, the explicit form makes its level-2 calls
-        one input at a time (n_k^2 each), or, blocked, one ``Pi K`` per sub-block."""
+        one input at a time (n_k^2 each). So does its blocked walk (.deferred), whose
+        largest call is one ``Pi K`` per sub-block (n_k^2 64): between those calls it
+        works input by input in compiled code while BLAS's idle threads busy-wait, and
+        with the other core busy BLAS's threads made a fit at B = 3000 1.36x slower than
+        one thread (``python -m benchmarks under_load``)."""
         big = 0.0
         for f in self.forms:
             per_input = learning and isinstance(f, ExplicitForm)
-            width = b
-            if per_input:  # the blocked walk's Pi K of a sub-block (.deferred)
-                width = min(b, SUB_BLOCK) if f.blocked and f.n >= f.policy.budget else 1
-            big = max(big, float(f.n) * f.n * width)
+            big = max(big, float(f.n) * f.n * (1 if per_input else b))
         return max(float(self.store.n) * b * d, big)
 
     # ------------------------------------------------------------ rollback
