@@ -70,6 +70,22 @@ def test_blocked_walk_is_the_round_by_round_walk(rule, policy):
     _close(blocked, explicit, f"{rule}/{policy}")
 
 
+def test_project_refreshes_every_budget_removals_above_the_period():
+    """With a budget above KINV_REFRESH, "project" refreshes its inverse every budget
+    removals, in both walks at the same rounds."""
+    from kernelcw.budget.kernels import kinv_refresh_due
+
+    B = KINV_REFRESH + 44
+    assert kinv_refresh_due(KINV_REFRESH, 12) and kinv_refresh_due(2 * KINV_REFRESH, 12)
+    assert not kinv_refresh_due(KINV_REFRESH, B)
+    assert kinv_refresh_due(B, B) and kinv_refresh_due(2 * B, B)
+    X, y = _stream(2 * B + 900, 5, 4)
+    blocked = _est("arow", "cholesky", "project", B).fit(X, y)
+    explicit = _est("arow", "explicit", "project", B).fit(X, y)
+    assert blocked._engine.forms[0].policy.counter > 2 * B
+    _close(blocked, explicit, "project, budget above the refresh period")
+
+
 @pytest.mark.parametrize("policy", ["random", "smallest", "project"])
 @pytest.mark.parametrize("cut", ["one row at a time", "block_size=7", "ragged calls"])
 def test_cuts_and_sub_blocks_do_not_change_the_model(policy, cut, monkeypatch):

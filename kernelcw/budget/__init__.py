@@ -66,10 +66,11 @@ K is the Gram matrix of the support vectors with its diagonal multiplied by
 ``1 + PROJECT_JITTER``, so that near-duplicate support vectors (gamma_p ~ 0, the
 first to go under "project") keep it invertible and its condition number stays
 below about 1/PROJECT_JITTER. Its inverse is kept with O(n^2) updates per round
-and recomputed from the Gram matrix every ``KINV_REFRESH`` removals (counted, so
-independent of how the stream is cut): RBF Gram matrices of a few hundred support
-vectors reach condition numbers of 1e7, where thousands of rank-one updates left
-the inverse accurate to 2 digits and the projections diverged.
+and recomputed from the Gram matrix every ``max(KINV_REFRESH, budget)`` removals
+(counted, so independent of how the stream is cut; ``kinv_refresh_due``): RBF Gram
+matrices of a few hundred support vectors reach condition numbers of 1e7, where the
+rank-one updates drift (before each new vector's Schur complement was bounded below,
+``schur_inverse``, thousands of them left the inverse accurate to 2 digits).
 """
 
 from __future__ import annotations

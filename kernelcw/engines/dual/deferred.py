@@ -31,9 +31,9 @@ matrix passes of the round-by-round walk (:func:`_least_kl`).
 
 nu is kept as that walk keeps it: ``nu += alpha y c`` on an update; after a removal,
 ``nu = -Pi q / a`` with ``q = g / zeta`` (``Pi_0 q`` from the same dsymm); after a
-projection ``nu += nu_p e``. "project" refreshes its inverse Gram matrix every
-:data:`kernelcw.budget.kernels.KINV_REFRESH` removals, where the round-by-round walk
-does: a sub-block ends there.
+projection ``nu += nu_p e``. "project" refreshes its inverse Gram matrix where the
+round-by-round walk does (:func:`kernelcw.budget.kernels.kinv_refresh_due`): a
+sub-block ends there.
 """
 
 from __future__ import annotations
@@ -46,12 +46,12 @@ from numba import njit
 
 from ..._blas import sym_mm, sym_rk
 from ...budget.kernels import (
-    KINV_REFRESH,
     PROJECT,
     PROJECT_JITTER,
     SMALLEST,
     jth_entered_slot,
     kinv_refresh,
+    kinv_refresh_due,
     least_kl_slot,
     least_projection_slot,
     lower,
@@ -413,7 +413,7 @@ def _leave(sup, pol, dw, a, work, nxt):
     c[N] = last
     dw.ops[c[NOPS]] = jv
     c[NOPS] += 1
-    return project and c[COUNT] % KINV_REFRESH == 0
+    return project and kinv_refresh_due(c[COUNT], pol.budget)
 
 
 @njit(cache=True, error_model="numpy")
