@@ -11,7 +11,8 @@ does not matter; state_dict round trips bit for bit; an error mid-block restores
 model; streams on which the explicit form raises FloatingPointError (CW-Stdev on
 contradictory labels, features scaled by 1e4) run through "oldest", "random" and
 "smallest" without error or NaN ("project" still fails on the unscaled one: xfail,
-with the reason).
+with the reason), with q > 1 and, once the blocked nu/Pi walk of q = 1 fails and
+the call is learned again in this form (``DualEngine.stabilise``), with q = 1.
 """
 
 from __future__ import annotations
@@ -217,6 +218,67 @@ def test_hard_streams_run_without_error(rule, policy, stream):
     assert np.all(np.isfinite(est.covariance_coef_))
     assert np.all(np.isfinite(est.decision_function(X)))
     assert est.n_support_ <= 20
+
+
+@pytest.mark.parametrize(("rule", "stream"), HARD)
+@pytest.mark.parametrize("policy", ("random", "smallest"))
+def test_hard_streams_with_q_1_continue_in_the_factor(rule, stream, policy):
+    """q = 1, solver "cholesky": where the blocked nu/Pi walk leaves float64's range,
+    the call is undone and learned again in the pruned form with q = 1 (a warning says
+    so). A fit is then the factor form from the start: the round-by-round policy's
+    model, as the slow reference has it (which fails only in the explicit form)."""
+    X, y = _hard_streams()[stream]
+    est = _hard_est(rule, policy, "cholesky", 1).set_params(block_size=1)  # cuts as q1's
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(X, y)
+    switched = any("learned again" in str(w.message) for w in caught)
+    forms = est._engine.factor_forms()
+    assert forms == (["pruned"] if switched else ["explicit"])
+    if stream == "contradictory":  # where the nu/Pi walk fails however it is cut
+        assert switched
+    assert np.all(np.isfinite(est.dual_coef_))
+    assert np.all(np.isfinite(est.covariance_coef_))
+    assert np.all(np.isfinite(est.decision_function(X)))
+    assert est.n_support_ <= 20
+    if switched:
+        q1 = _hard_est(rule, policy, "cholesky", 1).set_params(block_size=1)
+        q1.partial_fit(X[:1], y[:1], classes=[0, 1])  # no budget binds yet: panels
+        q1._engine._ctx = q1._engine._ctx._replace(factor_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            q1.partial_fit(X[1:], y[1:])
+        np.testing.assert_array_equal(est.support_, q1.support_)
+        helpers.assert_rel_close(est.dual_coef_, q1.dual_coef_, 1e-12)
+
+
+def test_stabilised_call_that_fails_again_leaves_the_model_unchanged(monkeypatch):
+    """The second try failing too: the error, and the model as before the call (in its
+    nu/Pi form), still usable."""
+    from kernelcw.engines.dual import pruned
+
+    X, y = _hard_streams()["contradictory"]
+    est = _hard_est("stdev", "random", "cholesky", 1)
+    est.fit(X[:60], y[:60])
+    assert est._engine.factor_forms() == ["explicit"]
+    before = {k: v.copy() for k, v in est._engine.state_dict().items()}
+    counts = (est.n_updates_, est.n_mistakes_)
+
+    def fail(self, *args, **kw):
+        raise FloatingPointError("made to fail")
+
+    monkeypatch.setattr(pruned.PrunedForm, "walk", fail)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(FloatingPointError):
+            est.partial_fit(X[60:], y[60:])
+    assert est._engine.factor_forms() == ["explicit"]
+    after = est._engine.state_dict()
+    assert before.keys() == after.keys()
+    for k in before:
+        np.testing.assert_array_equal(before[k], after[k], err_msg=k)
+    assert (est.n_updates_, est.n_mistakes_) == counts
+    est.predict(X)
 
 
 @pytest.mark.xfail(strict=True, raises=FloatingPointError, reason=(

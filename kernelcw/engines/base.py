@@ -64,6 +64,12 @@ class Engine(Protocol):
     def margin_variance(self, X) -> np.ndarray:
         """(n, K) margin variances ``x' Sigma x``, floored as in learning."""
 
+    def stabilise(self) -> bool:
+        """After a :meth:`learn` call raised FloatingPointError and was restored: move
+        the models to a numerically stronger form of the same model, if the engine has
+        one it has not used yet. True if it did (the caller may then try the call once
+        more), False if there is nothing stronger."""
+
     def checkpoint(self, X) -> Any:
         """What :meth:`restore` needs to undo a :meth:`learn` call on X that raised (the
         engine chooses: a length to cut back to, a copy of what the call can touch, or

@@ -354,6 +354,10 @@ class PrimalDiagEngine(Locked):
         self._armed = UndoLog(idx, np.empty((cap, K, 2)), np.zeros(1, np.int64))
         return self._armed
 
+    def stabilise(self) -> bool:
+        """The diagonal is the one form: nothing stronger to move to."""
+        return False
+
     def restore(self, checkpoint: UndoLog | None) -> None:
         self._armed = None
         if checkpoint is None:

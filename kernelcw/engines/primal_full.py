@@ -234,6 +234,10 @@ class PrimalFullEngine(Locked):
             return None
         return self.mean.copy(), self.covariance.copy()
 
+    def stabilise(self) -> bool:
+        """Sigma itself is the one form: nothing stronger to move to."""
+        return False
+
     def restore(self, checkpoint) -> None:
         if checkpoint is None:
             return

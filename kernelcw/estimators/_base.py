@@ -57,6 +57,14 @@ _FLOOR_WARNING = (
     "recursion drifting in floating point."
 )
 
+_STABILISED = (
+    "{err}. The call was undone and learned again with the model kept as a Cholesky "
+    "factor (the batch-pruned form with the same budget_batch: the same budget policy "
+    "and model, without nu/Pi's drift), which the model keeps from now on; it costs "
+    "more per removal (a refactorisation of the factor's trailing rows), and "
+    "budget_batch > 1 makes that cost once per budget_batch removals."
+)
+
 
 class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEstimator):
     """Shared machinery of every estimator (not public).
@@ -225,7 +233,17 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
             first_floor = not (floored.any() if isinstance(floored, np.ndarray) else floored)
             counted = False
             try:
-                res = engine.learn(X, Y, positions)
+                try:
+                    res = engine.learn(X, Y, positions)
+                except FloatingPointError as err:
+                    # a numerically weak form failed: the call once more in a stronger
+                    # form of the same model, if the engine has one (the outer handler
+                    # restores the model as it was should that fail too)
+                    engine.restore(checkpoint)
+                    if not engine.stabilise():
+                        raise
+                    warnings.warn(_STABILISED.format(err=err), RuntimeWarning, stacklevel=3)
+                    res = engine.learn(X, Y, positions)
                 with deferred_interrupt():  # the counters follow the model, whole
                     self._count(res)
                     counted = True

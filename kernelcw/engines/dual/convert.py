@@ -7,11 +7,16 @@ from that round in the batch-pruned form (``budget_batch`` q > 1, every policy),
 the queue form (policy "oldest") or the explicit form (the other policies). Each
 switch is once per model; the new form takes the slots over and the old one is
 left unchanged (so a checkpoint of it still restores it).
+
+A model of a removing policy ("random", "smallest") whose nu/Pi recursion left
+float64's range continues in the batch-pruned form with q = 1, the same model
+(:func:`explicit_to_pruned`, from ``kernelcw.engines.dual.DualEngine.stabilise``).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import LinAlgError, cholesky, solve_triangular
 
 from ...budget import make_policy
 from .explicit import ExplicitForm
@@ -21,6 +26,7 @@ from .pruned import PrunedForm
 from .queue import QueueForm
 
 __all__ = [
+    "explicit_to_pruned",
     "initial_form",
     "on_budget",
     "panels_to_explicit",
@@ -44,6 +50,8 @@ def on_budget(form: PanelForm, ctx: Context, ks: np.ndarray, remaining: int):
         return panels_to_pruned(form, ctx), ks
     if ctx.policy == "oldest":
         return panels_to_queue(form, ctx, ks)
+    if ctx.factor_only:
+        return panels_to_pruned(form, ctx), ks
     return panels_to_explicit(form, ctx, min(form.n + remaining, ctx.budget) + 1), ks
 
 
@@ -83,6 +91,33 @@ def panels_to_pruned(p: PanelForm, ctx: Context) -> PrunedForm:
     if x.projects:
         x.G[:n, :n] = p.dense_gram()
     return x
+
+
+def explicit_to_pruned(x: ExplicitForm, ctx: Context, G: np.ndarray) -> PrunedForm | None:
+    """The batch-pruned form (q = ``ctx.batch``) of an explicit model of a removing
+    policy, from what its rounds recorded rather than from its nu and Pi: with
+    nothing projected, ``M = diag(1/zeta) + a K`` (``Pi = -a^2 M^-1``) and
+    ``qv = g / zeta`` (:mod:`.pruned`), on the Gram matrix ``G`` of its support by
+    slot. Slots in entry order, as the pruned form keeps them. None if M is not
+    positive definite in floating point."""
+    n = x.n
+    o = x.order()
+    zeta = x.zsv[:n][o]
+    M = ctx.a * G[np.ix_(o, o)]
+    M[np.diag_indices(n)] += 1.0 / zeta
+    try:
+        L = cholesky(M, lower=True, check_finite=True) if n else np.zeros((0, 0))
+    except (LinAlgError, ValueError):
+        return None
+    y = PrunedForm(ctx.policy, ctx.budget, ctx.batch, ctx.seed)
+    y.idx, y.entry, y.kap, y.clock = x.idx[o], x.entry[o], x.kap[o], x.clock
+    y.counter = x.policy.counter
+    qv = x.gsv[:n][o] / zeta
+    y.L[:n, :n] = L
+    y.zeta[:n] = zeta
+    y.qv[:n] = qv
+    y.r[:n] = solve_triangular(L, qv, lower=True, check_finite=False) if n else qv
+    return y
 
 
 def panels_to_queue(p: PanelForm, ctx: Context, ks: np.ndarray):

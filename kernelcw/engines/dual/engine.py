@@ -26,7 +26,7 @@ import numpy as np
 from ..._threads import BlasThreads
 from ...rules import RuleParams
 from ..base import LearnResult, Locked
-from .convert import initial_form, on_budget
+from .convert import explicit_to_pruned, initial_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form
 from .panels import PanelForm
@@ -219,6 +219,36 @@ class DualEngine(Locked):
         return max(float(self.store.n) * b * d, big)
 
     # ------------------------------------------------------------ rollback
+
+    def stabilise(self) -> bool:
+        """The nu/Pi recursion of a removing policy ("random", "smallest"; solver
+        "cholesky", second-order rule) left float64's range and the call was restored:
+        from now on its models are kept in the batch-pruned Cholesky form with the same
+        q (:func:`.convert.explicit_to_pruned`), the same model without Pi's drift, and
+        a budget that binds later binds into it. False (nothing changed) for "project"
+        (whose projections leave that structure), the explicit solver, a first-order
+        rule, or when no model's Gram matrix is at hand (a "precomputed" kernel under
+        "random") or factors."""
+        ctx = self._ctx
+        removing = ctx.policy in ("random", "smallest") and ctx.budget is not None
+        if not removing or ctx.solver != "cholesky" or ctx.rule.first_order:
+            return False
+        # a model whose budget has not bound yet will bind into the factor form
+        changed = not ctx.factor_only and ctx.batch == 1
+        changed = changed and any(isinstance(f, PanelForm) for f in self.forms)
+        new = []
+        for f in self.forms:
+            if isinstance(f, ExplicitForm):
+                G = f.policy.G[: f.n, : f.n] if f.policy.tracks_gram else None
+                G = self.store.gram(f.idx, f.kap) if G is None else G
+                f = None if G is None else explicit_to_pruned(f, ctx, G)
+                if f is None:
+                    return False
+                changed = True
+            new.append(f)
+        self.forms = new
+        self._ctx = ctx._replace(factor_only=True)
+        return changed
 
     def checkpoint(self, X):
         """Each form's own checkpoint (append-only forms: lengths to cut back to; the

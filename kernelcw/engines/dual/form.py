@@ -30,8 +30,11 @@ class Context(NamedTuple):
     is positive semi-definite by construction, ``batch``: how many support
     vectors leave at once when the budget overflows (:mod:`.pruned` for q > 1),
     ``rows_after``: how many inputs of the current call come after this block
-    (a growing buffer sizes itself by it, :mod:`.panels`), and the ``solver``
-    ("cholesky", or "explicit": the round-by-round nu/Pi recursion throughout)."""
+    (a growing buffer sizes itself by it, :mod:`.panels`), the ``solver``
+    ("cholesky", or "explicit": the round-by-round nu/Pi recursion throughout), and
+    ``factor_only``: a budget binding on a removing policy continues in the pruned
+    form (q = ``batch``) instead of nu/Pi (set once that recursion failed,
+    ``DualEngine.stabilise``)."""
 
     rule: object
     a: float
@@ -43,6 +46,7 @@ class Context(NamedTuple):
     batch: int = 1
     rows_after: int = 0
     solver: str = "cholesky"
+    factor_only: bool = False
 
 
 class BlockData(NamedTuple):

@@ -78,6 +78,17 @@ class SupportStore:
             kap = np.ascontiguousarray(np.diagonal(Kbb))
         return Kbb, kap
 
+    def gram(self, idx: np.ndarray, kap: np.ndarray) -> np.ndarray | None:
+        """K(rows idx, rows idx), exactly symmetric with ``kap`` on its diagonal, as the
+        walks see it; None where the store keeps no rows ("precomputed")."""
+        if self.kernel.precomputed or self.rows is None:
+            return None
+        R = self.rows[idx]
+        G = self.kernel.block(R, R)
+        G = 0.5 * (G + G.T)
+        G[np.diag_indices_from(G)] = kap
+        return G
+
     def kappa_test(self, X) -> np.ndarray:
         """k(x, x) of new inputs."""
         if self.kernel.precomputed:
