@@ -36,6 +36,7 @@ from numba.extending import get_cython_function_address
 __all__ = [
     "GIVENS_MAX_RANK",
     "gemm_sub",
+    "rows_mv",
     "givens_update",
     "potrf_lower",
     "tpqrt_update",
@@ -59,6 +60,7 @@ _dsyr = _fn("blas", "dsyr", 7)
 _dsyr2 = _fn("blas", "dsyr2", 9)
 _dsymm = _fn("blas", "dsymm", 12)
 _dsyrk = _fn("blas", "dsyrk", 10)
+_dgemv = _fn("blas", "dgemv", 11)
 _dpotrf = _fn("lapack", "dpotrf", 5)
 _dpotri = _fn("lapack", "dpotri", 5)
 _dtpqrt = _fn("lapack", "dtpqrt", 12)
@@ -268,8 +270,9 @@ def givens_update(L, Lam):
 
 
 class SymBlas(NamedTuple):
-    """Function pointers of the routines on symmetric matrices that compiled callers
-    use: BLAS dsymv, dsyr, dsyr2, dsymm, dsyrk and LAPACK dpotrf, dpotri."""
+    """Function pointers of the routines that compiled callers use: on symmetric
+    matrices BLAS dsymv, dsyr, dsyr2, dsymm, dsyrk and LAPACK dpotrf, dpotri; and
+    dgemv (:func:`rows_mv`)."""
 
     symv: object
     syr: object
@@ -278,11 +281,12 @@ class SymBlas(NamedTuple):
     potri: object
     symm: object
     syrk: object
+    gemv: object
 
 
 #: The record compiled callers pass to :func:`sym_mv`, :func:`sym_r1`, :func:`sym_r2`,
-#: :func:`sym_mm`, :func:`sym_rk` and :func:`sym_inverse`.
-SYM_BLAS = SymBlas(_dsymv, _dsyr, _dsyr2, _dpotrf, _dpotri, _dsymm, _dsyrk)
+#: :func:`sym_mm`, :func:`sym_rk`, :func:`sym_inverse` and :func:`rows_mv`.
+SYM_BLAS = SymBlas(_dsymv, _dsyr, _dsyr2, _dpotrf, _dpotri, _dsymm, _dsyrk, _dgemv)
 
 
 @njit(cache=True)
@@ -350,6 +354,25 @@ def sym_rk(fns, n, k, alpha, U, A):
     sc = np.array([alpha, 1.0])
     fns.syrk(ch[0:].ctypes, ch[1:].ctypes, ints[0:].ctypes, ints[1:].ctypes, sc[0:].ctypes,
              U.ctypes, ints[2:].ctypes, sc[1:].ctypes, A.ctypes, ints[3:].ctypes)  # fmt: skip
+
+
+@njit(cache=True)
+def rows_mv(fns, m, n, A, x, beta, y, trans):
+    """With ``A = A[:m, :n]`` (contiguous rows): ``y[:m] = A x[:n] + beta y[:m]``, or
+    with ``trans`` ``y[:n] = A' x[:m] + beta y[:n]`` (BLAS dgemv; x and y contiguous,
+    y not overlapping A or x). A dot product per row in a compiled loop cannot be
+    vectorised (its sum is sequential) and ran at a third of dgemv's speed."""
+    if m == 0 or n == 0:
+        if beta == 0.0:
+            y[: n if trans else m] = 0.0
+        return
+    # Fortran sees the n x m matrix A': A x = (A')' x ('T'), A' x ('N')
+    ch = np.array([_N if trans else _T], dtype=np.uint8)
+    ints = np.array([n, m, _ld(A), 1], dtype=np.int32)
+    sc = np.array([1.0, beta])
+    fns.gemv(ch.ctypes, ints[0:].ctypes, ints[1:].ctypes, sc[0:].ctypes, A.ctypes,
+             ints[2:].ctypes, x.ctypes, ints[3:].ctypes, sc[1:].ctypes, y.ctypes,
+             ints[3:].ctypes)  # fmt: skip
 
 
 @njit(cache=True)

@@ -44,7 +44,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..._blas import sym_mm, sym_rk
+from ..._blas import rows_mv, sym_mm, sym_rk
 from ...budget.kernels import (
     PROJECT,
     PROJECT_JITTER,
@@ -116,45 +116,38 @@ def deferred_scratch(cap: int, project: bool) -> Deferred:
 
 
 @njit(cache=True, error_model="numpy")
-def _add_terms(Ut, nr, coef, nP, out, dead):
-    """out[:nP] += sum_r coef[r] Ut[r], then zero at removed slots."""
-    for r in range(nr):
-        c = coef[r]
-        if c != 0.0:
-            row = Ut[r]
-            for i in range(nP):
-                out[i] += c * row[i]
+def _add_terms(fns, Ut, nr, coef, nP, out, dead):
+    """out[:nP] += sum_r coef[r] Ut[r] (one dgemv), then zero at removed slots."""
+    rows_mv(fns, nr, nP, Ut, coef, 1.0, out, True)
     for i in range(nP):
         if dead[i]:
             out[i] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
-def _low_rank(Ut, s, nr, x, nP, out, tmp, dead):
+def _low_rank(fns, Ut, s, nr, x, nP, out, tmp, dead):
     """out[:nP] += U diag(s) U' x over the nr terms (rows of Ut), zero at removed
-    slots."""
+    slots: two dgemv (the terms' dot products in a compiled loop, which cannot be
+    vectorised, were a third of a "project" round at B = 1000)."""
+    rows_mv(fns, nr, nP, Ut, x, 0.0, tmp, False)
     for r in range(nr):
-        row = Ut[r]
-        acc = 0.0
-        for i in range(nP):
-            acc += row[i] * x[i]
-        tmp[r] = s[r] * acc
-    _add_terms(Ut, nr, tmp, nP, out, dead)
+        tmp[r] *= s[r]
+    _add_terms(fns, Ut, nr, tmp, nP, out, dead)
 
 
 @njit(cache=True, error_model="numpy")
-def _column(A0, n0, Ut, s, nr, P, nP, dead, out, tmp):
+def _column(fns, A0, n0, Ut, s, nr, P, nP, dead, out, tmp):
     """Column P of the current matrix (start matrix A0 by its lower triangle, padded,
     plus the terms), zero at removed slots."""
     for i in range(nP):
         out[i] = lower(A0, i, P) if P < n0 and i < n0 else 0.0
     for r in range(nr):
         tmp[r] = s[r] * Ut[r, P]
-    _add_terms(Ut, nr, tmp, nP, out, dead)
+    _add_terms(fns, Ut, nr, tmp, nP, out, dead)
 
 
 @njit(cache=True, error_model="numpy")
-def _product(C0, col, n0, Ut, s, nr, kP, nP, dead, out, tmp):
+def _product(fns, C0, col, n0, Ut, s, nr, kP, nP, dead, out, tmp):
     """out = (current matrix) k for the kernel vector kP (zero at removed slots): the
     start matrix's product from the sub-block's dsymm (column ``col`` of C0, which
     :func:`_drop_start_slot` keeps free of the removed start slots), plus the terms;
@@ -163,7 +156,7 @@ def _product(C0, col, n0, Ut, s, nr, kP, nP, dead, out, tmp):
         out[i] = C0[i, col]
     for i in range(n0, nP):
         out[i] = 0.0
-    _low_rank(Ut, s, nr, kP, nP, out, tmp, dead)
+    _low_rank(fns, Ut, s, nr, kP, nP, out, tmp, dead)
 
 
 @njit(cache=True, error_model="numpy")
@@ -250,7 +243,7 @@ def _open(blk, t, sb, sup, pol, dw):
 
 
 @njit(cache=True, error_model="numpy")
-def _read(blk, t, dw):
+def _read(blk, t, dw, fns):
     """Input t's kernel vector (kP, zero at removed slots), its margin f, c = Pi k (cP)
     and k' c."""
     c = dw.cnt
@@ -263,7 +256,7 @@ def _read(blk, t, dw):
     f = 0.0
     for i in range(nP):
         f += dw.nuP[i] * kP[i]
-    _product(dw.C0, col, n0, dw.Ut, dw.s, c[NR], kP, nP, dead, dw.cP, dw.tmp)
+    _product(fns, dw.C0, col, n0, dw.Ut, dw.s, c[NR], kP, nP, dead, dw.cP, dw.tmp)
     q = 0.0
     for i in range(nP):
         q += kP[i] * dw.cP[i]
@@ -281,7 +274,8 @@ def _enter(blk, t, sup, pol, dw, a, f, ay, beta, zeta, v):
     kap_t = blk.kap[t]
     Pn = nP
     if pol.code == PROJECT:
-        _product(dw.D0, t - c[T0], n0, dw.Vt, dw.sig, nv, kP, nP, dw.dead, wP, dw.tmp)
+        _product(pol.blas, dw.D0, t - c[T0], n0, dw.Vt, dw.sig, nv, kP, nP, dw.dead, wP,
+                 dw.tmp)  # fmt: skip
         kj = kap_t * (1.0 + PROJECT_JITTER)
         sk = kj
         for i in range(nP):
@@ -350,12 +344,13 @@ def _leave(sup, pol, dw, a, work, nxt):
         jv = jth_entered_slot(pol, c[COUNT], n, sup.entry, work)
     c[COUNT] += 1
     P = lg[jv]
-    _column(sup.Pi, n0, Ut, s, nr, P, nP, dw.dead, cP, dw.tmp)  # pi_p, current
+    fns = pol.blas
+    _column(fns, sup.Pi, n0, Ut, s, nr, P, nP, dw.dead, cP, dw.tmp)  # pi_p, current
     pPP = cP[P]
     if project:
         # nu += nu_p e and Pi += e q' + q e' with e = -kinv[:, p] / kinv[p, p]
         # and q = pi_p + (Pi_pp / 2) e; the inverse Gram matrix without p
-        _column(pol.kinv, n0, dw.Vt, dw.sig, nv, P, nP, dw.dead, wP, dw.tmp)
+        _column(fns, pol.kinv, n0, dw.Vt, dw.sig, nv, P, nP, dw.dead, wP, dw.tmp)
         kPP = wP[P]
         wP[P] = 0.0
         nup = nuP[P]
@@ -401,7 +396,7 @@ def _leave(sup, pol, dw, a, work, nxt):
             wP[i] = dw.C0[i, c[SB]]  # Pi_0 q less the removed start slots' columns
         for i in range(n0, nP):
             wP[i] = 0.0
-        _low_rank(Ut, s, c[NR], dw.qP, nP, wP, dw.tmp, dw.dead)
+        _low_rank(fns, Ut, s, c[NR], dw.qP, nP, wP, dw.tmp, dw.dead)
         for i in range(nP):
             nuP[i] = -wP[i] / a
     last = n - 1
@@ -464,7 +459,7 @@ def deferred_walk(blk, t0, sup, n, clock, pol, rule, psd_tol, scr, undo, dw):
         refresh = False
         tt = t
         while tt < te:
-            f, q = _read(blk, tt, dw)
+            f, q = _read(blk, tt, dw, pol.blas)
             scr.f_out[tt] = f
             kap_t = blk.kap[tt]
             y_t = blk.y[tt]
