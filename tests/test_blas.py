@@ -190,3 +190,22 @@ def test_symmetric_level3_reads_and_writes_the_lower_triangle_only(n0, n, m):
     want = M - 0.5 * U[:n, :m] @ U[:n, :m].T
     np.testing.assert_allclose(np.tril(buf[:n, :n]), np.tril(want), rtol=1e-12, atol=1e-11 * n)
     np.testing.assert_array_equal(np.triu(buf, 1), upper)
+
+
+@pytest.mark.parametrize(("m", "n"), [(0, 5), (5, 0), (1, 1), (7, 13), (64, 200)])
+def test_rows_mv_on_sub_blocks_both_ways(m, n):
+    """rows_mv (dgemv), the blocked walk's products with its terms, on the leading
+    m x n of a wider buffer: y = A x + beta y and y = A' x + beta y against numpy, and
+    nothing written past y's length."""
+    rng = np.random.default_rng(m * 31 + n)
+    fns = _blas.SYM_BLAS
+    A = rng.normal(size=(m + 2, n + 5))
+    for trans, (lx, ly) in ((False, (n, m)), (True, (m, n))):
+        x = rng.normal(size=lx + 3)
+        for beta in (0.0, 1.0):
+            y = np.full(ly + 2, 3.0)
+            _blas.rows_mv(fns, m, n, A, x, beta, y, trans)
+            op = A[:m, :n].T if trans else A[:m, :n]
+            want = op @ x[:lx] + beta * 3.0
+            np.testing.assert_allclose(y[:ly], want, rtol=1e-12, atol=1e-12 * max(m, n, 1))
+            assert np.all(y[ly:] == 3.0)
