@@ -394,8 +394,8 @@ def kinv_refresh_due(counter, budget):
     most of a round at B = 1000 and above. What it costs in accuracy (``python -m
     benchmarks project_inverse``, one pass of magic and the Fashion pair at B = 500,
     1000, 2000; the same benchmark on commit 23f61b5 for every 256): the worst
-    ``max |Kj kinv - I|`` is the same (it builds up within the first few hundred
-    removals: 4e-3 at B = 2000 on magic, condition number 1e9), the median is up to
+    ``max |Kj kinv - I|`` is the same (reached within the first 256 removals, where
+    both rules refresh alike: 4e-3 at B = 2000 on magic, condition number 1e9), the median is up to
     15x larger (1e-6 against 2e-7 at B = 1000 on magic), the test errors are the same.
     Counted in removals, so independent of how the stream is cut."""
     return counter % max(KINV_REFRESH, int(budget)) == 0
