@@ -252,6 +252,24 @@ def test_hard_streams_with_q_1_continue_in_the_factor(rule, stream, policy):
         helpers.assert_rel_close(est.dual_coef_, q1.dual_coef_, 1e-12)
 
 
+@pytest.mark.filterwarnings("ignore:.*margin variance fell below")  # expected here
+@pytest.mark.parametrize("policy", ("random", "smallest"))
+def test_hard_stream_three_classes_continue_in_the_factor(policy):
+    """Three one-vs-rest models: all move to the factor form together."""
+    from kernelcw import CWClassifier
+
+    X, _ = _hard_streams()["contradictory"]
+    rng = np.random.default_rng(1)
+    y = np.digitize(X[:, 0] + 0.8 * rng.normal(size=len(X)), [-0.5, 0.5])
+    est = CWClassifier(rule="stdev", eta=0.95, kernel="linear", mode="dual", budget=20,
+                       budget_policy=policy, random_state=0)  # fmt: skip
+    with pytest.warns(RuntimeWarning, match="learned again"):
+        est.fit(X, y)
+    assert est._engine.factor_forms() == ["pruned"] * 3
+    assert np.all(np.isfinite(est.decision_function(X)))
+    assert np.all(est.n_support_ <= 20)
+
+
 def test_stabilised_call_that_fails_again_leaves_the_model_unchanged(monkeypatch):
     """The second try failing too: the error, and the model as before the call (in its
     nu/Pi form), still usable."""
