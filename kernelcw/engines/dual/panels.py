@@ -12,7 +12,10 @@ Blocks (section 3). For ``b`` inputs ``X_B`` and the support set ``S_0`` at the
 block's start: ``W0 = L^-1 K(S_0, X_B)`` is one forward substitution (BLAS-3
 ``dtrsm``; ``dtrsv`` for one input) and ``G = W0' W0`` one more product; the rows
 appended inside the block begin with ``a W0[:, s]``, so the walk
-(:func:`cholesky_walk`) runs in b x b space and never touches an n-vector.
+(:func:`cholesky_walk`) runs in b x b space and never touches an n-vector. The solve
+is made on ``W0'`` (b x n, C-ordered: BLAS solves from the left on contiguous
+columns, faster than the right-hand-side form on ``W0``), whose rows ``a W0'[s]``
+then are the new rows of L as they are stored (:func:`write_block`).
 
 Storage. One C-ordered square buffer ``LK`` (capacity x capacity) holds L in its
 lower triangle and the Gram cache K(S, S) in its strict upper triangle (as the
