@@ -41,6 +41,7 @@ __all__ = [
     "potrf_lower",
     "tpqrt_update",
     "trsm_lower_left",
+    "trsm_lower_rows",
     "trsv_lower",
 ]
 
@@ -68,8 +69,8 @@ _dtpqrt = _fn("lapack", "dtpqrt", 12)
 _M = types.float64[:, :]  # any layout: one compiled version per wrapper
 _RM = types.Array(types.float64, 2, "A", readonly=True)  # read only (writable ones pass too)
 _V = types.float64[:]
-_GEMM = (types.float64, _RM, _RM, types.float64, _M, types.boolean)
-_N, _T, _U, _R = (ord(c) for c in "NTUR")
+_GEMM = (types.float64, _RM, _RM, types.float64, _M, types.boolean, types.boolean)
+_N, _T, _U, _R, _L = (ord(c) for c in "NTURL")
 
 
 _compiled: dict = {}
@@ -112,6 +113,19 @@ def _trsm(fn, L, B, trans):
     return 0
 
 
+def _trsm_rows(fn, L, BT, trans):
+    m, n = BT.shape
+    # C-ordered BT (m x n) is the Fortran B = BT' (n x m) and C-ordered lower L the
+    # Fortran upper L': L X = B is (L')' X = B (side L, upper, transposed)
+    ch = np.array([_L, _U, _N if trans else _T, _N], dtype=np.uint8)
+    ints = np.array([n, m, _ld(L), _ld(BT)], dtype=np.int32)
+    one = np.ones(1)
+    fn(ch[0:].ctypes, ch[1:].ctypes, ch[2:].ctypes, ch[3:].ctypes, ints[0:].ctypes,
+       ints[1:].ctypes, one.ctypes, L.ctypes, ints[2:].ctypes, BT.ctypes,
+       ints[3:].ctypes)  # fmt: skip
+    return 0
+
+
 def _trsv(fn, L, x, trans):
     n = x.shape[0]
     # C-ordered lower L is the Fortran upper L': L x = b is (L')' x = b
@@ -122,11 +136,12 @@ def _trsv(fn, L, x, trans):
     return 0
 
 
-def _gemm(fn, alpha, A, B, beta, C, trans_a):
+def _gemm(fn, alpha, A, B, beta, C, trans_a, trans_b):
     m, n = C.shape
     k = A.shape[0] if trans_a else A.shape[1]
-    # C' = B' op(A)'  (Fortran: C' is n x m; B' is n x k; op(A)' is k x m)
-    ch = np.array([_N, _T if trans_a else _N], dtype=np.uint8)
+    # C' = op(B)' op(A)'  (Fortran: C' is n x m; op(B)' is n x k; op(A)' is k x m; a
+    # C-ordered X is the Fortran X')
+    ch = np.array([_T if trans_b else _N, _T if trans_a else _N], dtype=np.uint8)
     ints = np.array([n, m, k, _ld(B), _ld(A), _ld(C)], dtype=np.int32)
     sc = np.array([alpha, beta])
     fn(ch[0:].ctypes, ch[1:].ctypes, ints[0:].ctypes, ints[1:].ctypes, ints[2:].ctypes,
@@ -182,6 +197,17 @@ def trsm_lower_left(L: np.ndarray, B: np.ndarray, trans: bool = False) -> None:
     _call(_trsm, (_RM, _M, types.boolean), _dtrsm, L, B, trans)
 
 
+def trsm_lower_rows(L: np.ndarray, BT: np.ndarray, trans: bool = False) -> None:
+    """BT <- (L^-1 BT')' (``trans``: (L'^-1 BT')') in place: the right-hand sides are
+    BT's rows (m x n, contiguous rows); L as in :func:`trsm_lower_left`. The same solve
+    as :func:`trsm_lower_left` on ``BT'``, but BLAS sees its right-hand sides as
+    contiguous columns and L from the left: at n = 4000, m = 256 it took 80 ms against
+    97 ms on one thread (OpenBLAS 0.3.30, the right-hand-side form is slower)."""
+    if BT.shape[0] == 0 or BT.shape[1] == 0:
+        return
+    _call(_trsm_rows, (_RM, _M, types.boolean), _dtrsm, L, BT, trans)
+
+
 def trsv_lower(L: np.ndarray, x: np.ndarray, trans: bool = False) -> None:
     """x <- L^-1 x (``trans``: L'^-1 x) in place for one contiguous vector x; L as in
     :func:`trsm_lower_left` (one right-hand side: no packing of L, half the traffic)."""
@@ -192,9 +218,15 @@ def trsv_lower(L: np.ndarray, x: np.ndarray, trans: bool = False) -> None:
 
 
 def gemm_sub(
-    alpha: float, A: np.ndarray, B: np.ndarray, beta: float, C: np.ndarray, trans_a: bool = False
+    alpha: float,
+    A: np.ndarray,
+    B: np.ndarray,
+    beta: float,
+    C: np.ndarray,
+    trans_a: bool = False,
+    trans_b: bool = False,
 ) -> None:
-    """C <- alpha op(A) B + beta C in place, op(A) = A' if trans_a (C-ordered)."""
+    """C <- alpha op(A) op(B) + beta C in place, op(X) = X' if trans_x (C-ordered)."""
     if C.shape[0] == 0 or C.shape[1] == 0:
         return
     if (A.shape[0] if trans_a else A.shape[1]) == 0:
@@ -203,7 +235,7 @@ def gemm_sub(
         else:
             C *= beta
         return
-    _call(_gemm, _GEMM, _dgemm, alpha, A, B, beta, C, trans_a)
+    _call(_gemm, _GEMM, _dgemm, alpha, A, B, beta, C, trans_a, trans_b)
 
 
 def potrf_lower(M: np.ndarray) -> int:

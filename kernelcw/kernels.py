@@ -276,7 +276,9 @@ class Kernel:
                 )
         else:
             K = kernel_matrix(A, B, self.kernel, self.gamma, self.degree, self.coef0)
-        if self.offset:
+        if self.offset and self._f is None:
+            K += self.offset  # our own new array: no second n x b temporary
+        elif self.offset:
             K = K + self.offset  # a new array: a callable's result may be the caller's own
         if not (math.isfinite(K.max(initial=0.0)) and math.isfinite(K.min(initial=0.0))):
             raise ValueError(

@@ -49,9 +49,32 @@ def test_gemm_sub_both_forms_and_empty_inner_dimension():
     C2 = np.empty((5, 4))
     _blas.gemm_sub(1.0, At, B, 0.0, C2, trans_a=True)
     np.testing.assert_allclose(C2, At.T @ B, rtol=1e-13)
+    Bt = rng.normal(size=(4, 9))[:, :7]  # op(B) = B', strided rows
+    C4 = np.empty((5, 4))
+    _blas.gemm_sub(1.0, A, Bt, 0.0, C4, trans_b=True)
+    np.testing.assert_allclose(C4, A @ Bt.T, rtol=1e-13)
+    C5 = np.empty((5, 4))
+    _blas.gemm_sub(1.0, At, Bt, 0.0, C5, trans_a=True, trans_b=True)
+    np.testing.assert_allclose(C5, At.T @ Bt.T, rtol=1e-13)
     C3 = np.full((3, 2), np.nan)  # beta = 0 does not read C, as in BLAS
     _blas.gemm_sub(1.0, np.zeros((0, 3)), np.zeros((0, 2)), 0.0, C3, trans_a=True)
     np.testing.assert_array_equal(C3, 0.0)
+
+
+@pytest.mark.parametrize(("n0", "n", "m"), [(9, 7, 3), (150, 130, 40), (70, 70, 2)])
+@pytest.mark.parametrize("trans", [False, True])
+def test_trsm_on_rows_is_the_left_solve_of_the_transpose(n0, n, m, trans):
+    """trsm_lower_rows solves for BT's rows (BT = B', strided rows) with only L's lower
+    triangle read: the same solve as trsm_lower_left on B."""
+    rng = np.random.default_rng(n + m)
+    buf, _ = _buffer(rng, n0, n)
+    assert _blas.potrf_lower(buf[:n, :n]) == 0
+    L = np.tril(buf[:n, :n])
+    buf[:n, :n] += np.triu(np.full((n, n), np.nan), 1)  # never read
+    BT = rng.normal(size=(m, n + 3))[:, 1 : 1 + n]
+    want = np.linalg.solve(L.T if trans else L, BT.T).T
+    _blas.trsm_lower_rows(buf[:n, :n], BT, trans=trans)
+    np.testing.assert_allclose(BT, want, rtol=1e-10, atol=1e-12)
 
 
 def test_overlapping_rows_are_refused():
