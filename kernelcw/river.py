@@ -42,8 +42,9 @@ import numpy as np
 from sklearn.base import clone
 
 from ._diag_stream import DiagStream, fast_engine, sum_of_squares
+from .engines.base import learn_or_stabilise
 from .estimators import CWClassifier
-from .estimators._base import _FLOOR_WARNING, CWEstimator
+from .estimators._base import _FLOOR_WARNING, CWEstimator, warn_stabilised
 from .estimators._input import with_intercept
 from .estimators._mixins import margin_proba
 from .grow import add_models, mirror, widen
@@ -399,19 +400,14 @@ class Classifier(_river_base.MiniBatchClassifier):
         with engine.lock:
             checkpoint = engine.checkpoint(X)
             try:  # an error or a Ctrl-C anywhere in here: the model as before the call
-                res = engine.learn(X, T)
-                if engine.n_models == 1:
-                    est.n_updates_ = saved[0] + int(res.n_updates[0])
-                    est.n_mistakes_ = saved[1] + int(res.n_mistakes[0])
-                    est.n_variance_floored_ = saved[2] + int(res.n_floored[0])
-                else:
-                    est.n_updates_ = saved[0] + res.n_updates
-                    est.n_mistakes_ = saved[1] + res.n_mistakes
-                    est.n_variance_floored_ = saved[2] + res.n_floored
+                res, failed = learn_or_stabilise(engine, checkpoint, X, T)
+                est._count(res)  # the estimator's counters, as its own _learn adds them
             except BaseException:
                 engine.restore(checkpoint)
                 est.n_updates_, est.n_mistakes_, est.n_variance_floored_ = saved
                 raise
+        if failed is not None:
+            warn_stabilised(est, failed, stacklevel=4)
         if not self._floored and res.n_floored.any():
             self._warn_floor(int(res.n_floored.sum()))
 

@@ -296,7 +296,37 @@ def test_stabilised_call_that_fails_again_leaves_the_model_unchanged(monkeypatch
     for k in before:
         np.testing.assert_array_equal(before[k], after[k], err_msg=k)
     assert (est.n_updates_, est.n_mistakes_) == counts
+    assert not est._engine._ctx.factor_only  # what binds later binds as before, too
     est.predict(X)
+
+
+@pytest.mark.parametrize("policy", ("random", "smallest"))
+@pytest.mark.parametrize("n_classes", (2, 3))
+def test_stabilise_keeps_the_model(policy, n_classes):
+    """The explicit form's model, moved to the factor form (explicit_to_pruned, from
+    zeta, g and the Gram matrix instead of nu and Pi), is the same model to rounding,
+    and both continue alike; factor_only survives a state_dict round trip."""
+    from kernelcw.engines.dual import DualEngine
+
+    X, y = make_stream(np.random.default_rng(5), 300, 4, n_classes)
+    est = make_est("arow", "cholesky", 12, policy).fit(X[:200], y[:200])
+    ref = make_est("arow", "cholesky", 12, policy).fit(X[:200], y[:200])
+    assert set(est._engine.factor_forms()) == {"explicit"}
+    assert est._engine.stabilise()
+    assert set(est._engine.factor_forms()) == {"pruned"}
+    helpers.assert_rel_close(est.decision_function(X), ref.decision_function(X), 1e-12)
+    for name in ("dual_coef_", "covariance_coef_"):
+        helpers.assert_rel_close(
+            np.asarray(getattr(est, name), dtype=float),
+            np.asarray(getattr(ref, name), dtype=float),
+            1e-12,
+        )
+    back = DualEngine.from_state(est._engine.spec, est._engine.state_dict())
+    assert back._ctx.factor_only and back.factor_forms() == est._engine.factor_forms()
+    est.partial_fit(X[200:], y[200:])
+    ref.partial_fit(X[200:], y[200:])
+    np.testing.assert_array_equal(est.n_mistakes_, ref.n_mistakes_)
+    helpers.assert_rel_close(est.decision_function(X), ref.decision_function(X), 1e-9)
 
 
 @pytest.mark.xfail(strict=True, raises=FloatingPointError, reason=(

@@ -340,7 +340,7 @@ def kinv_append(n, kinv, G, kvec, kappa, work, fns):
     diag(K)). A smaller computed value is rounding (a near-duplicate of the others
     on an ill-conditioned Gram matrix, where ``kinv``'s entries are ~1 / jitter),
     and is raised to that bound: an update by ``1 / s`` of the noise blew the
-    inverse up to 1e280 (the refresh every :data:`KINV_REFRESH` removals restores
+    inverse up to 1e280 (the periodic refresh, :func:`kinv_refresh_due`, restores
     its accuracy)."""
     sym_mv(fns, n, kinv, kvec, work)
     s = kappa
@@ -391,13 +391,9 @@ def kinv_refresh_due(counter, budget):
     removal: every :data:`KINV_REFRESH` removals, or every ``budget`` removals when
     the budget is larger. The refresh costs n^3 flops at n = budget, so it adds at
     most n^2 per removal, one pass over the matrix, where every 256 removals it was
-    most of a round at B = 1000 and above. What it costs in accuracy (``python -m
-    benchmarks project_inverse``, one pass of magic and the Fashion pair at B = 500,
-    1000, 2000; the same benchmark on commit 23f61b5 for every 256): the worst
-    ``max |Kj kinv - I|`` is the same (reached within the first 256 removals, where
-    both rules refresh alike: 4e-3 at B = 2000 on magic, condition number 1e9), the median is up to
-    15x larger (1e-6 against 2e-7 at B = 1000 on magic), the test errors are the same.
-    Counted in removals, so independent of how the stream is cut."""
+    most of a round at B = 1000 and above; what that costs in accuracy is measured in
+    ``doc/dual-form.md`` section 8. Counted in removals, so independent of how the
+    stream is cut."""
     return counter % max(KINV_REFRESH, int(budget)) == 0
 
 

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Engine", "LearnResult", "Locked"]
+__all__ = ["Engine", "LearnResult", "Locked", "learn_or_stabilise"]
 
 
 class LearnResult(NamedTuple):
@@ -105,3 +105,19 @@ class Locked:
         state = self.__dict__.copy()
         state.pop("_lock", None)
         return state
+
+
+def learn_or_stabilise(engine, checkpoint, X, Y, positions=None):
+    """:meth:`Engine.learn`; should it raise FloatingPointError, the state restored from
+    ``checkpoint`` (taken before this call), :meth:`Engine.stabilise`, and, if that
+    moved the models to a stronger form, the call learned once more. Returns (the
+    :class:`LearnResult`, the first error's message when the call was learned again,
+    else None). An error raised from here may leave the state part-way: the caller
+    restores ``checkpoint``, as after :meth:`Engine.learn`."""
+    try:
+        return engine.learn(X, Y, positions), None
+    except FloatingPointError as err:
+        engine.restore(checkpoint)
+        if not engine.stabilise():
+            raise
+        return engine.learn(X, Y, positions), str(err)

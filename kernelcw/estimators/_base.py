@@ -18,6 +18,7 @@ from sklearn.utils import check_random_state
 
 from .._interrupt import deferred_interrupt
 from ..engines import build_engine
+from ..engines.base import learn_or_stabilise
 from ..rules import VAR_FLOOR
 from ..spec import check_memory, check_params, engine_spec
 from ._input import validate_training, with_intercept
@@ -58,12 +59,21 @@ _FLOOR_WARNING = (
 )
 
 _STABILISED = (
-    "{err}. The call was undone and learned again with the model kept as a Cholesky "
-    "factor (the batch-pruned form with the same budget_batch: the same budget policy "
-    "and model, without nu/Pi's drift), which the model keeps from now on; it costs "
-    "more per removal (a refactorisation of the factor's trailing rows), and "
-    "budget_batch > 1 makes that cost once per budget_batch removals."
+    "{name}: with budget_policy={policy!r} the explicit nu/Pi form failed ({what}). The "
+    "call was undone and learned again with the model kept as a Cholesky factor (the "
+    "batch-pruned form with the same budget_batch: the same policy and model, without "
+    "nu/Pi's drift), which it keeps from now on. That form costs more per removal (a "
+    "refactorisation of the factor's trailing rows); budget_batch > 1 pays it once per "
+    "budget_batch removals."
 )
+
+
+def warn_stabilised(est, message: str, stacklevel: int) -> None:
+    """The RuntimeWarning of a call learned again in the factor form (``message``: the
+    first try's FloatingPointError, its remedies left out: they no longer apply)."""
+    what = message.split(" (", 1)[0]
+    text = _STABILISED.format(name=type(est).__name__, policy=est.budget_policy, what=what)
+    warnings.warn(text, RuntimeWarning, stacklevel=stacklevel + 1)
 
 
 class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEstimator):
@@ -233,17 +243,9 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
             first_floor = not (floored.any() if isinstance(floored, np.ndarray) else floored)
             counted = False
             try:
-                try:
-                    res = engine.learn(X, Y, positions)
-                except FloatingPointError as err:
-                    # a numerically weak form failed: the call once more in a stronger
-                    # form of the same model, if the engine has one (the outer handler
-                    # restores the model as it was should that fail too)
-                    engine.restore(checkpoint)
-                    if not engine.stabilise():
-                        raise
-                    warnings.warn(_STABILISED.format(err=err), RuntimeWarning, stacklevel=3)
-                    res = engine.learn(X, Y, positions)
+                # a numerically weak form that fails learns the call once more in a
+                # stronger form of the same model, if the engine has one
+                res, failed = learn_or_stabilise(engine, checkpoint, X, Y, positions)
                 with deferred_interrupt():  # the counters follow the model, whole
                     self._count(res)
                     counted = True
@@ -252,6 +254,8 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
                     engine.restore(checkpoint)
                 raise
             first_floor = first_floor and res.n_floored.any()
+        if failed is not None:
+            warn_stabilised(self, failed, stacklevel=3)
         if first_floor:
             warnings.warn(
                 _FLOOR_WARNING.format(

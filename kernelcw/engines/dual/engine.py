@@ -259,13 +259,15 @@ class DualEngine(Locked):
         cps = [f.checkpoint() for f in self.forms]
         if any(cp is None for cp in cps):
             return None
-        return self.store.checkpoint(), list(zip(self.forms, cps, strict=True))
+        forms = list(zip(self.forms, cps, strict=True))
+        return self.store.checkpoint(), forms, self._ctx.factor_only
 
     def restore(self, checkpoint) -> None:
         if checkpoint is None:
             self.broken = self.broken or "an error part-way through a call"
             return
-        store_cp, forms = checkpoint
+        store_cp, forms, factor_only = checkpoint
+        self._ctx = self._ctx._replace(factor_only=factor_only)
         self.store.restore(store_cp)
         self.forms = [form for form, _ in forms]
         for form, cp in forms:
@@ -332,9 +334,14 @@ class DualEngine(Locked):
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """The fitted state as plain numpy arrays (scalars as 0-d arrays): the store
-        under ``store.``, model k's form code and arrays under ``model{k}.``."""
+        under ``store.``, model k's form code and arrays under ``model{k}.``, and
+        ``factor_only`` (1 once :meth:`stabilise` chose the factor form for what binds
+        later)."""
         self.check_usable()
-        state = {"n_models": np.array(self.n_models, dtype=np.int64)}
+        state = {
+            "n_models": np.array(self.n_models, dtype=np.int64),
+            "factor_only": np.array(int(self._ctx.factor_only), dtype=np.int64),
+        }
         state.update({f"store.{k}": v for k, v in self.store.state_dict().items()})
         for i, form in enumerate(self.forms):
             state[f"model{i}.form"] = np.array(form.code, dtype=np.int64)
@@ -352,6 +359,8 @@ class DualEngine(Locked):
             raise ValueError(
                 f"the state holds {int(state['n_models'])} models; spec says {eng.n_models}"
             )
+        if bool(state.get("factor_only", False)):  # files saved before it: False
+            eng._ctx = eng._ctx._replace(factor_only=True)
         eng.store = SupportStore.from_state(spec.kernel, _under(state, "store."))
         for i in range(eng.n_models):
             sub = _under(state, f"model{i}.")
