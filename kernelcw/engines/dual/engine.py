@@ -79,12 +79,15 @@ class DualEngine(Locked):
         return self._ctx.a
 
     def set_rule(self, rule: RuleParams) -> None:
+        if rule is self.__dict__.get("_rule_in"):  # the record of the last call (immutable)
+            return
         if rule.a != self.a:
             raise ValueError(
                 f"a={rule.a!r} differs from the a={self.a!r} this model started with; "
                 "the prior scale is part of the stored state: call fit to start over"
             )
         self._ctx = self._ctx._replace(rule=_plain(rule))
+        self._rule_in = rule
 
     def check_usable(self) -> None:
         if self.broken is not None:
