@@ -405,3 +405,51 @@ def sym_inverse(fns, n, A):
     fp = _fn5(fns.potri)
     fp(ch.ctypes, ints[0:].ctypes, A.ctypes, ints[1:].ctypes, ints[2:].ctypes)
     return ints[2]
+
+
+# ---------------------------------------------------------------- for compiled callers
+# trsm_lower_left and gemm_sub for compiled code (the queue form's products at a
+# block's start, kernelcw.engines.dual.queue_block): branch for branch the wrappers
+# above, calling the same routines with the same arguments. The addresses travel in a
+# TriBlas record (an address in a global would be baked into the cached code).
+
+
+class TriBlas(NamedTuple):
+    """Addresses of BLAS dtrsm, dtrsv and dgemm, for :func:`trsm_lower_left_c` and
+    :func:`gemm_sub_c`."""
+
+    trsm: int
+    trsv: int
+    gemm: int
+
+
+TRI_BLAS = TriBlas(_dtrsm, _dtrsv, _dgemm)
+
+_trsm_c = njit(cache=True)(_trsm)
+_trsv_c = njit(cache=True)(_trsv)
+_gemm_c = njit(cache=True)(_gemm)
+
+
+@njit(cache=True)
+def trsm_lower_left_c(fns, L, B, trans):
+    """:func:`trsm_lower_left` for compiled callers (``fns`` a :class:`TriBlas`)."""
+    if B.shape[0] == 0 or B.shape[1] == 0:
+        return
+    if B.shape[1] == 1 and B.strides[0] == 8:
+        _trsv_c(fns.trsv, L, B[:, 0], trans)
+        return
+    _trsm_c(fns.trsm, L, B, trans)
+
+
+@njit(cache=True)
+def gemm_sub_c(fns, alpha, A, B, beta, C, trans_a):
+    """:func:`gemm_sub` for compiled callers (``fns`` a :class:`TriBlas`)."""
+    if C.shape[0] == 0 or C.shape[1] == 0:
+        return
+    if (A.shape[0] if trans_a else A.shape[1]) == 0:
+        if beta == 0.0:
+            C[:, :] = 0.0  # BLAS semantics: C is not read when beta = 0
+        else:
+            C *= beta
+        return
+    _gemm_c(fns.gemm, alpha, A, B, beta, C, trans_a)

@@ -1,0 +1,73 @@
+"""The queue form's products at the start of a walk, in one compiled call.
+
+Before :func:`.queue.queue_walk` walks block inputs t0.., the queue form
+(:mod:`.queue`) needs, over the support [O, N] at that point, ``W0 = L^-1 K0`` (split
+at O | N), ``G = W0' W0``, ``rW = W0' r`` and the next leavers' ``Y0 = L^-1 E_cands``
+products (:class:`.queue.Candidates`). Made from Python these were a dozen BLAS calls
+and as many small numpy operations, each paying Python's and the dispatcher's
+overhead: most of a one-row ``partial_fit``'s time with a budget of a few hundred.
+Here they are one compiled call making the same BLAS calls with the same arguments
+(:func:`kernelcw._blas.trsm_lower_left_c`, :func:`kernelcw._blas.gemm_sub_c`), so
+the results are the same to the bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..._blas import gemm_sub_c, trsm_lower_left_c
+
+__all__ = ["block_products"]
+
+
+@njit(cache=True)
+def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, c):
+    """For block inputs t0.. on the support ``ks`` (row ks of K0, or for ks < 0 block
+    input -1-ks), with the factor buffers ``bufs = (LO, LNO, LN, rO, rN)`` (O rows
+    nO, N rows nN) and ``c`` candidates: (K0c, Kss, WO, X, G, rW, P0, H0, rho0), as
+    :meth:`.queue.QueueForm.forward` and ``_candidates`` made them. ``fns``: a
+    :class:`kernelcw._blas.TriBlas`."""
+    LO, LNO, LN, rO, rN = bufs
+    n = ks.shape[0]
+    bs = Kbb.shape[0] - t0
+    K0c = np.empty((n, bs))
+    for i in range(n):
+        s = ks[i]
+        for j in range(bs):
+            K0c[i, j] = K0[s, t0 + j] if s >= 0 else Kbb[-1 - s, t0 + j]
+    Kss = np.empty((bs, bs))
+    for i in range(bs):
+        for j in range(bs):
+            Kss[i, j] = Kbb[t0 + i, t0 + j]
+    # W0 = L^-1 K0 over [O, N] (forward)
+    WO = K0c[:nO].copy()
+    trsm_lower_left_c(fns, LO[:nO, :nO], WO, False)
+    X = K0c[nO:].copy()
+    gemm_sub_c(fns, -1.0, LNO[:nN, :nO], WO, 1.0, X, False)
+    trsm_lower_left_c(fns, LN[:nN, :nN], X, False)
+    G = np.empty((bs, bs))
+    gemm_sub_c(fns, 1.0, WO, WO, 0.0, G, True)
+    gemm_sub_c(fns, 1.0, X, X, 1.0, G, True)
+    rW = np.empty((bs, 1))
+    gemm_sub_c(fns, 1.0, WO, rO[:nO], 0.0, rW, True)
+    gemm_sub_c(fns, 1.0, X, rN[:nN], 1.0, rW, True)
+    # the candidates: Y0 on O lives on the tail T = nO - c .. nO - 1 (L_O[T, T]^-1),
+    # on N it is -L_N^-1 L_NO[:, T] L_O[T, T]^-1; columns in leaving order
+    T0 = nO - c
+    YO = np.eye(c)
+    trsm_lower_left_c(fns, LO[T0:nO, T0:nO], YO, False)
+    YO = np.ascontiguousarray(YO[:, ::-1])
+    YN = np.zeros((nN, c))
+    gemm_sub_c(fns, -1.0, LNO[:nN, T0:nO], YO, 0.0, YN, False)
+    trsm_lower_left_c(fns, LN[:nN, :nN], YN, False)
+    P0 = np.empty((c, bs))
+    gemm_sub_c(fns, 1.0, YO, WO[T0:nO], 0.0, P0, True)
+    gemm_sub_c(fns, 1.0, YN, X, 1.0, P0, True)
+    H0 = np.empty((c, c))
+    gemm_sub_c(fns, 1.0, YO, YO, 0.0, H0, True)
+    gemm_sub_c(fns, 1.0, YN, YN, 1.0, H0, True)
+    rho0 = np.empty((c, 1))
+    gemm_sub_c(fns, 1.0, YO, rO[T0:nO], 0.0, rho0, True)
+    gemm_sub_c(fns, 1.0, YN, rN[:nN], 1.0, rho0, True)
+    return K0c, Kss, WO, X, G, rW, P0, H0, rho0[:, 0].copy()
