@@ -36,7 +36,7 @@ from scipy.linalg import solve_triangular
 from ... import _blas
 from ...rules import VAR_FLOOR
 from .form import Form, Walked
-from .queue_block import block_products
+from .queue_block import append_rows, block_products, drop_columns
 from .queue_state import (
     QueueCheckpoint,
     load_queue_state,
@@ -207,20 +207,6 @@ def assemble_precision(KO, nO, KNO, KN, nN, kap, perm, a, zeta, out):
             out[i, j] = a * k
             out[j, i] = k
         out[i, i] = a * kap[si] + 1.0 / zeta[i]
-
-
-@njit(cache=True)
-def _new_block(Kss, S, E, Ld, a, out):
-    """The u new rows' diagonal block of the queue's ``LN`` buffer: lower triangle
-    ``a E`` (their factor entries among themselves) with diagonal ``Ld``, strict upper
-    triangle their kernel values ``K(S, S)`` (the Gram cache)."""
-    u = S.shape[0]
-    for i in range(u):
-        for j in range(i):
-            out[i, j] = a * E[i, j]
-        out[i, i] = Ld[i]
-        for j in range(i + 1, u):
-            out[i, j] = Kss[S[i], S[j]]
 
 
 class QueueForm(Form):
@@ -413,14 +399,8 @@ class QueueForm(Form):
         """The u new rows extend the factor of everything at the block's start."""
         nO, nN = self.nO, self.nN
         S = rows.src[:u]
-        new = slice(nN, nN + u)
-        self.LNO[new, :nO] = a * WO[:, S].T
-        self.LNO[new, nO:] = 0.0
-        self.KNO[new, :nO] = K0c[:nO, S].T
-        self.LN[new, :nN] = a * X[:, S].T
-        _new_block(Kss, S, rows.E, rows.Ld, a, self.LN[new, nN : nN + u])
-        self.LN[:nN, nN : nN + u] = K0c[nO:, S]
-        self.rN[new, 0] = rows.rn[:u]
+        bufs = (self.LNO, self.KNO, self.LN, self.rN)
+        append_rows(bufs, nO, nN, a, S, rows.E, rows.Ld, rows.rn, WO, X, K0c, Kss)
         self.nN = nN + u
         self.entry = np.concatenate([self.entry, self.clock + np.arange(u)])
         self.clock += u
@@ -432,16 +412,21 @@ class QueueForm(Form):
     def _drop_oldest(self, D: int, ks: np.ndarray) -> np.ndarray:
         """O's last D rows (the D oldest) leave: L_O truncated, L_N refactored with
         their columns of L_NO folded in (one dtpqrt)."""
-        nO = self.nO
+        nO, nN = self.nO, self.nN
         nO2 = nO - D
         save_leading(self)
-        _blas.tpqrt_update(self.LN[: self.nN, : self.nN], self.LNO[: self.nN, nO2:nO])
-        self.LNO[: self.nN, nO2:nO] = 0.0
+        if D <= _blas.GIVENS_MAX_RANK:  # (a few: one compiled call, the same steps)
+            bufs = (self.LN, self.LNO, self.rO, self.rN)
+            drop_columns(_blas.TRI_BLAS, bufs, nN, nO2, nO, self.qv[nO:])
+        else:
+            _blas.tpqrt_update(self.LN[:nN, :nN], self.LNO[:nN, nO2:nO])
+            self.LNO[:nN, nO2:nO] = 0.0
         self.nO = nO2
         keep = np.concatenate((np.arange(nO2), np.arange(nO, ks.shape[0])))
         self.entry, self.kap = self.entry[keep], self.kap[keep]
         self.zeta, self.qv, ks = self.zeta[keep], self.qv[keep], ks[keep]
-        self.refresh_rN(self.qv[nO2:])
+        if D > _blas.GIVENS_MAX_RANK:
+            self.refresh_rN(self.qv[nO2:])
         return ks
 
     # ------------------------------------------------------------ rollback, state

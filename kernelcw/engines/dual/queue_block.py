@@ -8,7 +8,9 @@ and as many small numpy operations, each paying Python's and the dispatcher's
 overhead: most of a one-row ``partial_fit``'s time with a budget of a few hundred.
 Here they are one compiled call making the same BLAS calls with the same arguments
 (:func:`kernelcw._blas.trsm_lower_left_c`, :func:`kernelcw._blas.gemm_sub_c`), so
-the results are the same to the bit.
+the results are the same to the bit. Likewise the rows a walk appends are written
+into the buffers by one compiled call (:func:`append_rows`), not eight numpy ones,
+and the oldest leave in one (:func:`drop_columns`), not five.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..._blas import gemm_sub_c, trsm_lower_left_c
+from ..._blas import gemm_sub_c, givens_update, trsm_lower_left_c
 
-__all__ = ["block_products"]
+__all__ = ["append_rows", "block_products", "drop_columns"]
 
 
 @njit(cache=True)
@@ -71,3 +73,58 @@ def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, c):
     gemm_sub_c(fns, 1.0, YO, rO[T0:nO], 0.0, rho0, True)
     gemm_sub_c(fns, 1.0, YN, rN[:nN], 1.0, rho0, True)
     return K0c, Kss, WO, X, G, rW, P0, H0, rho0[:, 0].copy()
+
+
+@njit(cache=True)
+def append_rows(bufs, nO, nN, a, S, E, Ld, rn, WO, X, K0c, Kss):
+    """The u = len(S) rows a walk appended (block inputs S) extend the factor of the
+    support at its start, in the buffers ``bufs = (LNO, KNO, LN, rN)``: their entries
+    ``a W0[:, S]'`` at O's and N's columns, their kernel values (the Gram cache: KNO,
+    and LN's strict upper triangle), their own block (:func:`_new_block`) and r."""
+    LNO, KNO, LN, rN = bufs
+    u = S.shape[0]
+    for k in range(u):
+        i = nN + k
+        s = S[k]
+        for j in range(nO):
+            LNO[i, j] = a * WO[j, s]
+            KNO[i, j] = K0c[j, s]
+        for j in range(nO, LNO.shape[1]):
+            LNO[i, j] = 0.0
+        for j in range(nN):
+            LN[i, j] = a * X[j, s]
+            LN[j, i] = K0c[nO + j, s]
+        rN[i, 0] = rn[k]
+    _new_block(Kss, S, E, Ld, a, LN[nN : nN + u, nN : nN + u])
+
+
+@njit(cache=True)
+def _new_block(Kss, S, E, Ld, a, out):
+    """The u new rows' diagonal block of the queue's ``LN`` buffer: lower triangle
+    ``a E`` (their factor entries among themselves) with diagonal ``Ld``, strict upper
+    triangle their kernel values ``K(S, S)`` (the Gram cache)."""
+    u = S.shape[0]
+    for i in range(u):
+        for j in range(i):
+            out[i, j] = a * E[i, j]
+        out[i, i] = Ld[i]
+        for j in range(i + 1, u):
+            out[i, j] = Kss[S[i], S[j]]
+
+
+@njit(cache=True)
+def drop_columns(fns, bufs, nN, nO2, nO, qN):
+    """O's rows nO2..nO-1 (a few: up to :data:`kernelcw._blas.GIVENS_MAX_RANK`) leave,
+    in the buffers ``bufs = (LN, LNO, rO, rN)``: L_N takes their columns of L_NO
+    (Givens sweeps, as :func:`kernelcw._blas.tpqrt_update` makes them for a few
+    columns), which become zero, and ``r_N = L_N^-1 (q_N - L_NO r_O)`` with O's
+    remaining nO2 rows (:meth:`.queue.QueueForm.refresh_rN`)."""
+    LN, LNO, rO, rN = bufs
+    if nN > 0 and nO > nO2:
+        givens_update(LN[:nN, :nN], LNO[:nN, nO2:nO])
+    for i in range(nN):
+        for j in range(nO2, nO):
+            LNO[i, j] = 0.0
+        rN[i, 0] = qN[i]
+    gemm_sub_c(fns, -1.0, LNO[:nN, :nO2], rO[:nO2], 1.0, rN[:nN], False)
+    trsm_lower_left_c(fns, LN[:nN, :nN], rN[:nN], False)
