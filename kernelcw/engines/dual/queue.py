@@ -414,7 +414,7 @@ class QueueForm(Form):
         their columns of L_NO folded in (one dtpqrt)."""
         nO, nN = self.nO, self.nN
         nO2 = nO - D
-        save_leading(self)
+        save_leading(self, nO2, nO)
         if D <= _blas.GIVENS_MAX_RANK:  # (a few: one compiled call, the same steps)
             bufs = (self.LN, self.LNO, self.rO, self.rN)
             drop_columns(_blas.TRI_BLAS, bufs, nN, nO2, nO, self.qv[nO:])
