@@ -27,9 +27,9 @@ __all__ = ["append_rows", "block_products", "drop_columns"]
 def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, c):
     """For block inputs t0.. on the support ``ks`` (row ks of K0, or for ks < 0 block
     input -1-ks), with the factor buffers ``bufs = (LO, LNO, LN, rO, rN)`` (O rows
-    nO, N rows nN) and ``c`` candidates: (K0c, Kss, WO, X, G, rW, P0, H0, rho0), as
-    :meth:`.queue.QueueForm.forward` and ``_candidates`` made them. ``fns``: a
-    :class:`kernelcw._blas.TriBlas`."""
+    nO, N rows nN) and ``c`` candidates: (K0c, Kss, WO, X, G, rW, P0, H0, rho0), W0
+    split at O | N as :meth:`.queue.QueueForm.forward` makes it and the candidates'
+    products of :class:`.queue.Candidates`. ``fns``: a :class:`kernelcw._blas.TriBlas`."""
     LO, LNO, LN, rO, rN = bufs
     n = ks.shape[0]
     bs = Kbb.shape[0] - t0
