@@ -9,11 +9,14 @@ routines through the function pointers scipy exports for Cython
 pointer and a leading dimension, as in Fortran. Same library, same threads as
 ``scipy.linalg.blas`` (see :mod:`kernelcw.engines.dual.panels` on why one BLAS).
 
-The calls are made from compiled code that takes the routine as an argument (a
-ctypes function pointer, typed by its signature, not its address: the compiled
-code is cached on disk like the rest). Through ctypes from Python a call cost about
-10 us of argument conversion, as much as a small solve, and a one-row
-``partial_fit`` makes a dozen; compiled, about 2 us. Each wrapper is compiled for
+The calls are made from compiled code that takes the routine's address as an int
+argument and makes it a function pointer of the routine's signature (an intrinsic per
+argument count: the address is not baked into the compiled code, which is cached on
+disk like the rest). Through ctypes from Python a call cost about 10 us of argument
+conversion, as much as a small solve, and a one-row ``partial_fit`` makes a dozen;
+compiled, about 2 us. (A ctypes function passed as the argument cost about 1.5 us of
+``ctypes.cast`` per function per call: 10 us for each call of a walk handed the 7 of
+:data:`SYM_BLAS`.) Each wrapper is compiled for
 arrays of any layout (one signature each) when it is first called, and loaded from
 the cache after that (tens of milliseconds): a process that never solves does not
 pay for it.
@@ -25,13 +28,13 @@ axis is contiguous; the leading dimension is the row stride.
 
 from __future__ import annotations
 
-import ctypes
 import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, typeof, types
-from numba.extending import get_cython_function_address
+from numba import njit, types
+from numba.core.typing.ctypes_utils import get_pointer
+from numba.extending import get_cython_function_address, intrinsic
 
 __all__ = [
     "GIVENS_MAX_RANK",
@@ -45,26 +48,49 @@ __all__ = [
     "trsv_lower",
 ]
 
-_P = ctypes.c_void_p
+
+def _fn(module: str, name: str) -> int:
+    """The routine's address (an int: the compiled callers take it as one)."""
+    return int(get_cython_function_address(f"scipy.linalg.cython_{module}", name))
 
 
-def _fn(module: str, name: str, nargs: int):
-    addr = get_cython_function_address(f"scipy.linalg.cython_{module}", name)
-    return ctypes.CFUNCTYPE(None, *([_P] * nargs))(addr)
+_dtrsm = _fn("blas", "dtrsm")
+_dtrsv = _fn("blas", "dtrsv")
+_dgemm = _fn("blas", "dgemm")
+_dsymv = _fn("blas", "dsymv")
+_dsyr = _fn("blas", "dsyr")
+_dsyr2 = _fn("blas", "dsyr2")
+_dsymm = _fn("blas", "dsymm")
+_dsyrk = _fn("blas", "dsyrk")
+_dgemv = _fn("blas", "dgemv")
+_dpotrf = _fn("lapack", "dpotrf")
+_dpotri = _fn("lapack", "dpotri")
+_dtpqrt = _fn("lapack", "dtpqrt")
 
 
-_dtrsm = _fn("blas", "dtrsm", 11)
-_dtrsv = _fn("blas", "dtrsv", 8)
-_dgemm = _fn("blas", "dgemm", 13)
-_dsymv = _fn("blas", "dsymv", 10)
-_dsyr = _fn("blas", "dsyr", 7)
-_dsyr2 = _fn("blas", "dsyr2", 9)
-_dsymm = _fn("blas", "dsymm", 12)
-_dsyrk = _fn("blas", "dsyrk", 10)
-_dgemv = _fn("blas", "dgemv", 11)
-_dpotrf = _fn("lapack", "dpotrf", 5)
-_dpotri = _fn("lapack", "dpotri", 5)
-_dtpqrt = _fn("lapack", "dtpqrt", 12)
+def _caller(nargs: int):
+    """An intrinsic that makes an address (an int) the function pointer of a routine of
+    ``nargs`` pointer arguments returning nothing (Fortran's calling convention: every
+    argument by reference), the type numba gives such a ctypes function. An int is
+    unboxed for nothing, where a ctypes function argument cost about 1.5 us of Python
+    (``ctypes.cast``) on every call of a compiled function that takes one."""
+    ptr = types.ExternalFunctionPointer(
+        types.none(*([types.voidptr] * nargs)), get_pointer=get_pointer
+    )
+
+    @intrinsic
+    def at(typingctx, addr):
+        def codegen(context, builder, sig, args):
+            return builder.inttoptr(args[0], context.get_value_type(ptr))
+
+        return ptr(addr), codegen
+
+    return at
+
+
+_fn5, _fn7, _fn8, _fn9, _fn10, _fn11, _fn12, _fn13 = (
+    _caller(k) for k in (5, 7, 8, 9, 10, 11, 12, 13)
+)
 
 _M = types.float64[:, :]  # any layout: one compiled version per wrapper
 _RM = types.Array(types.float64, 2, "A", readonly=True)  # read only (writable ones pass too)
@@ -78,10 +104,10 @@ _compiled: dict = {}
 
 def _call(impl, sig, fn, *args):
     """``impl(fn, *args)`` compiled for the signature ``sig`` (argument types after
-    ``fn``), compiled or loaded from the cache on the first call."""
+    ``fn``, the routine's address), compiled or loaded from the cache on the first call."""
     kernel = _compiled.get(impl)
     if kernel is None:
-        kernel = _compiled[impl] = njit(types.int64(typeof(fn), *sig), cache=True)(impl)
+        kernel = _compiled[impl] = njit(types.int64(types.intp, *sig), cache=True)(impl)
     return kernel(fn, *args)
 
 
@@ -107,7 +133,8 @@ def _trsm(fn, L, B, trans):
     ch = np.array([_R, _U, _T if trans else _N, _N], dtype=np.uint8)
     ints = np.array([m, n, _ld(L), _ld(B)], dtype=np.int32)
     one = np.ones(1)
-    fn(ch[0:].ctypes, ch[1:].ctypes, ch[2:].ctypes, ch[3:].ctypes, ints[0:].ctypes,
+    fp = _fn11(fn)
+    fp(ch[0:].ctypes, ch[1:].ctypes, ch[2:].ctypes, ch[3:].ctypes, ints[0:].ctypes,
        ints[1:].ctypes, one.ctypes, L.ctypes, ints[2:].ctypes, B.ctypes,
        ints[3:].ctypes)  # fmt: skip
     return 0
@@ -120,7 +147,8 @@ def _trsm_rows(fn, L, BT, trans):
     ch = np.array([_L, _U, _N if trans else _T, _N], dtype=np.uint8)
     ints = np.array([n, m, _ld(L), _ld(BT)], dtype=np.int32)
     one = np.ones(1)
-    fn(ch[0:].ctypes, ch[1:].ctypes, ch[2:].ctypes, ch[3:].ctypes, ints[0:].ctypes,
+    fp = _fn11(fn)
+    fp(ch[0:].ctypes, ch[1:].ctypes, ch[2:].ctypes, ch[3:].ctypes, ints[0:].ctypes,
        ints[1:].ctypes, one.ctypes, L.ctypes, ints[2:].ctypes, BT.ctypes,
        ints[3:].ctypes)  # fmt: skip
     return 0
@@ -131,7 +159,8 @@ def _trsv(fn, L, x, trans):
     # C-ordered lower L is the Fortran upper L': L x = b is (L')' x = b
     ch = np.array([_U, _N if trans else _T, _N], dtype=np.uint8)
     ints = np.array([n, _ld(L), 1], dtype=np.int32)
-    fn(ch[0:].ctypes, ch[1:].ctypes, ch[2:].ctypes, ints[0:].ctypes, L.ctypes,
+    fp = _fn8(fn)
+    fp(ch[0:].ctypes, ch[1:].ctypes, ch[2:].ctypes, ints[0:].ctypes, L.ctypes,
        ints[1:].ctypes, x.ctypes, ints[2:].ctypes)  # fmt: skip
     return 0
 
@@ -144,7 +173,8 @@ def _gemm(fn, alpha, A, B, beta, C, trans_a, trans_b):
     ch = np.array([_T if trans_b else _N, _T if trans_a else _N], dtype=np.uint8)
     ints = np.array([n, m, k, _ld(B), _ld(A), _ld(C)], dtype=np.int32)
     sc = np.array([alpha, beta])
-    fn(ch[0:].ctypes, ch[1:].ctypes, ints[0:].ctypes, ints[1:].ctypes, ints[2:].ctypes,
+    fp = _fn13(fn)
+    fp(ch[0:].ctypes, ch[1:].ctypes, ints[0:].ctypes, ints[1:].ctypes, ints[2:].ctypes,
        sc[0:].ctypes, B.ctypes, ints[3:].ctypes, A.ctypes, ints[4:].ctypes, sc[1:].ctypes,
        C.ctypes, ints[5:].ctypes)  # fmt: skip
     return 0
@@ -154,7 +184,8 @@ def _potrf(fn, M):
     n = M.shape[0]
     ch = np.array([_U], dtype=np.uint8)
     ints = np.array([n, _ld(M), 0], dtype=np.int32)
-    fn(ch.ctypes, ints[0:].ctypes, M.ctypes, ints[1:].ctypes, ints[2:].ctypes)
+    fp = _fn5(fn)
+    fp(ch.ctypes, ints[0:].ctypes, M.ctypes, ints[1:].ctypes, ints[2:].ctypes)
     return ints[2]
 
 
@@ -178,7 +209,8 @@ def _tpqrt(fn, L, Lam, nb):
     work = np.empty(nb * n)
     # Fortran view: A = L' (n x n upper, ld), B = Lam' (k x n, ld)
     ints = np.array([k, n, 0, nb, _ld(L), _ld(Lam), nb, 0], dtype=np.int32)
-    fn(ints[0:].ctypes, ints[1:].ctypes, ints[2:].ctypes, ints[3:].ctypes, L.ctypes,
+    fp = _fn12(fn)
+    fp(ints[0:].ctypes, ints[1:].ctypes, ints[2:].ctypes, ints[3:].ctypes, L.ctypes,
        ints[4:].ctypes, Lam.ctypes, ints[5:].ctypes, T.ctypes, ints[6:].ctypes, work.ctypes,
        ints[7:].ctypes)  # fmt: skip
     _positive_diagonal(L)  # L_new = R' D with D = sign(diag R)
@@ -302,18 +334,18 @@ def givens_update(L, Lam):
 
 
 class SymBlas(NamedTuple):
-    """Function pointers of the routines that compiled callers use: on symmetric
-    matrices BLAS dsymv, dsyr, dsyr2, dsymm, dsyrk and LAPACK dpotrf, dpotri; and
-    dgemv (:func:`rows_mv`)."""
+    """Addresses of the routines that compiled callers use: on symmetric matrices
+    BLAS dsymv, dsyr, dsyr2, dsymm, dsyrk and LAPACK dpotrf, dpotri; and dgemv
+    (:func:`rows_mv`)."""
 
-    symv: object
-    syr: object
-    syr2: object
-    potrf: object
-    potri: object
-    symm: object
-    syrk: object
-    gemv: object
+    symv: int
+    syr: int
+    syr2: int
+    potrf: int
+    potri: int
+    symm: int
+    syrk: int
+    gemv: int
 
 
 #: The record compiled callers pass to :func:`sym_mv`, :func:`sym_r1`, :func:`sym_r2`,
@@ -330,8 +362,9 @@ def sym_mv(fns, n, A, x, out):
     ch = np.array([_U], dtype=np.uint8)
     ints = np.array([n, _ld(A), 1], dtype=np.int32)
     sc = np.array([1.0, 0.0])
-    fns.symv(ch.ctypes, ints[0:].ctypes, sc[0:].ctypes, A.ctypes, ints[1:].ctypes,
-             x.ctypes, ints[2:].ctypes, sc[1:].ctypes, out.ctypes, ints[2:].ctypes)  # fmt: skip
+    fp = _fn10(fns.symv)
+    fp(ch.ctypes, ints[0:].ctypes, sc[0:].ctypes, A.ctypes, ints[1:].ctypes,
+       x.ctypes, ints[2:].ctypes, sc[1:].ctypes, out.ctypes, ints[2:].ctypes)  # fmt: skip
 
 
 @njit(cache=True)
@@ -343,8 +376,9 @@ def sym_r1(fns, n, alpha, x, A):
     ch = np.array([_U], dtype=np.uint8)
     ints = np.array([n, 1, _ld(A)], dtype=np.int32)
     sc = np.array([alpha])
-    fns.syr(ch.ctypes, ints[0:].ctypes, sc.ctypes, x.ctypes, ints[1:].ctypes, A.ctypes,
-            ints[2:].ctypes)  # fmt: skip
+    fp = _fn7(fns.syr)
+    fp(ch.ctypes, ints[0:].ctypes, sc.ctypes, x.ctypes, ints[1:].ctypes, A.ctypes,
+       ints[2:].ctypes)  # fmt: skip
 
 
 @njit(cache=True)
@@ -355,8 +389,9 @@ def sym_r2(fns, n, alpha, x, y, A):
     ch = np.array([_U], dtype=np.uint8)
     ints = np.array([n, 1, _ld(A)], dtype=np.int32)
     sc = np.array([alpha])
-    fns.syr2(ch.ctypes, ints[0:].ctypes, sc.ctypes, x.ctypes, ints[1:].ctypes, y.ctypes,
-             ints[1:].ctypes, A.ctypes, ints[2:].ctypes)  # fmt: skip
+    fp = _fn9(fns.syr2)
+    fp(ch.ctypes, ints[0:].ctypes, sc.ctypes, x.ctypes, ints[1:].ctypes, y.ctypes,
+       ints[1:].ctypes, A.ctypes, ints[2:].ctypes)  # fmt: skip
 
 
 @njit(cache=True)
@@ -369,9 +404,10 @@ def sym_mm(fns, n, m, A, B, C):
     ch = np.array([_R, _U], dtype=np.uint8)
     ints = np.array([m, n, _ld(A), _ld(B), _ld(C)], dtype=np.int32)
     sc = np.array([1.0, 0.0])
-    fns.symm(ch[0:].ctypes, ch[1:].ctypes, ints[0:].ctypes, ints[1:].ctypes, sc[0:].ctypes,
-             A.ctypes, ints[2:].ctypes, B.ctypes, ints[3:].ctypes, sc[1:].ctypes, C.ctypes,
-             ints[4:].ctypes)  # fmt: skip
+    fp = _fn12(fns.symm)
+    fp(ch[0:].ctypes, ch[1:].ctypes, ints[0:].ctypes, ints[1:].ctypes, sc[0:].ctypes,
+       A.ctypes, ints[2:].ctypes, B.ctypes, ints[3:].ctypes, sc[1:].ctypes, C.ctypes,
+       ints[4:].ctypes)  # fmt: skip
 
 
 @njit(cache=True)
@@ -384,8 +420,9 @@ def sym_rk(fns, n, k, alpha, U, A):
     ch = np.array([_U, _T], dtype=np.uint8)
     ints = np.array([n, k, _ld(U), _ld(A)], dtype=np.int32)
     sc = np.array([alpha, 1.0])
-    fns.syrk(ch[0:].ctypes, ch[1:].ctypes, ints[0:].ctypes, ints[1:].ctypes, sc[0:].ctypes,
-             U.ctypes, ints[2:].ctypes, sc[1:].ctypes, A.ctypes, ints[3:].ctypes)  # fmt: skip
+    fp = _fn10(fns.syrk)
+    fp(ch[0:].ctypes, ch[1:].ctypes, ints[0:].ctypes, ints[1:].ctypes, sc[0:].ctypes,
+       U.ctypes, ints[2:].ctypes, sc[1:].ctypes, A.ctypes, ints[3:].ctypes)  # fmt: skip
 
 
 @njit(cache=True)
@@ -402,9 +439,10 @@ def rows_mv(fns, m, n, A, x, beta, y, trans):
     ch = np.array([_N if trans else _T], dtype=np.uint8)
     ints = np.array([n, m, _ld(A), 1], dtype=np.int32)
     sc = np.array([1.0, beta])
-    fns.gemv(ch.ctypes, ints[0:].ctypes, ints[1:].ctypes, sc[0:].ctypes, A.ctypes,
-             ints[2:].ctypes, x.ctypes, ints[3:].ctypes, sc[1:].ctypes, y.ctypes,
-             ints[3:].ctypes)  # fmt: skip
+    fp = _fn11(fns.gemv)
+    fp(ch.ctypes, ints[0:].ctypes, ints[1:].ctypes, sc[0:].ctypes, A.ctypes,
+       ints[2:].ctypes, x.ctypes, ints[3:].ctypes, sc[1:].ctypes, y.ctypes,
+       ints[3:].ctypes)  # fmt: skip
 
 
 @njit(cache=True)
@@ -417,8 +455,58 @@ def sym_inverse(fns, n, A):
         return 0
     ch = np.array([_U], dtype=np.uint8)
     ints = np.array([n, _ld(A), 0], dtype=np.int32)
-    fns.potrf(ch.ctypes, ints[0:].ctypes, A.ctypes, ints[1:].ctypes, ints[2:].ctypes)
+    fp = _fn5(fns.potrf)
+    fp(ch.ctypes, ints[0:].ctypes, A.ctypes, ints[1:].ctypes, ints[2:].ctypes)
     if ints[2] != 0:
         return ints[2]
-    fns.potri(ch.ctypes, ints[0:].ctypes, A.ctypes, ints[1:].ctypes, ints[2:].ctypes)
+    fp = _fn5(fns.potri)
+    fp(ch.ctypes, ints[0:].ctypes, A.ctypes, ints[1:].ctypes, ints[2:].ctypes)
     return ints[2]
+
+
+# ---------------------------------------------------------------- for compiled callers
+# trsm_lower_left and gemm_sub for compiled code (the queue form's products at a
+# block's start, kernelcw.engines.dual.queue_block): branch for branch the wrappers
+# above, calling the same routines with the same arguments. The addresses travel in a
+# TriBlas record (an address in a global would be baked into the cached code).
+
+
+class TriBlas(NamedTuple):
+    """Addresses of BLAS dtrsm, dtrsv and dgemm, for :func:`trsm_lower_left_c` and
+    :func:`gemm_sub_c`."""
+
+    trsm: int
+    trsv: int
+    gemm: int
+
+
+TRI_BLAS = TriBlas(_dtrsm, _dtrsv, _dgemm)
+
+_trsm_c = njit(cache=True)(_trsm)
+_trsv_c = njit(cache=True)(_trsv)
+_gemm_c = njit(cache=True)(_gemm)
+
+
+@njit(cache=True)
+def trsm_lower_left_c(fns, L, B, trans):
+    """:func:`trsm_lower_left` for compiled callers (``fns`` a :class:`TriBlas`)."""
+    if B.shape[0] == 0 or B.shape[1] == 0:
+        return
+    if B.shape[1] == 1 and B.strides[0] == 8:
+        _trsv_c(fns.trsv, L, B[:, 0], trans)
+        return
+    _trsm_c(fns.trsm, L, B, trans)
+
+
+@njit(cache=True)
+def gemm_sub_c(fns, alpha, A, B, beta, C, trans_a):
+    """:func:`gemm_sub` for compiled callers (``fns`` a :class:`TriBlas`)."""
+    if C.shape[0] == 0 or C.shape[1] == 0:
+        return
+    if (A.shape[0] if trans_a else A.shape[1]) == 0:
+        if beta == 0.0:
+            C[:, :] = 0.0  # BLAS semantics: C is not read when beta = 0
+        else:
+            C *= beta
+        return
+    _gemm_c(fns.gemm, alpha, A, B, beta, C, trans_a, False)

@@ -60,6 +60,12 @@ def get_config() -> dict:
     return dict(override[-1]) if override else dict(_global)
 
 
+def _blas_threads_setting():
+    """``get_config()["blas_threads"]`` without the copy (read on every engine call)."""
+    override = getattr(_local, "stack", None)
+    return (override[-1] if override else _global)["blas_threads"]
+
+
 def set_config(blas_threads=_UNSET) -> None:
     """Set kernelcw's settings for the whole process.
 
@@ -142,7 +148,7 @@ class BlasThreads:
 
     def __enter__(self) -> BlasThreads:
         global _active, _base
-        mode = get_config()["blas_threads"]
+        mode = _blas_threads_setting()
         self._mode = mode
         self._now = None
         if mode is None:

@@ -239,7 +239,10 @@ def _same_classes(classes, classes_: np.ndarray) -> bool:
     same classes every time)."""
     given = np.asarray(classes)
     if given.shape == classes_.shape and given.dtype == classes_.dtype:
-        if bool((given == classes_).all()):
+        if given.dtype.kind in "iub" and given.size <= 64:  # exact: Python's ints
+            if given.tolist() == classes_.tolist():
+                return True
+        elif bool((given == classes_).all()):
             return True
     return np.array_equal(np.unique(given), classes_)
 
@@ -272,7 +275,11 @@ def resolve_classes(est, y, classes, first_call: bool) -> np.ndarray:
                 f"to partial_fit ({classes_!r})"
             )
     try:
-        if y.dtype == classes_.dtype and y.dtype.kind in "iub":
+        if y.dtype == classes_.dtype and y.dtype.kind in "iub" and y.shape[0] <= 8:
+            # a row or a few (a call per row): Python's exact comparisons of ints
+            known = classes_.tolist()
+            unknown = np.array(sorted({v for v in y.tolist() if v not in known}), y.dtype)
+        elif y.dtype == classes_.dtype and y.dtype.kind in "iub":
             # classes_ is sorted and unique: a binary search of y itself (no np.unique
             # of y first: for a row or a few, the sort cost more than the search)
             at = np.minimum(np.searchsorted(classes_, y), classes_.size - 1)

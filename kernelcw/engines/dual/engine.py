@@ -22,6 +22,7 @@ semi-definite, and learning raises a ``ValueError`` naming it.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from ..._threads import BlasThreads
 from ...rules import RuleParams
@@ -32,7 +33,7 @@ from .form import BlockData, Context, Form
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
-from .status import STOP, raise_for, unusable
+from .status import OK, STOP, raise_for, unusable
 from .store import SupportStore
 
 __all__ = ["DualEngine"]
@@ -78,12 +79,15 @@ class DualEngine(Locked):
         return self._ctx.a
 
     def set_rule(self, rule: RuleParams) -> None:
+        if rule is self.__dict__.get("_rule_in"):  # the record of the last call (immutable)
+            return
         if rule.a != self.a:
             raise ValueError(
                 f"a={rule.a!r} differs from the a={self.a!r} this model started with; "
                 "the prior scale is part of the stored state: call fit to start over"
             )
         self._ctx = self._ctx._replace(rule=_plain(rule))
+        self._rule_in = rule
 
     def check_usable(self) -> None:
         if self.broken is not None:
@@ -111,14 +115,14 @@ class DualEngine(Locked):
         n = X.shape[0]
         out = np.empty((n, K))
         store = self.store
-        if positions is None:
-            positions = store.n_seen + np.arange(n)
-        positions = np.asarray(positions, dtype=np.int64)
-        if n:
-            store.n_seen = max(store.n_seen, int(positions.max()) + 1)
-        n_upd = np.zeros(K, dtype=np.int64)
-        n_mis = np.zeros(K, dtype=np.int64)
-        n_fl = np.zeros(K, dtype=np.int64)
+        if positions is None:  # the stream continues: n_seen, n_seen + 1, ...
+            positions = np.arange(store.n_seen, store.n_seen + n, dtype=np.int64)
+            store.n_seen += n
+        else:
+            positions = np.asarray(positions, dtype=np.int64)
+            if n:
+                store.n_seen = max(store.n_seen, int(positions.max()) + 1)
+        n_upd, n_mis, n_fl = np.zeros((3, K), dtype=np.int64)
         b = self._ctx.block_size
         d = 0 if self.spec.kernel.precomputed else X.shape[1]
         with BlasThreads() as threads:  # the BLAS threads of each block (kernelcw._threads)
@@ -136,7 +140,10 @@ class DualEngine(Locked):
                     blk = BlockData(_rows(Ks, self.forms[k]), Kbb, kap, yk)
                     f_blk, src, ks, nfl = self._walk_model(k, blk, cols, n - hi)
                     out[lo:hi, k] = f_blk
-                    n_mis[k] += np.count_nonzero((f_blk >= 0.0) != (yk > 0.0))
+                    if hi - lo == 1:  # one row (a call per row): no array temporaries
+                        n_mis[k] += (f_blk[0] >= 0.0) != (yk[0] > 0.0)
+                    else:
+                        n_mis[k] += np.count_nonzero((f_blk >= 0.0) != (yk > 0.0))
                     n_upd[k] += src.shape[0]
                     n_fl[k] += nfl
                     entered.append(src)
@@ -148,7 +155,9 @@ class DualEngine(Locked):
         """Walk one block for model k, switching its form where a budget binds.
         Returns (f, the block inputs that entered, each slot's kernel source after
         the block, floored rounds)."""
-        ctx = self._ctx._replace(rows_after=rows_after)
+        ctx = self._ctx
+        if ctx.rows_after != rows_after:  # (the last block of every call: 0, as kept)
+            ctx = ctx._replace(rows_after=rows_after)
         b = blk.y.shape[0]
         f_blk = np.empty(b)
         form = self.forms[k]
@@ -165,12 +174,13 @@ class DualEngine(Locked):
             form, ks = on_budget(form, ctx, ks, b - w.index)
             self.forms[k] = form
             t0 = w.index
-        row = int(cols[w.index]) if w.index >= 0 else -1
-        explicit = isinstance(form, ExplicitForm)
-        raise_for(
-            w.status, row, self.spec.kernel.name, ctx.rule.rule, explicit, ctx.rule.first_order
-        )
-        return f_blk, np.concatenate(entered), ks, nfl
+        if w.status != OK:
+            row = int(cols[w.index]) if w.index >= 0 else -1
+            explicit = isinstance(form, ExplicitForm)
+            raise_for(
+                w.status, row, self.spec.kernel.name, ctx.rule.rule, explicit, ctx.rule.first_order
+            )
+        return f_blk, entered[0] if len(entered) == 1 else np.concatenate(entered), ks, nfl
 
     def _place(self, XB, cols, entered, slots) -> None:
         """This block's new support inputs enter the store once, whoever took them;
@@ -188,11 +198,7 @@ class DualEngine(Locked):
             if where is None:  # nothing entered: every slot is a store row already
                 form.idx = old[ks]
                 continue
-            form.idx = np.where(
-                ks >= 0,
-                old[np.maximum(ks, 0)] if old.size else 0,
-                where[np.maximum(-1 - ks, 0)],
-            )
+            form.idx = _store_rows(old, ks, where)
         # compaction keeps at most half the rows: not while one model uses more
         if self._ctx.budget is not None and max(f.n for f in self.forms) <= self.store.n // 2:
             used = np.unique(np.concatenate([f.idx for f in self.forms]))
@@ -373,8 +379,20 @@ def _under(state: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
 
 
 def _rows(Ks: np.ndarray, form: Form) -> np.ndarray:
-    """The rows of K(store, X) for a model's support vectors, by slot."""
+    """The rows of K(store, X) for a model's support vectors, by slot (for a column or a
+    few, taking them costs less than finding that they are all of Ks in order)."""
     n = form.idx.shape[0]
-    if n == Ks.shape[0] and np.array_equal(form.idx, np.arange(n)):
+    if Ks.shape[1] > 4 and n == Ks.shape[0] and np.array_equal(form.idx, np.arange(n)):
         return Ks
     return Ks[form.idx]
+
+
+@njit(cache=True)
+def _store_rows(old, ks, where):
+    """Each slot's store row after a block: ``old[ks]`` for a slot whose kernel source
+    is a row of K0 (ks >= 0), ``where[-1 - ks]`` for a block input that entered."""
+    out = np.empty(ks.shape[0], dtype=np.int64)
+    for i in range(ks.shape[0]):
+        s = ks[i]
+        out[i] = old[s] if s >= 0 else where[-1 - s]
+    return out

@@ -49,15 +49,17 @@ class Scratch(NamedTuple):
 @njit(cache=True)
 def all_finite(nu, Pi, n):
     """nu's leading n and Pi's leading lower triangle hold no inf or NaN (x - x is NaN for
-    both; an and-reduction, which the compiler vectorises)."""
-    ok = True
+    both; an or-reduction of integers, which the compiler vectorises: 2.4x faster than
+    the and-reduction of booleans it replaced, 4 us at n = 200, paid by every call of
+    one row that updates)."""
+    bad = 0
     for i in range(n):
-        ok &= (nu[i] - nu[i]) == 0.0
+        bad |= np.int64(not ((nu[i] - nu[i]) == 0.0))
     for i in range(min(n, Pi.shape[0])):  # the lower triangle (the one kept)
         row = Pi[i]
         for j in range(i + 1):
-            ok &= (row[j] - row[j]) == 0.0
-    return ok
+            bad |= np.int64(not ((row[j] - row[j]) == 0.0))
+    return bad == 0
 
 
 @njit(cache=True, error_model="numpy")
@@ -169,6 +171,7 @@ class ExplicitForm(Form):
         self.policy = policy
         self.blocked = bool(blocked and second and policy.name in BLOCKED_POLICIES)
         self._dw = None  # the blocked walk's work space, kept between calls
+        self._bufs = None  # the walks' slot and scratch arrays, kept between calls
         self._nu = np.zeros(0)
         self._Pi = np.zeros((0, 0))
         self.zsv = np.zeros(0)
@@ -179,6 +182,7 @@ class ExplicitForm(Form):
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_armed"] = state["_spare"] = state["_dw"] = None  # scratch, not the model
+        state["_bufs"] = None
         return state
 
     @property
@@ -230,17 +234,10 @@ class ExplicitForm(Form):
         n_now = ks.shape[0]
         cap = n_now + (b - t0) + 1 if B is None else min(n_now + (b - t0), B) + 1
         self.ensure_capacity(cap)
-        sup = Support(
-            self._nu,
-            self._Pi,
-            self.zsv,
-            self.gsv,
-            _filled(np.zeros(cap), self.kap),
-            _filled(np.zeros(cap, dtype=np.int64), self.entry),
-            _filled(np.zeros(cap, dtype=np.int64), ks),
-        )
-        scr = Scratch(f_blk, np.empty(b, dtype=np.int64), np.empty(cap), np.empty(cap),
-                      np.empty(2 * cap))  # fmt: skip
+        kap, entry, ks_now, src, kv, c, work = self._buffers(cap, b)
+        _fill_slots(kap, self.kap, entry, self.entry, ks_now, ks)
+        sup = Support(self._nu, self._Pi, self.zsv, self.gsv, kap, entry, ks_now)
+        scr = Scratch(f_blk, src, kv, c, work)
         # Pi's recursion drifts in floating point: a v below zero from a kernel known to
         # be positive semi-definite is that drift, floored (and counted), not an error
         psd_tol = np.inf if ctx.known_psd else PSD_TOL
@@ -275,6 +272,22 @@ class ExplicitForm(Form):
             status, index = NONFINITE, int(entered[-1])  # Pi overflowed: no quiet inf
         return Walked(entered, sup.ks[:n_end].copy(), res.n_floored, index, status)
 
+    def _buffers(self, cap: int, b: int) -> tuple:
+        """The walk's slot arrays (kap, entry, ks) and :class:`Scratch` arrays (src, kv,
+        c, work), views of exactly the sizes the walk is given (capacity ``cap``, a
+        block of b inputs) into buffers kept between calls (scratch, not the model: a
+        call of one row allocated seven arrays)."""
+        bufs = self.__dict__.get("_bufs")
+        if bufs is None or bufs[0].shape[0] < cap or bufs[3].shape[0] < b:
+            c = max(cap, self.capacity)
+            nb = max(b, 0 if bufs is None else bufs[3].shape[0])
+            i64 = np.int64
+            bufs = self._bufs = (np.empty(c), np.empty(c, dtype=i64), np.empty(c, dtype=i64),
+                                 np.empty(nb, dtype=i64), np.empty(c), np.empty(c),
+                                 np.empty(2 * c))  # fmt: skip
+        kap, entry, ks, src, kv, c, work = bufs
+        return kap[:cap], entry[:cap], ks[:cap], src[:b], kv[:cap], c[:cap], work[: 2 * cap]
+
     # ------------------------------------------------------------ rollback, state
 
     @property
@@ -302,7 +315,9 @@ class ExplicitForm(Form):
         if (
             sp is None
             or sp.nu.shape[0] < cap
-            or any(s.shape[0] < p.shape[0] for s, p in zip(sp[-3:], pol, strict=True))
+            or sp.kinv.shape[0] < rec.kinv.shape[0]
+            or sp.G.shape[0] < rec.G.shape[0]
+            or sp.vsv.shape[0] < rec.vsv.shape[0]
         ):
             c = max(cap, self.capacity)
             mat = (c, c) if self.second else (0, 0)
@@ -324,11 +339,11 @@ class ExplicitForm(Form):
         self.zsv[:n] = undo.zsv[:n]
         self.gsv[:n] = undo.gsv[:n]
         if self.second:
-            self._Pi[:n, :n] = undo.Pi[:n, :n]
+            _lower_into(self._Pi, undo.Pi, n)
         pol = self.policy
         pol.counter = counter
         if pol.tracks_kinv:
-            pol.kinv[:n, :n] = undo.kinv[:n, :n]
+            _lower_into(pol.kinv, undo.kinv, n)
         if pol.tracks_gram:
             pol.G[:n, :n] = undo.G[:n, :n]
         if pol.tracks_kl:
@@ -391,6 +406,26 @@ class _Saved:
 
     def __init__(self):
         self.undo = None
+
+
+def _lower_into(dst: np.ndarray, src: np.ndarray, n: int) -> None:
+    """The lower triangle of ``src[:n, :n]`` into dst's (what :func:`.steps.save_model`
+    saved of Pi and kinv; above the diagonal the walks write nothing)."""
+    for i in range(n):
+        dst[i, : i + 1] = src[i, : i + 1]
+
+
+@njit(cache=True)
+def _fill_slots(kap, kap_now, entry, entry_now, ks, ks_now):
+    """The walk's slot arrays: the model's slots in front, zeros behind (element by
+    element: see :func:`.steps.save_model` on slice assignments)."""
+    for dst, src in ((entry, entry_now), (ks, ks_now)):
+        m = src.shape[0]
+        for i in range(dst.shape[0]):
+            dst[i] = src[i] if i < m else 0
+    m = kap_now.shape[0]
+    for i in range(kap.shape[0]):
+        kap[i] = kap_now[i] if i < m else 0.0
 
 
 def _filled(buf: np.ndarray, head: np.ndarray) -> np.ndarray:

@@ -36,6 +36,7 @@ from scipy.linalg import solve_triangular
 from ... import _blas
 from ...rules import VAR_FLOOR
 from .form import Form, Walked
+from .queue_block import append_rows, block_products, drop_columns
 from .queue_state import (
     QueueCheckpoint,
     load_queue_state,
@@ -208,20 +209,6 @@ def assemble_precision(KO, nO, KNO, KN, nN, kap, perm, a, zeta, out):
         out[i, i] = a * kap[si] + 1.0 / zeta[i]
 
 
-@njit(cache=True)
-def _new_block(Kss, S, E, Ld, a, out):
-    """The u new rows' diagonal block of the queue's ``LN`` buffer: lower triangle
-    ``a E`` (their factor entries among themselves) with diagonal ``Ld``, strict upper
-    triangle their kernel values ``K(S, S)`` (the Gram cache)."""
-    u = S.shape[0]
-    for i in range(u):
-        for j in range(i):
-            out[i, j] = a * E[i, j]
-        out[i, i] = Ld[i]
-        for j in range(i + 1, u):
-            out[i, j] = Kss[S[i], S[j]]
-
-
 class QueueForm(Form):
     """The queue (module docstring); ``zeta`` and ``qv`` (g / zeta) by slot."""
 
@@ -370,30 +357,6 @@ class QueueForm(Form):
             ks = self.rebuild(ctx, ks)
         return Walked(_cat(entered), ks, nfl, -1, OK)
 
-    def _candidates(self, c: int, WO: np.ndarray, X: np.ndarray) -> Candidates:
-        """Y0 = L^-1 E_cands: on O it lives on the tail T (the candidates), where it
-        is L_O[T, T]^-1; on N it is -L_N^-1 L_NO[:, T] L_O[T, T]^-1. Columns in
-        leaving order (candidate d is O row nO - 1 - d)."""
-        nO, nN = self.nO, self.nN
-        bs = WO.shape[1]
-        T = slice(nO - c, nO)
-        YO = np.eye(c)
-        _blas.trsm_lower_left(self.LO[T, T], YO)  # reads the lower triangle only
-        YO = np.ascontiguousarray(YO[:, ::-1])
-        YN = np.zeros((nN, c))
-        _blas.gemm_sub(-1.0, self.LNO[:nN, T], YO, 0.0, YN)
-        _blas.trsm_lower_left(self.LN[:nN, :nN], YN)
-        P0 = np.empty((c, bs))
-        _blas.gemm_sub(1.0, YO, WO[T], 0.0, P0, trans_a=True)
-        _blas.gemm_sub(1.0, YN, X, 1.0, P0, trans_a=True)
-        H0 = np.empty((c, c))
-        _blas.gemm_sub(1.0, YO, YO, 0.0, H0, trans_a=True)
-        _blas.gemm_sub(1.0, YN, YN, 1.0, H0, trans_a=True)
-        rho0 = np.empty((c, 1))
-        _blas.gemm_sub(1.0, YO, self.rO[T], 0.0, rho0, trans_a=True)
-        _blas.gemm_sub(1.0, YN, self.rN[:nN], 1.0, rho0, trans_a=True)
-        return Candidates(P0, H0, np.ascontiguousarray(rho0[:, 0]))
-
     def _walk_part(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray):
         """One walk from block input t0 to the end or the next rebuild; the new rows
         appended and the leavers dropped. Returns (QueueResult, ks, new rows' inputs
@@ -405,20 +368,13 @@ class QueueForm(Form):
         n = nO + nN
         if nN + bs > self.LN.shape[0]:
             self._alloc(nN + bs + max(16, nN // 2))
-        K0c = np.empty((n, bs))
-        old = ks >= 0
-        K0c[old] = blk.K0[ks[old], t0:]
-        K0c[~old] = blk.Kbb[-1 - ks[~old], t0:]
-        Kss = np.ascontiguousarray(blk.Kbb[t0:, t0:])
         c = min(nO, bs, max(0, n + bs - B))
-        WO, X = self.forward(K0c)  # W0 = L^-1 K0 over [O, N] (leavers included)
-        G = np.empty((bs, bs))
-        _blas.gemm_sub(1.0, WO, WO, 0.0, G, trans_a=True)
-        _blas.gemm_sub(1.0, X, X, 1.0, G, trans_a=True)
-        rW = np.empty((bs, 1))
-        _blas.gemm_sub(1.0, WO, self.rO[:nO], 0.0, rW, trans_a=True)
-        _blas.gemm_sub(1.0, X, self.rN[:nN], 1.0, rW, trans_a=True)
-        cand = self._candidates(c, WO, X)
+        # W0 = L^-1 K0 over [O, N] (leavers included), G, rW and the candidates' products
+        bufs = (self.LO, self.LNO, self.LN, self.rO, self.rN)
+        K0c, Kss, WO, X, G, rW, P0, H0, rho0 = block_products(
+            _blas.TRI_BLAS, bufs, nO, nN, blk.K0, blk.Kbb, ks, t0, c
+        )
+        cand = Candidates(P0, H0, rho0)
         rows = QueueRows(
             np.empty((bs, bs)),
             *(np.empty(bs) for _ in range(4)),
@@ -443,14 +399,8 @@ class QueueForm(Form):
         """The u new rows extend the factor of everything at the block's start."""
         nO, nN = self.nO, self.nN
         S = rows.src[:u]
-        new = slice(nN, nN + u)
-        self.LNO[new, :nO] = a * WO[:, S].T
-        self.LNO[new, nO:] = 0.0
-        self.KNO[new, :nO] = K0c[:nO, S].T
-        self.LN[new, :nN] = a * X[:, S].T
-        _new_block(Kss, S, rows.E, rows.Ld, a, self.LN[new, nN : nN + u])
-        self.LN[:nN, nN : nN + u] = K0c[nO:, S]
-        self.rN[new, 0] = rows.rn[:u]
+        bufs = (self.LNO, self.KNO, self.LN, self.rN)
+        append_rows(bufs, nO, nN, a, S, rows.E, rows.Ld, rows.rn, WO, X, K0c, Kss)
         self.nN = nN + u
         self.entry = np.concatenate([self.entry, self.clock + np.arange(u)])
         self.clock += u
@@ -462,16 +412,21 @@ class QueueForm(Form):
     def _drop_oldest(self, D: int, ks: np.ndarray) -> np.ndarray:
         """O's last D rows (the D oldest) leave: L_O truncated, L_N refactored with
         their columns of L_NO folded in (one dtpqrt)."""
-        nO = self.nO
+        nO, nN = self.nO, self.nN
         nO2 = nO - D
-        save_leading(self)
-        _blas.tpqrt_update(self.LN[: self.nN, : self.nN], self.LNO[: self.nN, nO2:nO])
-        self.LNO[: self.nN, nO2:nO] = 0.0
+        save_leading(self, nO2, nO)
+        if D <= _blas.GIVENS_MAX_RANK:  # (a few: one compiled call, the same steps)
+            bufs = (self.LN, self.LNO, self.rO, self.rN)
+            drop_columns(_blas.TRI_BLAS, bufs, nN, nO2, nO, self.qv[nO:])
+        else:
+            _blas.tpqrt_update(self.LN[:nN, :nN], self.LNO[:nN, nO2:nO])
+            self.LNO[:nN, nO2:nO] = 0.0
         self.nO = nO2
         keep = np.concatenate((np.arange(nO2), np.arange(nO, ks.shape[0])))
         self.entry, self.kap = self.entry[keep], self.kap[keep]
         self.zeta, self.qv, ks = self.zeta[keep], self.qv[keep], ks[keep]
-        self.refresh_rN(self.qv[nO2:])
+        if D > _blas.GIVENS_MAX_RANK:
+            self.refresh_rN(self.qv[nO2:])
         return ks
 
     # ------------------------------------------------------------ rollback, state

@@ -2,10 +2,12 @@
 
 Rollback. Appends write outside the model's leading blocks of the buffers, a rebuild
 or a growth allocates new buffers, and only the removal of the oldest changes the
-leading blocks (``L_N``, ``L_NO``, ``r_N``) in place. So a checkpoint holds references
-and counts, and :func:`save_leading`, called before that in-place change, copies the
-leading blocks once per call (O(n_N n)), and only if the buffers are still the
-checkpointed ones. The form holds a weak reference to the live checkpoint: a
+leading blocks (``L_N``, ``r_N``, and the leavers' columns of ``L_NO``) in place. So a
+checkpoint holds references and counts, and :func:`save_leading`, called before that
+in-place change, copies ``L_N`` and ``r_N``'s leading blocks once per call (O(n_N^2))
+and the leavers' columns of ``L_NO`` at each removal (O(n_N D): the columns of
+successive removals are disjoint, as O only shrinks until a rebuild), and only if the
+buffers are still the checkpointed ones. The form holds a weak reference to the live checkpoint: a
 checkpoint dropped after a successful call keeps nothing alive.
 
 State. Only the model's blocks (``LO[:nO, :nO]``, ``LNO[:nN, :nO]``, ...) are part of
@@ -34,8 +36,10 @@ CHECKPOINTED = ("zeta", "qv", "LO", "rO", "LNO", "KNO", "LN", "rN", "idx", "entr
 
 class QueueCheckpoint:
     """One call's checkpoint: ``refs`` (attributes by name), ``counts`` (nO, nN,
-    clock), ``nu`` (the prediction cache) and ``saved`` (copies of L_N, L_NO, r_N's
-    leading blocks, taken on the first in-place change; None until then)."""
+    clock), ``nu`` (the prediction cache) and ``saved`` (copies of L_N and r_N's
+    leading blocks, taken on the first in-place change, and a list of (first column,
+    copy) of the leading rows of L_NO's columns that removals changed; None until
+    then)."""
 
     __slots__ = ("__weakref__", "counts", "nu", "refs", "saved")
 
@@ -43,7 +47,7 @@ class QueueCheckpoint:
         self.refs = refs
         self.counts = counts
         self.nu = nu
-        self.saved: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.saved: tuple[np.ndarray, np.ndarray, list] | None = None
 
 
 def take_checkpoint(form) -> QueueCheckpoint:
@@ -54,18 +58,23 @@ def take_checkpoint(form) -> QueueCheckpoint:
     return cp
 
 
-def save_leading(form) -> None:
-    """Before the leading blocks change in place: copy them into the live checkpoint,
-    if there is one, it has no copy yet and the buffers are still its own."""
+def save_leading(form, lo: int, hi: int) -> None:
+    """Before the leading blocks change in place (L_N, r_N, and L_NO's columns lo..hi-1,
+    the leavers'): copy them into the live checkpoint, if there is one and the buffers
+    are still its own (L_N and r_N on the call's first change only)."""
     ref = getattr(form, "_cp_ref", None)  # (absent in forms pickled before it existed)
     cp = ref() if ref is not None else None
-    if cp is None or cp.saved is not None:
+    if cp is None:
         return
     r = cp.refs
     if not (form.LN is r["LN"] and form.LNO is r["LNO"] and form.rN is r["rN"]):
         return  # new buffers since the checkpoint: the checkpointed ones are untouched
     nO, nN, _ = cp.counts
-    cp.saved = (form.LN[:nN, :nN].copy(), form.LNO[:nN, :nO].copy(), form.rN[:nN].copy())
+    if cp.saved is None:
+        cp.saved = (form.LN[:nN, :nN].copy(), form.rN[:nN].copy(), [])
+    hi = min(hi, nO)
+    if lo < hi:
+        cp.saved[2].append((lo, form.LNO[:nN, lo:hi].copy()))
 
 
 def restore_checkpoint(form, cp: QueueCheckpoint) -> None:
@@ -75,10 +84,11 @@ def restore_checkpoint(form, cp: QueueCheckpoint) -> None:
     form.nO, form.nN, form.clock = cp.counts
     form._nu_cache = cp.nu
     if cp.saved is not None:
-        LN, LNO, rN = cp.saved
-        nO, nN = form.nO, form.nN
+        LN, rN, columns = cp.saved
+        nN = form.nN
         form.LN[:nN, :nN] = LN
-        form.LNO[:nN, :nO] = LNO
+        for lo, block in columns:
+            form.LNO[:nN, lo : lo + block.shape[1]] = block
         form.rN[:nN] = rN
         cp.saved = None
     form._cp_ref = weakref.ref(cp)

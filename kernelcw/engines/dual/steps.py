@@ -156,9 +156,9 @@ def chol_solve_lower(Ch, D, rhs, out):
 class Undo(NamedTuple):
     """Where the walk saves the model at a call's first update (``armed``): the
     leading n of nu, zsv, gsv and the policy's vsv, the n x n of Pi and the policy's
-    kinv and G (spare buffers of at least the model's capacity, or empty ones where a
-    form or policy has no such array). ``saved[0]`` becomes the n saved (-1: nothing
-    saved yet)."""
+    kinv (their lower triangles) and G (spare buffers of at least the model's
+    capacity, or empty ones where a form or policy has no such array). ``saved[0]``
+    becomes the n saved (-1: nothing saved yet)."""
 
     armed: bool
     saved: np.ndarray
@@ -187,9 +187,11 @@ class ExplicitResult(NamedTuple):
 @njit(cache=True)
 def save_model(n, sup, pol, undo):
     """The model's leading n, and the policy's tracked arrays, into ``undo`` (an empty
-    array in ``undo`` is one the form or policy does not keep). Element by element, in
-    one function: a slice assignment compiles numba's shape check and its error
-    message, and each helper function its own compile, seconds of a cold start."""
+    array in ``undo`` is one the form or policy does not keep): of Pi and kinv, which
+    the walks keep by their lower triangle (and never write above it), the lower
+    triangle only (half the copy, on every call of one row that updates). Element by
+    element, in one function: a slice assignment compiles numba's shape check and its
+    error message, and each helper function its own compile, seconds of a cold start."""
     for i in range(n):
         undo.nu[i] = sup.nu[i]
         undo.zsv[i] = sup.zsv[i]
@@ -197,9 +199,9 @@ def save_model(n, sup, pol, undo):
     if undo.vsv.shape[0]:
         for i in range(n):
             undo.vsv[i] = pol.vsv[i]
-    for src, dst in ((sup.Pi, undo.Pi), (pol.kinv, undo.kinv), (pol.G, undo.G)):
+    for src, dst, full in ((sup.Pi, undo.Pi, 0), (pol.kinv, undo.kinv, 0), (pol.G, undo.G, 1)):
         if dst.shape[0]:
             for i in range(n):
-                for j in range(n):
+                for j in range(n if full else i + 1):
                     dst[i, j] = src[i, j]
     undo.saved[0] = n

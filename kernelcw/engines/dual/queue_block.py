@@ -1,0 +1,130 @@
+"""The queue form's products at the start of a walk, in one compiled call.
+
+Before :func:`.queue.queue_walk` walks block inputs t0.., the queue form
+(:mod:`.queue`) needs, over the support [O, N] at that point, ``W0 = L^-1 K0`` (split
+at O | N), ``G = W0' W0``, ``rW = W0' r`` and the next leavers' ``Y0 = L^-1 E_cands``
+products (:class:`.queue.Candidates`). Made from Python these were a dozen BLAS calls
+and as many small numpy operations, each paying Python's and the dispatcher's
+overhead: most of a one-row ``partial_fit``'s time with a budget of a few hundred.
+Here they are one compiled call making the same BLAS calls with the same arguments
+(:func:`kernelcw._blas.trsm_lower_left_c`, :func:`kernelcw._blas.gemm_sub_c`), so
+the results are the same to the bit. Likewise the rows a walk appends are written
+into the buffers by one compiled call (:func:`append_rows`), not eight numpy ones,
+and the oldest leave in one (:func:`drop_columns`), not five.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..._blas import gemm_sub_c, givens_update, trsm_lower_left_c
+
+__all__ = ["append_rows", "block_products", "drop_columns"]
+
+
+@njit(cache=True)
+def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, c):
+    """For block inputs t0.. on the support ``ks`` (row ks of K0, or for ks < 0 block
+    input -1-ks), with the factor buffers ``bufs = (LO, LNO, LN, rO, rN)`` (O rows
+    nO, N rows nN) and ``c`` candidates: (K0c, Kss, WO, X, G, rW, P0, H0, rho0), W0
+    split at O | N as :meth:`.queue.QueueForm.forward` makes it and the candidates'
+    products of :class:`.queue.Candidates`. ``fns``: a :class:`kernelcw._blas.TriBlas`."""
+    LO, LNO, LN, rO, rN = bufs
+    n = ks.shape[0]
+    bs = Kbb.shape[0] - t0
+    K0c = np.empty((n, bs))
+    for i in range(n):
+        s = ks[i]
+        for j in range(bs):
+            K0c[i, j] = K0[s, t0 + j] if s >= 0 else Kbb[-1 - s, t0 + j]
+    Kss = np.empty((bs, bs))
+    for i in range(bs):
+        for j in range(bs):
+            Kss[i, j] = Kbb[t0 + i, t0 + j]
+    # W0 = L^-1 K0 over [O, N] (forward)
+    WO = K0c[:nO].copy()
+    trsm_lower_left_c(fns, LO[:nO, :nO], WO, False)
+    X = K0c[nO:].copy()
+    gemm_sub_c(fns, -1.0, LNO[:nN, :nO], WO, 1.0, X, False)
+    trsm_lower_left_c(fns, LN[:nN, :nN], X, False)
+    G = np.empty((bs, bs))
+    gemm_sub_c(fns, 1.0, WO, WO, 0.0, G, True)
+    gemm_sub_c(fns, 1.0, X, X, 1.0, G, True)
+    rW = np.empty((bs, 1))
+    gemm_sub_c(fns, 1.0, WO, rO[:nO], 0.0, rW, True)
+    gemm_sub_c(fns, 1.0, X, rN[:nN], 1.0, rW, True)
+    # the candidates: Y0 on O lives on the tail T = nO - c .. nO - 1 (L_O[T, T]^-1),
+    # on N it is -L_N^-1 L_NO[:, T] L_O[T, T]^-1; columns in leaving order
+    T0 = nO - c
+    YO = np.eye(c)
+    trsm_lower_left_c(fns, LO[T0:nO, T0:nO], YO, False)
+    YO = np.ascontiguousarray(YO[:, ::-1])
+    YN = np.zeros((nN, c))
+    gemm_sub_c(fns, -1.0, LNO[:nN, T0:nO], YO, 0.0, YN, False)
+    trsm_lower_left_c(fns, LN[:nN, :nN], YN, False)
+    P0 = np.empty((c, bs))
+    gemm_sub_c(fns, 1.0, YO, WO[T0:nO], 0.0, P0, True)
+    gemm_sub_c(fns, 1.0, YN, X, 1.0, P0, True)
+    H0 = np.empty((c, c))
+    gemm_sub_c(fns, 1.0, YO, YO, 0.0, H0, True)
+    gemm_sub_c(fns, 1.0, YN, YN, 1.0, H0, True)
+    rho0 = np.empty((c, 1))
+    gemm_sub_c(fns, 1.0, YO, rO[T0:nO], 0.0, rho0, True)
+    gemm_sub_c(fns, 1.0, YN, rN[:nN], 1.0, rho0, True)
+    return K0c, Kss, WO, X, G, rW, P0, H0, rho0[:, 0].copy()
+
+
+@njit(cache=True)
+def append_rows(bufs, nO, nN, a, S, E, Ld, rn, WO, X, K0c, Kss):
+    """The u = len(S) rows a walk appended (block inputs S) extend the factor of the
+    support at its start, in the buffers ``bufs = (LNO, KNO, LN, rN)``: their entries
+    ``a W0[:, S]'`` at O's and N's columns, their kernel values (the Gram cache: KNO,
+    and LN's strict upper triangle), their own block (:func:`_new_block`) and r."""
+    LNO, KNO, LN, rN = bufs
+    u = S.shape[0]
+    for k in range(u):
+        i = nN + k
+        s = S[k]
+        for j in range(nO):
+            LNO[i, j] = a * WO[j, s]
+            KNO[i, j] = K0c[j, s]
+        for j in range(nO, LNO.shape[1]):
+            LNO[i, j] = 0.0
+        for j in range(nN):
+            LN[i, j] = a * X[j, s]
+            LN[j, i] = K0c[nO + j, s]
+        rN[i, 0] = rn[k]
+    _new_block(Kss, S, E, Ld, a, LN[nN : nN + u, nN : nN + u])
+
+
+@njit(cache=True)
+def _new_block(Kss, S, E, Ld, a, out):
+    """The u new rows' diagonal block of the queue's ``LN`` buffer: lower triangle
+    ``a E`` (their factor entries among themselves) with diagonal ``Ld``, strict upper
+    triangle their kernel values ``K(S, S)`` (the Gram cache)."""
+    u = S.shape[0]
+    for i in range(u):
+        for j in range(i):
+            out[i, j] = a * E[i, j]
+        out[i, i] = Ld[i]
+        for j in range(i + 1, u):
+            out[i, j] = Kss[S[i], S[j]]
+
+
+@njit(cache=True)
+def drop_columns(fns, bufs, nN, nO2, nO, qN):
+    """O's rows nO2..nO-1 (a few: up to :data:`kernelcw._blas.GIVENS_MAX_RANK`) leave,
+    in the buffers ``bufs = (LN, LNO, rO, rN)``: L_N takes their columns of L_NO
+    (Givens sweeps, as :func:`kernelcw._blas.tpqrt_update` makes them for a few
+    columns), which become zero, and ``r_N = L_N^-1 (q_N - L_NO r_O)`` with O's
+    remaining nO2 rows (:meth:`.queue.QueueForm.refresh_rN`)."""
+    LN, LNO, rO, rN = bufs
+    if nN > 0 and nO > nO2:
+        givens_update(LN[:nN, :nN], LNO[:nN, nO2:nO])
+    for i in range(nN):
+        for j in range(nO2, nO):
+            LNO[i, j] = 0.0
+        rN[i, 0] = qN[i]
+    gemm_sub_c(fns, -1.0, LNO[:nN, :nO2], rO[:nO2], 1.0, rN[:nN], False)
+    trsm_lower_left_c(fns, LN[:nN, :nN], rN[:nN], False)
