@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-__all__ = ["Slots", "new_slots", "place", "reserve", "slot_rows", "to_dense", "trim"]
+__all__ = ["Slots", "csr_times", "new_slots", "place", "reserve", "slot_rows", "to_dense", "trim"]
 
 
 class Slots(NamedTuple):
@@ -114,3 +114,24 @@ def place(slots, mu, s, indices, lo, hi, js):
                 s[k, j] = 0.0
         js[q - lo] = j
     slots.n[0] = n
+
+
+@njit(cache=True)
+def csr_times(indptr, indices, data, w, part, squared, zero_as):
+    """(n, K): each CSR row times ``w[:, k, part]`` (its squares with ``squared``),
+    reading an interleaved ``(., K, 2)`` buffer in place (the dense one with X's
+    indices, or the slots' pairs with the rows' slots); a stored 0 counts as
+    ``zero_as`` (the prior variance ``a`` for ``part`` 1)."""
+    n = indptr.shape[0] - 1
+    K = w.shape[1]
+    out = np.zeros((n, K))
+    for i in range(n):
+        for p in range(indptr[i], indptr[i + 1]):
+            x = data[p]
+            if squared:
+                x = x * x
+            j = indices[p]
+            for k in range(K):
+                c = w[j, k, part]
+                out[i, k] += x * (zero_as if c == 0.0 else c)
+    return out

@@ -48,7 +48,17 @@ from ..rules import (
 )
 from ..spec import EngineSpec
 from ._diag_exact import exact_zeta
-from ._diag_slots import Slots, new_slots, place, reserve, slot_rows, to_dense, trim
+from ._diag_slots import (
+    Slots,
+    csr_times,
+    new_slots,
+    place,
+    reserve,
+    slot_rows,
+    to_dense,
+    trim,
+)
+from ._prefetch import AHEAD, prefetch
 from ._primal_common import (
     Counts,
     check_same_a,
@@ -222,8 +232,13 @@ def _diag_row(mu, s, idx, val, Yi, out_i, rp, method, counts, log):
 
 @njit(cache=True)
 def _diag_csr(mu, s, indptr, indices, data, Y, out, rp, method, counts, log):
-    """The rows of a CSR matrix in order; the first failing row, or -1."""
-    for i in range(indptr.shape[0] - 1):
+    """The rows of a CSR matrix in order (prefetching the state's lines of the row
+    :data:`AHEAD` of each); the first failing row, or -1."""
+    n = indptr.shape[0] - 1
+    for i in range(n):
+        if i + AHEAD < n:
+            for q in range(indptr[i + AHEAD], indptr[i + AHEAD + 1]):
+                prefetch(mu, 0, indices[q])
         lo = indptr[i]
         hi = indptr[i + 1]
         row = _diag_row(mu, s, indices[lo:hi], data[lo:hi], Y[i], out[i], rp, method, counts, log)
@@ -242,7 +257,12 @@ def _slots_csr(slots, mu, s, indptr, indices, data, Y, out, rp, method, counts, 
     for i in range(indptr.shape[0] - 1):
         width = max(width, indptr[i + 1] - indptr[i])
     js = np.empty(width, np.int64)
-    for i in range(indptr.shape[0] - 1):
+    n = indptr.shape[0] - 1
+    table = slots.table.reshape((1, -1))
+    for i in range(n):
+        if i + AHEAD < n:
+            for q in range(indptr[i + AHEAD], indptr[i + AHEAD + 1]):
+                prefetch(table, 0, indices[q])
         lo = indptr[i]
         hi = indptr[i + 1]
         place(slots, mu, s, indices, lo, hi, js)
@@ -304,26 +324,6 @@ def diag_fit(
     if bad >= 0:
         raise_nonfinite(bad)
     return counts
-
-
-@njit(cache=True)
-def _csr_times(indptr, indices, data, w, part, squared, zero_as):
-    """(n, K): each CSR row times ``w[:, k, part]`` (its squares with ``squared``),
-    reading the interleaved buffer in place; a stored 0 counts as ``zero_as`` (the
-    prior variance ``a`` for ``part`` 1)."""
-    n = indptr.shape[0] - 1
-    K = w.shape[1]
-    out = np.zeros((n, K))
-    for i in range(n):
-        for p in range(indptr[i], indptr[i + 1]):
-            x = data[p]
-            if squared:
-                x = x * x
-            j = indices[p]
-            for k in range(K):
-                c = w[j, k, part]
-                out[i, k] += x * (zero_as if c == 0.0 else c)
-    return out
 
 
 class SlotUndo(NamedTuple):
@@ -485,13 +485,13 @@ class PrimalDiagEngine(Locked):
     def decision(self, X) -> np.ndarray:
         if sp.issparse(X):  # straight from the interleaved buffer: no (K, d) copy per call
             w, idx = self._rows(X)
-            return _csr_times(X.indptr, idx, X.data, w, 0, False, 0.0)
+            return csr_times(X.indptr, idx, X.data, w, 0, False, 0.0)
         return np.asarray(X @ self.mean.T)
 
     def margin_variance(self, X) -> np.ndarray:
         if sp.issparse(X):
             w, idx = self._rows(X)
-            return _csr_times(X.indptr, idx, X.data, w, 1, True, self.spec.a)
+            return csr_times(X.indptr, idx, X.data, w, 1, True, self.spec.a)
         return np.asarray((X * X) @ self.variance.T)
 
     def state_dict(self) -> dict[str, np.ndarray]:
