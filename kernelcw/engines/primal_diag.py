@@ -21,6 +21,10 @@ double), so the state starts as zeros, which the system hands over page by page 
 coordinates are first touched. A model over 2^24 hashed features that sees 10^5 of
 them holds those pages only, and a ``fit`` does not first write d prior variances
 (43 of the 61 ms of a 2^24 fit on 20 Newsgroups).
+
+A wide engine (``d K >= SLOTS_FROM``) starts with its pairs in slots instead
+(:mod:`._diag_slots`): hashing scatters a stream's coordinates over every page of
+a dense buffer (all 256 MB at 2^24).
 """
 
 from __future__ import annotations
@@ -44,6 +48,17 @@ from ..rules import (
 )
 from ..spec import EngineSpec
 from ._diag_exact import exact_zeta
+from ._diag_slots import (
+    Slots,
+    csr_times,
+    new_slots,
+    place,
+    reserve,
+    slot_rows,
+    to_dense,
+    trim,
+)
+from ._prefetch import AHEAD, prefetch
 from ._primal_common import (
     Counts,
     check_same_a,
@@ -217,12 +232,41 @@ def _diag_row(mu, s, idx, val, Yi, out_i, rp, method, counts, log):
 
 @njit(cache=True)
 def _diag_csr(mu, s, indptr, indices, data, Y, out, rp, method, counts, log):
-    """The rows of a CSR matrix in order; the first failing row, or -1."""
-    for i in range(indptr.shape[0] - 1):
+    """The rows of a CSR matrix in order (prefetching the state's lines of the row
+    :data:`AHEAD` of each); the first failing row, or -1."""
+    n = indptr.shape[0] - 1
+    for i in range(n):
+        if i + AHEAD < n:
+            for q in range(indptr[i + AHEAD], indptr[i + AHEAD + 1]):
+                prefetch(mu, 0, indices[q])
         lo = indptr[i]
         hi = indptr[i + 1]
         row = _diag_row(mu, s, indices[lo:hi], data[lo:hi], Y[i], out[i], rp, method, counts, log)
         if not row:
+            return i
+    return -1
+
+
+@njit(cache=True)
+def _slots_csr(slots, mu, s, indptr, indices, data, Y, out, rp, method, counts, log):
+    """The rows of a CSR matrix in order, on the pairs of :mod:`._diag_slots` (``mu``,
+    ``s``: (K, cap) views of the pair buffer): each row's coordinates replaced by their
+    slots (new ones placed), then the dense walk's rounds. The first failing row, or
+    -1."""
+    width = 0
+    for i in range(indptr.shape[0] - 1):
+        width = max(width, indptr[i + 1] - indptr[i])
+    js = np.empty(width, np.int64)
+    n = indptr.shape[0] - 1
+    table = slots.table.reshape((1, -1))
+    for i in range(n):
+        if i + AHEAD < n:
+            for q in range(indptr[i + AHEAD], indptr[i + AHEAD + 1]):
+                prefetch(table, 0, indices[q])
+        lo = indptr[i]
+        hi = indptr[i + 1]
+        place(slots, mu, s, indices, lo, hi, js)
+        if not _diag_row(mu, s, js[: hi - lo], data[lo:hi], Y[i], out[i], rp, method, counts, log):
             return i
     return -1
 
@@ -238,7 +282,15 @@ def _diag_dense(mu, s, X, Y, out, rp, method, counts, log):
 
 
 def diag_fit(
-    mu, s, X, Y, params: RuleParams, out, method: str = "kl", log: UndoLog | None = None
+    mu,
+    s,
+    X,
+    Y,
+    params: RuleParams,
+    out,
+    method: str = "kl",
+    log: UndoLog | None = None,
+    slots: Slots | None = None,
 ) -> Counts:
     """Diagonal covariance (and every first-order rule), one round at a time.
 
@@ -246,14 +298,21 @@ def diag_fit(
     engine's interleaved ones), changed in place; ``X`` dense (n, d) or CSR; ``Y``
     (n, K) in {-1, +1}; ``out`` (n, K). Rows before a failing one stay learnt:
     callers that need all or nothing restore a copy, or pass a ``log`` (its marks
-    are cleared here, whatever happens) and restore from it.
+    are cleared here, whatever happens) and restore from it. With ``slots`` (CSR
+    rows only), ``mu`` and ``s`` are (K, cap) pairs of :mod:`._diag_slots` with room
+    for every stored entry of X (:func:`._diag_slots.reserve`), and ``log`` records
+    slots.
     """
     counts = new_counts(mu.shape[0])
     rp = rule_record(params)
     code = DIAG_METHODS[method]
     log = no_log(mu.shape[0]) if log is None else log
     try:
-        if sp.issparse(X):
+        if slots is not None:
+            X = sp.csr_matrix(X)
+            rows = (X.indptr, X.indices, X.data)
+            bad = _slots_csr(slots, mu, s, *rows, Y, out, rp, code, counts, log)
+        elif sp.issparse(X):
             X = sp.csr_matrix(X)
             bad = _diag_csr(mu, s, X.indptr, X.indices, X.data, Y, out, rp, code, counts, log)
         else:
@@ -267,67 +326,101 @@ def diag_fit(
     return counts
 
 
-@njit(cache=True)
-def _csr_times(indptr, indices, data, w, part, squared, zero_as):
-    """(n, K): each CSR row times ``w[:, k, part]`` (its squares with ``squared``),
-    reading the interleaved buffer in place; a stored 0 counts as ``zero_as`` (the
-    prior variance ``a`` for ``part`` 1)."""
-    n = indptr.shape[0] - 1
-    K = w.shape[1]
-    out = np.zeros((n, K))
-    for i in range(n):
-        for p in range(indptr[i], indptr[i + 1]):
-            x = data[p]
-            if squared:
-                x = x * x
-            j = indices[p]
-            for k in range(K):
-                c = w[j, k, part]
-                out[i, k] += x * (zero_as if c == 0.0 else c)
-    return out
+class SlotUndo(NamedTuple):
+    """A checkpoint of an engine that keeps its state in slots: the log (of slots) and
+    the slots in use before the call (the ones placed after it are given back)."""
+
+    log: UndoLog
+    n: int
 
 
 class PrimalDiagEngine(Locked):
-    """``mean`` and ``variance`` (K, d) float64: strided views into one interleaved
-    buffer ``(d, K, 2)``, so that the means and variances of all K models at one
-    coordinate share a cache line (a non-zero of a row then costs one miss, not two)."""
+    """``mean`` and ``variance`` (K, d) float64, kept in one of two ways:
+
+    - dense, an interleaved buffer ``(d, K, 2)``, of which ``mean`` and the stored
+      variances are strided views: the means and variances of all K models at one
+      coordinate share a cache line (a non-zero of a row costs one miss, not two);
+    - in slots (:mod:`._diag_slots`; a wide engine's prior, ``d K >= SLOTS_FROM``),
+      while only CSR rows are learnt from and predicted: the same pairs, packed in
+      the order coordinates first appear.
+
+    Reading ``mean`` (``coef_``, a row-at-a-time stream) or learning from dense rows
+    moves the state from slots to dense once; it stays dense (the views stay valid).
+    The numbers are the same either way, bit for bit (``tests/test_diag_slots.py``).
+    """
+
+    #: A fresh engine keeps its state in slots when the dense buffer would hold at least
+    #: this many coordinates times models (d K), dense otherwise.
+    SLOTS_FROM = 2**22
 
     def __init__(self, spec: EngineSpec):
         self.spec = spec
         self.rule = spec.rule
-        self._set_buffer(self._prior_buffer(), prior=True)
+        self._set_prior()
 
-    def _prior_buffer(self) -> np.ndarray:
-        """(mean, variance) = (0, 0 standing for a): zeros, handed over lazily."""
-        return np.zeros((self.spec.n_features, self.spec.n_models, 2))
+    def _set_prior(self) -> None:
+        """(mean, variance) = (0, 0 standing for a) for every coordinate: no slot placed,
+        or a dense buffer of zeros (handed over lazily)."""
+        d, K = self.spec.n_features, self.spec.n_models
+        if d * K >= self.SLOTS_FROM:
+            self._slots, self._pairs = new_slots(d, K)
+            self._w = None
+        else:
+            self._slots = self._pairs = None
+            self._w = np.zeros((d, K, 2))
+        self._armed = None  # the log the next learn call writes
+        self._prior = True  # the state is still the prior N(0, a I)
 
     def _set_buffer(self, w: np.ndarray, prior: bool) -> None:
+        self._slots = self._pairs = None
         self._w = w
-        self.mean = w[:, :, 0].T
-        self._s = w[:, :, 1].T  # stored variances: 0 stands for the prior a
-        self._armed = None  # the log the next learn call writes
-        self._prior = prior  # the state is still the prior N(0, a I)
+        self._armed = None
+        self._prior = prior
+
+    def _dense(self) -> np.ndarray:
+        """The interleaved (d, K, 2) buffer, moving the state there from slots if needed
+        (zeros, handed over lazily, then the slots' pairs)."""
+        w = self._w
+        if w is None:
+            with self.lock:  # never while another thread learns into the slots
+                if self._w is None:
+                    slots, pairs = self._slots, self._pairs
+                    w = np.zeros((self.spec.n_features, self.spec.n_models, 2))
+                    n = int(slots.n[0])
+                    w[slots.keys[1 : n + 1]] = pairs[1 : n + 1]
+                    self._slots = self._pairs = None
+                    self._w = w
+                w = self._w
+        return w
+
+    @property
+    def mean(self) -> np.ndarray:
+        """(K, d) the means: a view of the dense buffer (moves the state there)."""
+        return self._dense()[:, :, 0].T
+
+    @property
+    def _s(self) -> np.ndarray:
+        """(K, d) the stored variances (0 stands for the prior a; moves the state to the
+        dense buffer)."""
+        return self._dense()[:, :, 1].T
 
     @property
     def variance(self) -> np.ndarray:
         """(K, d) the variances (a copy; the prior's stored zeros read as ``a``)."""
-        raw = self._s
+        if self._slots is not None:
+            raw = to_dense(self._slots, self._pairs, 1, 0.0)
+        else:
+            raw = self._s
         return np.where(raw == 0.0, self.spec.a, np.abs(raw))
-
-    def __getstate__(self) -> dict:
-        state = super().__getstate__()
-        for view in ("mean", "_s"):  # views of _w: rebuilt on load, not copied apart
-            state.pop(view, None)
-        return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self.mean = self._w[:, :, 0].T
-        self._s = self._w[:, :, 1].T
+        self.__dict__.setdefault("_slots", None)  # pickled before the slots: dense
+        self.__dict__.setdefault("_pairs", None)
 
     @property
     def n_models(self) -> int:
-        return self.mean.shape[0]
+        return self.spec.n_models
 
     def set_rule(self, rule) -> None:
         check_same_a(self.rule.a, rule.a)
@@ -337,50 +430,79 @@ class PrimalDiagEngine(Locked):
         out = np.empty((X.shape[0], self.n_models))
         log, self._armed = self._armed, None
         self._prior = False
-        counts = diag_fit(self.mean, self._s, X, Y, self.rule, out, self.spec.diag_method, log)
+        method = self.spec.diag_method
+        if self._slots is not None and sp.issparse(X):
+            slots, w = self._slots, self._pairs = reserve(self._slots, self._pairs, X.nnz)
+            counts = diag_fit(w[:, :, 0].T, w[:, :, 1].T, X, Y, self.rule, out, method, log, slots)
+            self._slots, self._pairs = trim(slots, w)
+        else:
+            w = self._dense()
+            counts = diag_fit(w[:, :, 0].T, w[:, :, 1].T, X, Y, self.rule, out, method, log)
         return LearnResult(out, *counts)
 
-    def checkpoint(self, X) -> UndoLog | None:
+    def checkpoint(self, X) -> UndoLog | SlotUndo | None:
         """Arms an undo log for the next :meth:`learn` call (on X): the walk records each
-        coordinate it first writes, O(coordinates written) per call instead of a copy
-        of the (K, d) state; :meth:`restore` writes them back. While the state is
+        coordinate (or slot) it first writes, O(coordinates written) per call instead of
+        a copy of the (K, d) state; :meth:`restore` writes them back. While the state is
         still the prior (a ``fit``), nothing: :meth:`restore` rebuilds the prior."""
         self._armed = None
         if self._prior:
             return None
-        d, K, _ = self._w.shape
-        cap = min(d, X.nnz) if sp.issparse(X) else (d if X.shape[0] else 0)
+        sparse = sp.issparse(X)
+        if not sparse:
+            self._dense()  # dense rows are learnt there: log coordinates
+        d, K = self.spec.n_features, self.n_models
+        cap = min(d, X.nnz) if sparse else (d if X.shape[0] else 0)
         idx = np.empty(cap, dtype=np.int64)
         self._armed = UndoLog(idx, np.empty((cap, K, 2)), np.zeros(1, np.int64))
+        if self._slots is not None:
+            return SlotUndo(self._armed, int(self._slots.n[0]))
         return self._armed
 
-    def stabilise(self) -> bool:
-        """The diagonal is the one form: nothing stronger to move to."""
+    def stabilise(self) -> bool:  # the diagonal is the one form: nothing stronger
         return False
 
-    def restore(self, checkpoint: UndoLog | None) -> None:
+    def restore(self, checkpoint: UndoLog | SlotUndo | None) -> None:
         self._armed = None
         if checkpoint is None:
-            self._set_buffer(self._prior_buffer(), prior=True)
+            self._set_prior()
             return
-        n = int(checkpoint.n[0])
-        self._w[checkpoint.idx[:n]] = checkpoint.val[:n]
+        log = checkpoint.log if isinstance(checkpoint, SlotUndo) else checkpoint
+        n = int(log.n[0])
+        if isinstance(checkpoint, SlotUndo):
+            self._pairs[log.idx[:n]] = log.val[:n]
+            slots = self._slots
+            placed = slots.keys[checkpoint.n + 1 : int(slots.n[0]) + 1]
+            slots.table[placed] = 0  # placed by the undone call: given back
+            slots.n[0] = checkpoint.n
+            return
+        self._w[log.idx[:n]] = log.val[:n]
+
+    def _rows(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """(buffer, indices) to read CSR rows X from: the slots' pairs and the rows'
+        slots, or the dense buffer and X's own indices."""
+        if self._slots is not None:
+            return self._pairs, slot_rows(self._slots, X.indices)
+        return self._w, X.indices
 
     def decision(self, X) -> np.ndarray:
         if sp.issparse(X):  # straight from the interleaved buffer: no (K, d) copy per call
-            return _csr_times(X.indptr, X.indices, X.data, self._w, 0, False, 0.0)
+            w, idx = self._rows(X)
+            return csr_times(X.indptr, idx, X.data, w, 0, False, 0.0)
         return np.asarray(X @ self.mean.T)
 
     def margin_variance(self, X) -> np.ndarray:
         if sp.issparse(X):
-            return _csr_times(X.indptr, X.indices, X.data, self._w, 1, True, self.spec.a)
+            w, idx = self._rows(X)
+            return csr_times(X.indptr, idx, X.data, w, 1, True, self.spec.a)
         return np.asarray((X * X) @ self.variance.T)
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        return {
-            "mean": np.array(self.mean, order="C"),
-            "variance": np.array(self.variance, order="C"),
-        }
+        if self._slots is not None:
+            mean = to_dense(self._slots, self._pairs, 0, 0.0)
+        else:
+            mean = np.array(self.mean, order="C")
+        return {"mean": mean, "variance": np.array(self.variance, order="C")}
 
     @classmethod
     def from_state(cls, spec: EngineSpec, state: dict[str, np.ndarray]) -> PrimalDiagEngine:

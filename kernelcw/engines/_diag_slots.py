@@ -1,0 +1,137 @@
+"""Compact storage of the diagonal engine's state for sparse rows: a coordinate's
+(mean, variance) pairs live in a slot, handed out in the order coordinates first
+appear, so the state a stream touches is packed together whatever the width d.
+
+A model over ``2^24`` hashed features that meets ``10^5`` of them held a
+``(d, K, 2)`` buffer whose pages all got touched (hashing scatters the features
+over every page): 256 MB zeroed by the system page by page, twice the 128 MB of a
+``(d,)`` weight vector. Here a fit holds a ``(d,)`` table of slot numbers (4
+bytes a coordinate, zeroed lazily as well) and ``(slots, K, 2)`` pairs. On 20
+Newsgroups at ``2^24`` the pass took 34-35 ms instead of 51-55 (scikit-learn's
+``SGDClassifier(pa1)``: 51-61); at ``2^22`` the two tie (25 ms); at ``2^20`` the
+dense buffer is faster (15 ms against 21: the slot is a second dependent load per
+non-zero), hence ``PrimalDiagEngine.SLOTS_FROM``.
+
+The rounds are :mod:`kernelcw.engines.primal_diag`'s own (``_diag_row``), run on a
+row whose coordinates were replaced by their slots: the arithmetic, and its order,
+is the dense walk's, so the results are the same bit for bit. Slot 0 is no
+coordinate's and stays ``(0, 0)`` (mean 0, the prior variance): a row looked up
+through the table without learning (:func:`slot_rows`) reads the prior for
+coordinates never seen.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+__all__ = ["Slots", "csr_times", "new_slots", "place", "reserve", "slot_rows", "to_dense", "trim"]
+
+
+class Slots(NamedTuple):
+    """Where each coordinate's pairs are (the compiled walk fills it in place)."""
+
+    #: (d,) int32 (int64 past 2^31 - 2 coordinates): a coordinate's slot, 0: none yet
+    table: np.ndarray
+    #: (cap,) int64 the coordinate of each slot (entry 0 unused)
+    keys: np.ndarray
+    #: (1,) int64 slots in use: 1..n
+    n: np.ndarray
+
+
+def new_slots(d: int, K: int, cap: int = 1) -> tuple[Slots, np.ndarray]:
+    """No coordinate placed yet, and the ``(cap + 1, K, 2)`` pair buffer (slot 0 zero)."""
+    dtype = np.int32 if d < 2**31 - 1 else np.int64
+    slots = Slots(np.zeros(d, dtype=dtype), np.zeros(cap + 1, np.int64), np.zeros(1, np.int64))
+    w = np.empty((cap + 1, K, 2))
+    w[0] = 0.0
+    return slots, w
+
+
+def reserve(slots: Slots, w: np.ndarray, nnz: int) -> tuple[Slots, np.ndarray]:
+    """Room for a call on rows with ``nnz`` stored entries: every one may be a new
+    coordinate (at most ``d`` in all). Grows by at least doubling (a stream of small
+    calls reallocates O(log n) times); returns the same objects when they suffice."""
+    n = int(slots.n[0])
+    need = n + 1 + min(slots.table.shape[0] - n, nnz)
+    cap = w.shape[0]
+    if need <= cap:
+        return slots, w
+    return _resized(slots, w, max(need, 2 * cap))
+
+
+def trim(slots: Slots, w: np.ndarray) -> tuple[Slots, np.ndarray]:
+    """The buffers cut to twice the slots in use when they are more than four times
+    that (a fit reserves one slot per stored entry of X; most repeat a coordinate)."""
+    n = int(slots.n[0])
+    if w.shape[0] <= max(64, 4 * (n + 1)):
+        return slots, w
+    return _resized(slots, w, 2 * (n + 1))
+
+
+def _resized(slots: Slots, w: np.ndarray, cap: int) -> tuple[Slots, np.ndarray]:
+    n = int(slots.n[0])
+    keys = np.empty(cap, np.int64)
+    keys[: n + 1] = slots.keys[: n + 1]
+    grown = np.empty((cap,) + w.shape[1:])
+    grown[: n + 1] = w[: n + 1]
+    return Slots(slots.table, keys, slots.n), grown
+
+
+def to_dense(slots: Slots, w: np.ndarray, part: int, fill: float) -> np.ndarray:
+    """(K, d) ``part`` (0: means, 1: stored variances) of every coordinate, ``fill``
+    where none is stored (a stored 0 is kept: the caller maps it)."""
+    n = int(slots.n[0])
+    out = np.full((w.shape[1], slots.table.shape[0]), fill)
+    out[:, slots.keys[1 : n + 1]] = w[1 : n + 1, :, part].T
+    return out
+
+
+def slot_rows(slots: Slots, indices: np.ndarray) -> np.ndarray:
+    """The slots of stored entries (0 for coordinates never placed: the prior)."""
+    return slots.table[indices]
+
+
+@njit(cache=True)
+def place(slots, mu, s, indices, lo, hi, js):
+    """``js[: hi - lo]``: the slots of the coordinates ``indices[lo:hi]``, placing new
+    ones in fresh slots, their pairs zero (the prior; ``mu``, ``s``: (K, cap) views of
+    the pair buffer)."""
+    table = slots.table
+    n = slots.n[0]
+    for q in range(lo, hi):
+        p = indices[q]
+        j = table[p]
+        if j == 0:
+            n += 1
+            j = n
+            table[p] = j
+            slots.keys[j] = p
+            for k in range(mu.shape[0]):
+                mu[k, j] = 0.0
+                s[k, j] = 0.0
+        js[q - lo] = j
+    slots.n[0] = n
+
+
+@njit(cache=True)
+def csr_times(indptr, indices, data, w, part, squared, zero_as):
+    """(n, K): each CSR row times ``w[:, k, part]`` (its squares with ``squared``),
+    reading an interleaved ``(., K, 2)`` buffer in place (the dense one with X's
+    indices, or the slots' pairs with the rows' slots); a stored 0 counts as
+    ``zero_as`` (the prior variance ``a`` for ``part`` 1)."""
+    n = indptr.shape[0] - 1
+    K = w.shape[1]
+    out = np.zeros((n, K))
+    for i in range(n):
+        for p in range(indptr[i], indptr[i + 1]):
+            x = data[p]
+            if squared:
+                x = x * x
+            j = indices[p]
+            for k in range(K):
+                c = w[j, k, part]
+                out[i, k] += x * (zero_as if c == 0.0 else c)
+    return out

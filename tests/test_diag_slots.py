@@ -1,0 +1,179 @@
+"""The diagonal engine's two storages give the same numbers, bit for bit.
+
+A fresh :class:`~kernelcw.engines.primal_diag.PrimalDiagEngine` over a wide space
+keeps its state in slots (:mod:`kernelcw.engines._diag_slots`) and moves it to the
+dense ``(d, K, 2)`` buffer when ``mean`` is read or dense rows come; a narrow one is
+dense from the start (``SLOTS_FROM``). Here the same calls go to a twin of each
+kind: margins, counts, decisions, margin variances and ``state_dict`` must be
+equal (``np.array_equal``) after learning in chunks, undoing a call, failing a
+call, pickling, and moving from slots to dense. The other engine tests run at
+small d: dense.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier, load, save
+from kernelcw.engines.primal_diag import PrimalDiagEngine
+from kernelcw.spec import engine_spec
+
+D = 40
+MAKERS = {
+    "kl": lambda: CWClassifier(eta=0.7, covariance="diag"),
+    "l2": lambda: SCWClassifier(variant=2, C=0.5, covariance="diag", diag_method="l2"),
+    "exact": lambda: SCWClassifier(variant=1, C=0.3, covariance="diag", diag_method="exact"),
+    "arow": lambda: AROWClassifier(r=0.7, covariance="diag", fit_intercept=True),
+    "pa1": lambda: PAClassifier(variant=1, C=0.5, covariance="diag"),
+}
+
+
+class Slotted(PrimalDiagEngine):
+    SLOTS_FROM = 0
+
+
+class Dense(PrimalDiagEngine):
+    SLOTS_FROM = 2**62
+
+
+def _data(n_classes: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    n = 200
+    X = rng.normal(size=(n, D)) * (rng.random((n, D)) < 0.15)
+    W = rng.normal(size=(max(n_classes, 2), D))
+    y = np.argmax(X @ W.T + 0.5 * rng.normal(size=(n, W.shape[0])), axis=1)
+    K = 1 if n_classes == 2 else n_classes
+    Y = np.where(y[:, None] == (np.arange(K) if K > 1 else [1]), 1.0, -1.0)
+    return sp.csr_matrix(X), Y, y
+
+
+def _twins(name: str, n_classes: int):
+    spec = engine_spec(MAKERS[name](), D, n_classes)  # with an intercept: D + 1 columns
+    return Slotted(spec), Dense(spec)
+
+
+def _assert_same(a: PrimalDiagEngine, b: PrimalDiagEngine, P) -> None:
+    np.testing.assert_array_equal(a.decision(P), b.decision(P))
+    np.testing.assert_array_equal(a.margin_variance(P), b.margin_variance(P))
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        np.testing.assert_array_equal(sa[k], sb[k], err_msg=k)
+
+
+def _learn_both(a, b, X, Y):
+    ra, rb = a.learn(X, Y), b.learn(X, Y)
+    for fa, fb in zip(ra, rb, strict=True):
+        np.testing.assert_array_equal(fa, fb)
+
+
+def _cols(X, spec):
+    """X with the intercept's column when the spec has one (as the estimator adds it)."""
+    if not spec.intercept:
+        return X
+    return sp.hstack([X, np.full((X.shape[0], 1), spec.intercept)], format="csr")
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_slots_equal_dense_in_chunks_with_undo(name, n_classes):
+    a, b = _twins(name, n_classes)
+    X, Y, _ = _data(n_classes)
+    X = _cols(X, a.spec)
+    P = X[::3]
+    _assert_same(a, b, P)  # the prior
+    _learn_both(a, b, X[:60], Y[:60])
+    assert a._slots is not None and b._slots is None
+    for lo, hi in [(60, 61), (61, 120)]:  # a checkpointed call, undone
+        ca, cb = a.checkpoint(X[lo:hi]), b.checkpoint(X[lo:hi])
+        placed = int(a._slots.n[0])
+        _learn_both(a, b, X[lo:hi], Y[lo:hi])
+        a.restore(ca)
+        b.restore(cb)
+        assert int(a._slots.n[0]) == placed
+        _assert_same(a, b, P)
+    _learn_both(a, b, X[60:150], Y[60:150])
+    assert a._slots is not None  # predicting and state_dict stay in slots
+    _assert_same(a, b, P)
+    a.mean  # noqa: B018 -- reading the means moves the state to dense
+    assert a._slots is None
+    _assert_same(a, b, P)
+    _learn_both(a, b, X[150:], Y[150:])
+    _assert_same(a, b, P)
+
+
+@pytest.mark.parametrize("name", ["kl", "exact"])
+def test_slots_after_a_failed_call_and_dense_rows(name):
+    """A call that fails part-way is undone (placed slots given back); dense rows move
+    the state to dense first."""
+    a, b = _twins(name, 3)
+    X, Y, _ = _data(3, seed=1)
+    _learn_both(a, b, X[:80], Y[:80])
+    bad = X[80:100].toarray()
+    bad[7, 3] = 1e300  # a margin variance that overflows: the walk raises at row 7
+    bad = sp.csr_matrix(bad)
+    for eng in (a, b):
+        ck = eng.checkpoint(bad)
+        with pytest.raises(FloatingPointError):
+            eng.learn(bad, Y[80:100])
+        eng.restore(ck)
+    _assert_same(a, b, X)
+    _learn_both(a, b, X[80:120].toarray(), Y[80:120])
+    assert a._slots is None
+    _learn_both(a, b, X[120:], Y[120:])
+    _assert_same(a, b, X)
+
+
+def test_slots_failing_in_a_fit_restore_the_prior():
+    a, b = _twins("kl", 2)
+    X, Y, _ = _data(2)
+    bad = X[:30].toarray()
+    bad[20, 1] = 1e300
+    for eng in (a, b):
+        ck = eng.checkpoint(sp.csr_matrix(bad))
+        with pytest.raises(FloatingPointError):
+            eng.learn(sp.csr_matrix(bad), Y[:30])
+        eng.restore(ck)
+    _assert_same(a, b, X)
+    assert a._slots is not None and int(a._slots.n[0]) == 0
+
+
+def test_slots_pickle_and_from_state_continue_bit_for_bit():
+    a, b = _twins("l2", 3)
+    X, Y, _ = _data(3, seed=2)
+    _learn_both(a, b, X[:100], Y[:100])
+    copy = pickle.loads(pickle.dumps(a))
+    assert copy._slots is not None
+    rebuilt = Slotted.from_state(a.spec, a.state_dict())  # from a state: dense
+    _learn_both(a, b, X[100:], Y[100:])
+    for eng in (copy, rebuilt):
+        eng.learn(X[100:], Y[100:])
+        _assert_same(eng, b, X)
+    _assert_same(a, b, X)
+
+
+def test_a_wide_fit_keeps_slots_and_matches_dense(monkeypatch, tmp_path):
+    """Through the estimator: fit, partial_fit, predict_proba and save/load of a model
+    in slots equal those of the dense one; coef_ reads (and moves) the state."""
+    X, _, y = _data(3, seed=3)
+    models = []
+    for frm in (0, 2**62):
+        monkeypatch.setattr(PrimalDiagEngine, "SLOTS_FROM", frm)
+        est = CWClassifier(eta=0.8, covariance="diag", fit_intercept=True).fit(X[:120], y[:120])
+        est.partial_fit(X[120:], y[120:])
+        assert (est.engine_._slots is not None) == (frm == 0)
+        save(est, tmp_path / f"m{frm}.zip")
+        models.append(est)
+    slotted, dense = models
+    np.testing.assert_array_equal(slotted.predict_proba(X), dense.predict_proba(X))
+    back = load(tmp_path / "m0.zip")
+    np.testing.assert_array_equal(back.decision_function(X), dense.decision_function(X))
+    np.testing.assert_array_equal(slotted.covariance_, dense.covariance_)
+    assert slotted.engine_._slots is not None
+    np.testing.assert_array_equal(slotted.coef_, dense.coef_)
+    np.testing.assert_array_equal(slotted.intercept_, dense.intercept_)
+    assert slotted.engine_._slots is None
