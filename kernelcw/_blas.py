@@ -80,6 +80,9 @@ def _caller(nargs: int):
 
     @intrinsic
     def at(typingctx, addr):
+        if not (isinstance(addr, types.Integer) and addr.bitwidth == 64):
+            return None  # an address only: anything else fails to compile
+
         def codegen(context, builder, sig, args):
             return builder.inttoptr(args[0], context.get_value_type(ptr))
 
@@ -336,7 +339,9 @@ def givens_update(L, Lam):
 class SymBlas(NamedTuple):
     """Addresses of the routines that compiled callers use: on symmetric matrices
     BLAS dsymv, dsyr, dsyr2, dsymm, dsyrk and LAPACK dpotrf, dpotri; and dgemv
-    (:func:`rows_mv`)."""
+    (:func:`rows_mv`). Append only: every field is an int, so code cached on disk in
+    other modules reads them by position and would not see a reordering
+    (``tests/test_blas.py`` pins the order)."""
 
     symv: int
     syr: int
@@ -473,7 +478,7 @@ def sym_inverse(fns, n, A):
 
 class TriBlas(NamedTuple):
     """Addresses of BLAS dtrsm, dtrsv and dgemm, for :func:`trsm_lower_left_c` and
-    :func:`gemm_sub_c`."""
+    :func:`gemm_sub_c`. Append only, as :class:`SymBlas`."""
 
     trsm: int
     trsv: int

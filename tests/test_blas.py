@@ -232,3 +232,14 @@ def test_rows_mv_on_sub_blocks_both_ways(m, n):
             want = op @ x[:lx] + beta * 3.0
             np.testing.assert_allclose(y[:ly], want, rtol=1e-12, atol=1e-12 * max(m, n, 1))
             assert np.all(y[ly:] == 3.0)
+
+
+def test_address_records_keep_their_order():
+    """The routine records are tuples of ints: compiled code cached on disk in other
+    modules reads them by position, and a reordered record would hand one routine
+    another's arguments without a recompile. New fields go at the end."""
+    assert _blas.SymBlas._fields == (
+        "symv", "syr", "syr2", "potrf", "potri", "symm", "syrk", "gemv",
+    )  # fmt: skip
+    assert _blas.TriBlas._fields == ("trsm", "trsv", "gemm")
+    assert all(isinstance(a, int) for a in _blas.SYM_BLAS + _blas.TRI_BLAS)

@@ -387,7 +387,7 @@ def _rows(Ks: np.ndarray, form: Form) -> np.ndarray:
     return Ks[form.idx]
 
 
-@njit(cache=True)
+@njit(cache=True, boundscheck=True)  # a broken invariant raises, as numpy indexing did
 def _store_rows(old, ks, where):
     """Each slot's store row after a block: ``old[ks]`` for a slot whose kernel source
     is a row of K0 (ks >= 0), ``where[-1 - ks]`` for a block input that entered."""

@@ -410,7 +410,7 @@ class _Saved:
 
 def _lower_into(dst: np.ndarray, src: np.ndarray, n: int) -> None:
     """The lower triangle of ``src[:n, :n]`` into dst's (what :func:`.steps.save_model`
-    saved of Pi and kinv; above the diagonal the walks write nothing)."""
+    saved of Pi and kinv; nothing reads them above the diagonal)."""
     for i in range(n):
         dst[i, : i + 1] = src[i, : i + 1]
 

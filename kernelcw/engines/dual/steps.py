@@ -188,7 +188,7 @@ class ExplicitResult(NamedTuple):
 def save_model(n, sup, pol, undo):
     """The model's leading n, and the policy's tracked arrays, into ``undo`` (an empty
     array in ``undo`` is one the form or policy does not keep): of Pi and kinv, which
-    the walks keep by their lower triangle (and never write above it), the lower
+    the walks keep by their lower triangle (nothing reads above it), the lower
     triangle only (half the copy, on every call of one row that updates). Element by
     element, in one function: a slice assignment compiles numba's shape check and its
     error message, and each helper function its own compile, seconds of a cold start."""
