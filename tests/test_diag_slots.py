@@ -148,9 +148,14 @@ def test_slots_pickle_and_from_state_continue_bit_for_bit():
     _learn_both(a, b, X[:100], Y[:100])
     copy = pickle.loads(pickle.dumps(a))
     assert copy._slots is not None
-    rebuilt = Slotted.from_state(a.spec, a.state_dict())  # from a state: dense
+    rebuilt = Slotted.from_state(a.spec, a.state_dict())  # a wide model: slots again
+    assert rebuilt._slots is not None and rebuilt._w is None
+    n_off_prior = int(np.count_nonzero(np.any(b.state_dict()["mean"] != 0.0, axis=0)))
+    assert int(rebuilt._slots.n[0]) >= n_off_prior  # the coordinates learnt, not all d
+    dense = Dense.from_state(a.spec, a.state_dict())
+    assert dense._slots is None
     _learn_both(a, b, X[100:], Y[100:])
-    for eng in (copy, rebuilt):
+    for eng in (copy, rebuilt, dense):
         eng.learn(X[100:], Y[100:])
         _assert_same(eng, b, X)
     _assert_same(a, b, X)

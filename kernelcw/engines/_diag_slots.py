@@ -27,7 +27,17 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-__all__ = ["Slots", "csr_times", "new_slots", "place", "reserve", "slot_rows", "to_dense", "trim"]
+__all__ = [
+    "Slots",
+    "csr_times",
+    "from_arrays",
+    "new_slots",
+    "place",
+    "reserve",
+    "slot_rows",
+    "to_dense",
+    "trim",
+]
 
 
 class Slots(NamedTuple):
@@ -47,6 +57,22 @@ def new_slots(d: int, K: int, cap: int = 1) -> tuple[Slots, np.ndarray]:
     slots = Slots(np.zeros(d, dtype=dtype), np.zeros(cap + 1, np.int64), np.zeros(1, np.int64))
     w = np.empty((cap + 1, K, 2))
     w[0] = 0.0
+    return slots, w
+
+
+def from_arrays(mean: np.ndarray, var: np.ndarray, a: float) -> tuple[Slots, np.ndarray]:
+    """Slots holding the (K, d) means and variances of a saved state: one for every
+    coordinate where a model is off the prior (mean 0, variance a), in coordinate
+    order; the others read as the prior, as in the model that was saved."""
+    K, d = mean.shape
+    touched = np.flatnonzero((mean != 0.0).any(axis=0) | (var != a).any(axis=0))
+    n = touched.shape[0]
+    slots, w = new_slots(d, K, max(n, 1))
+    slots.table[touched] = np.arange(1, n + 1)
+    slots.keys[1 : n + 1] = touched
+    slots.n[0] = n
+    w[1 : n + 1, :, 0] = mean[:, touched].T
+    w[1 : n + 1, :, 1] = var[:, touched].T + 0.0  # -0.0 -> +0.0: the sign is the undo mark
     return slots, w
 
 

@@ -47,17 +47,9 @@ from ..rules import (
     step,
 )
 from ..spec import EngineSpec
+from . import _diag_slots as ds
 from ._diag_exact import exact_zeta
-from ._diag_slots import (
-    Slots,
-    csr_times,
-    new_slots,
-    place,
-    reserve,
-    slot_rows,
-    to_dense,
-    trim,
-)
+from ._diag_slots import place
 from ._prefetch import AHEAD, prefetch
 from ._primal_common import (
     Counts,
@@ -290,7 +282,7 @@ def diag_fit(
     out,
     method: str = "kl",
     log: UndoLog | None = None,
-    slots: Slots | None = None,
+    slots: ds.Slots | None = None,
 ) -> Counts:
     """Diagonal covariance (and every first-order rule), one round at a time.
 
@@ -363,7 +355,7 @@ class PrimalDiagEngine(Locked):
         or a dense buffer of zeros (handed over lazily)."""
         d, K = self.spec.n_features, self.spec.n_models
         if d * K >= self.SLOTS_FROM:
-            self._slots, self._pairs = new_slots(d, K)
+            self._slots, self._pairs = ds.new_slots(d, K)
             self._w = None
         else:
             self._slots = self._pairs = None
@@ -408,7 +400,7 @@ class PrimalDiagEngine(Locked):
     def variance(self) -> np.ndarray:
         """(K, d) the variances (a copy; the prior's stored zeros read as ``a``)."""
         if self._slots is not None:
-            raw = to_dense(self._slots, self._pairs, 1, 0.0)
+            raw = ds.to_dense(self._slots, self._pairs, 1, 0.0)
         else:
             raw = self._s
         return np.where(raw == 0.0, self.spec.a, np.abs(raw))
@@ -432,9 +424,9 @@ class PrimalDiagEngine(Locked):
         self._prior = False
         method = self.spec.diag_method
         if self._slots is not None and sp.issparse(X):
-            slots, w = self._slots, self._pairs = reserve(self._slots, self._pairs, X.nnz)
+            slots, w = self._slots, self._pairs = ds.reserve(self._slots, self._pairs, X.nnz)
             counts = diag_fit(w[:, :, 0].T, w[:, :, 1].T, X, Y, self.rule, out, method, log, slots)
-            self._slots, self._pairs = trim(slots, w)
+            self._slots, self._pairs = ds.trim(slots, w)
         else:
             w = self._dense()
             counts = diag_fit(w[:, :, 0].T, w[:, :, 1].T, X, Y, self.rule, out, method, log)
@@ -482,24 +474,24 @@ class PrimalDiagEngine(Locked):
         """(buffer, indices) to read CSR rows X from: the slots' pairs and the rows'
         slots, or the dense buffer and X's own indices."""
         if self._slots is not None:
-            return self._pairs, slot_rows(self._slots, X.indices)
+            return self._pairs, ds.slot_rows(self._slots, X.indices)
         return self._w, X.indices
 
     def decision(self, X) -> np.ndarray:
         if sp.issparse(X):  # straight from the interleaved buffer: no (K, d) copy per call
             w, idx = self._rows(X)
-            return csr_times(X.indptr, idx, X.data, w, 0, False, 0.0)
+            return ds.csr_times(X.indptr, idx, X.data, w, 0, False, 0.0)
         return np.asarray(X @ self.mean.T)
 
     def margin_variance(self, X) -> np.ndarray:
         if sp.issparse(X):
             w, idx = self._rows(X)
-            return csr_times(X.indptr, idx, X.data, w, 1, True, self.spec.a)
+            return ds.csr_times(X.indptr, idx, X.data, w, 1, True, self.spec.a)
         return np.asarray((X * X) @ self.variance.T)
 
     def state_dict(self) -> dict[str, np.ndarray]:
         if self._slots is not None:
-            mean = to_dense(self._slots, self._pairs, 0, 0.0)
+            mean = ds.to_dense(self._slots, self._pairs, 0, 0.0)
         else:
             mean = np.array(self.mean, order="C")
         return {"mean": mean, "variance": np.array(self.variance, order="C")}
@@ -512,8 +504,13 @@ class PrimalDiagEngine(Locked):
         var = np.asarray(state["variance"], dtype=np.float64).reshape(K, d)
         if not np.all(var > 0.0):
             raise ValueError("state['variance'] holds variances that are not positive")
+        mean = np.asarray(state["mean"], dtype=np.float64).reshape(K, d)
+        if d * K >= cls.SLOTS_FROM:  # a wide model comes back in slots, as it learnt
+            eng._set_buffer(None, prior=False)
+            eng._slots, eng._pairs = ds.from_arrays(mean, var, spec.a)
+            return eng
         w = np.empty((d, K, 2))
-        w[:, :, 0] = np.asarray(state["mean"], dtype=np.float64).reshape(K, d).T
+        w[:, :, 0] = mean.T
         w[:, :, 1] = var.T + 0.0  # -0.0 -> +0.0: a variance's sign bit is the undo mark
         eng._set_buffer(w, prior=False)
         return eng
