@@ -48,11 +48,15 @@ __all__ = ["GROWTH", "PanelForm", "cholesky_walk", "lower_times"]
 #: The factor buffer's growth when full: capacity x GROWTH at least (and what the block
 #: needs); within a call that has more rows to come, up to 2x, towards the size the
 #: call's update rate so far predicts (:meth:`PanelForm._reserve`). At GROWTH alone the
-#: model holds at most GROWTH^2 = 1.32 n^2 doubles (2.32 n^2 while the leading block is
+#: model holds at most GROWTH^2 = 1.69 n^2 doubles (2.69 n^2 while the leading block is
 #: copied); a prediction that overshoots because the update rate fell can leave up to
 #: twice the capacity the model needs, which the memory benchmark
-#: (``benchmarks/bench_dual_throughput.py``) measures.
-GROWTH = 1.15
+#: (``benchmarks/bench_dual_throughput.py``) measures. A stream of partial_fit calls
+#: grows by GROWTH alone, each time copying the leading block into memory the system
+#: hands over slowly on first touch: 256-row calls (AROW, RBF, every row updating) to
+#: n_sv = 4500 took 1.3-1.7 s at 1.15 and 0.86-0.87 s at 1.3 (timed by hand, one
+#: thread; 1.5 was no faster).
+GROWTH = 1.3
 #: The smallest capacity a factor buffer gets.
 MIN_CAPACITY = 32
 
