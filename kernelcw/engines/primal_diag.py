@@ -390,6 +390,11 @@ class PrimalDiagEngine(Locked):
         """(K, d) the means: a view of the dense buffer (moves the state there)."""
         return self._dense()[:, :, 0].T
 
+    def mean_at(self, j: int) -> np.ndarray:
+        """(K,) the means at coordinate j (from the slots, without moving the state)."""
+        slots = self._slots
+        return self.mean[:, j].copy() if slots is None else self._pairs[slots.table[j], :, 0].copy()
+
     @property
     def _s(self) -> np.ndarray:
         """(K, d) the stored variances (0 stands for the prior a; moves the state to the
@@ -407,8 +412,7 @@ class PrimalDiagEngine(Locked):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self.__dict__.setdefault("_slots", None)  # pickled before the slots: dense
-        self.__dict__.setdefault("_pairs", None)
+        self.__dict__.update(_slots=state.get("_slots"), _pairs=state.get("_pairs"))  # old: dense
 
     @property
     def n_models(self) -> int:

@@ -147,7 +147,8 @@ class PredictionMixin:
         if _is_dual(self):
             with eng.lock:
                 return np.array([c * c * float(np.sum(nu)) for nu in eng.dual_coef()])
-        return c * eng.mean[:, -1]
+        at = getattr(eng, "mean_at", None)  # a wide diagonal model's slots stay slots
+        return c * (at(-1) if at is not None else eng.mean[:, -1])
 
 
 class DualAttributesMixin:
