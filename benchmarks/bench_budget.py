@@ -32,6 +32,7 @@ from ._common import (
     RESULTS,
     argument_parser,
     md_table,
+    median,
     progress,
     pyplot,
     require_matplotlib,
@@ -146,7 +147,8 @@ def plot(curves: dict, path) -> None:
 def throughput(args) -> str:
     rng = np.random.default_rng(0)
     B = args.tp_budget
-    n = B + 16 + max(args.tp_rounds, args.tp_cycle, 2 * args.batch)
+    calls = args.tp_calls
+    n = B + 16 + calls * max(args.tp_rounds, args.tp_cycle, 2 * args.batch)
     X = rng.normal(size=(n, 50))
     y = rng.integers(0, 2, size=n)
     policies = args.tp_policy.split(",")
@@ -162,16 +164,17 @@ def throughput(args) -> str:
     full.partial_fit(X[:warm], y[:warm], classes=[0, 1])
     for est in buds.values():
         est.partial_fit(X[:warm], y[:warm], classes=[0, 1])
-    chunk = X[warm : warm + args.tp_rounds], y[warm : warm + args.tp_rounds]
-    # the unbudgeted model grows past n_sv = B; the budgeted ones stay at B
-    time.sleep(0.3)
-    t0 = time.perf_counter()
-    full.partial_fit(*chunk)
-    t_full = (time.perf_counter() - t0) / args.tp_rounds
+    # the unbudgeted model grows past n_sv = B; the budgeted ones stay at B. Each model
+    # learns `calls` consecutive calls: the first pays one-time costs (memory the
+    # process touches for the first time, work buffers), the later ones are the
+    # steady state a stream of calls sees
+    full_t = _calls(full, X, y, warm, args.tp_rounds, calls)
     rows = [
         [
-            f"unbudgeted, n_sv {full.n_support_ - args.tp_rounds} -> {full.n_support_}",
-            f"{t_full * 1e3:.3f}",
+            f"unbudgeted, n_sv {warm} -> {full.n_support_}",
+            f"{full_t[0] * 1e3:.3f}",
+            _later(full_t, 1e3),
+            "1",
             "1",
         ]
     ]
@@ -180,19 +183,37 @@ def throughput(args) -> str:
         rounds = max(args.tp_rounds, args.tp_cycle) if p == "oldest" else args.tp_rounds
         if args.batch > 1:  # time whole prune cycles (q removals each)
             rounds = max(rounds, 2 * args.batch)
-        time.sleep(0.3)
-        t0 = time.perf_counter()
-        est.partial_fit(X[warm : warm + rounds], y[warm : warm + rounds])
-        t_bud = (time.perf_counter() - t0) / rounds
-        ratio = t_full / t_bud
+        t = _calls(est, X, y, warm, rounds, calls)
+        first = full_t[0] / t[0]
+        steady = median(full_t[1:]) / median(t[1:]) if calls > 1 else first
         rows.append(
             [
-                f"budget {B} ({p}), every round removes; {rounds} rounds",
-                f"{t_bud * 1e3:.3f}",
-                f"{ratio:.3f} ({'met' if ratio >= 0.25 else 'NOT met'}: goal >= 0.25)",
+                f"budget {B} ({p}), every round removes; calls of {rounds} rounds",
+                f"{t[0] * 1e3:.3f}",
+                _later(t, 1e3),
+                f"{first:.3f}",
+                f"{steady:.3f} ({'met' if steady >= 0.25 else 'NOT met'}: goal >= 0.25)",
             ]
         )
-    return md_table(["model", "ms per round", "speed relative to unbudgeted"], rows)
+    head = ["model", "first call: ms per round", "later calls: ms per round (median)",
+            "speed relative to unbudgeted, first calls", "later calls"]  # fmt: skip
+    return md_table(head, rows)
+
+
+def _calls(est, X, y, start: int, rounds: int, calls: int) -> list[float]:
+    """Seconds per round of each of ``calls`` consecutive partial_fit calls."""
+    out = []
+    for c in range(calls):
+        lo = start + c * rounds
+        time.sleep(0.3)
+        t0 = time.perf_counter()
+        est.partial_fit(X[lo : lo + rounds], y[lo : lo + rounds])
+        out.append((time.perf_counter() - t0) / rounds)
+    return out
+
+
+def _later(t: list[float], scale: float) -> str:
+    return f"{median(t[1:]) * scale:.3f}" if len(t) > 1 else "-"
 
 
 def memory(args) -> str:
@@ -231,6 +252,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tp-budget", type=int, default=4000)
     ap.add_argument("--tp-rounds", type=int, default=256)
+    ap.add_argument("--tp-calls", type=int, default=3, help="consecutive calls timed per model")
     ap.add_argument(
         "--tp-cycle",
         type=int,
@@ -265,9 +287,11 @@ def main(argv=None):
         print(path.read_text())
     if "throughput" in parts:
         body = (
-            f"AROW, RBF, d = 50, random labels: the rounds after the first "
-            f"{args.tp_budget + 16} (the unbudgeted model: {args.tp_rounds} rounds, from "
-            f"n_sv = {args.tp_budget + 16}).\n\n" + throughput(args) + "\n"
+            f"AROW, RBF, d = 50, random labels: {args.tp_calls} consecutive partial_fit "
+            f"calls after the first {args.tp_budget + 16} rounds (the unbudgeted model: "
+            f"calls of {args.tp_rounds} rounds, from n_sv = {args.tp_budget + 16}). The "
+            "first call after that warm-up pays one-time costs; the later calls are what "
+            "a stream of calls sees, and the goal is read from them.\n\n" + throughput(args) + "\n"
         )
         name = "budget_throughput" + (f"_batch{args.batch}" if args.batch > 1 else "")
         title = f"Budgets: throughput at B = {args.tp_budget}" + (
