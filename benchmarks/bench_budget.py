@@ -252,7 +252,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tp-budget", type=int, default=4000)
     ap.add_argument("--tp-rounds", type=int, default=256)
-    ap.add_argument("--tp-calls", type=int, default=3, help="consecutive calls timed per model")
+    ap.add_argument("--tp-calls", type=int, default=5, help="consecutive calls timed per model")
     ap.add_argument(
         "--tp-cycle",
         type=int,
