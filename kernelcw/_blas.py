@@ -129,30 +129,19 @@ def _ld(A):
     return max(1, ld)
 
 
-def _trsm(fn, L, B, trans):
-    n, m = B.shape
-    # C: L X = B  <=>  Fortran: X' L' = B' with X' = B' (m x n), L' upper;
-    # C: L' X = B <=>  Fortran: X' L = B', i.e. X' (L')' = B'
-    ch = np.array([_R, _U, _T if trans else _N, _N], dtype=np.uint8)
-    ints = np.array([m, n, _ld(L), _ld(B)], dtype=np.int32)
+def _trsm(fn, L, B, trans, rows):
+    """One dtrsm with C-ordered lower L. ``rows`` False: B (n x m) <- L^-1 B, which
+    Fortran sees as X' L' = B' (side R, upper L'; ``trans``: X' L = B'); ``rows``
+    True: the right-hand sides are B's rows (m x n), B <- (L^-1 B')', which Fortran
+    sees as (L')' X = B' (side L, upper L' transposed; ``trans``: L' X = B')."""
+    a, b = B.shape
+    side, transa = (_L, _N if trans else _T) if rows else (_R, _T if trans else _N)
+    ch = np.array([side, _U, transa, _N], dtype=np.uint8)
+    ints = np.array([b, a, _ld(L), _ld(B)], dtype=np.int32)
     one = np.ones(1)
     fp = _fn11(fn)
     fp(ch[0:].ctypes, ch[1:].ctypes, ch[2:].ctypes, ch[3:].ctypes, ints[0:].ctypes,
        ints[1:].ctypes, one.ctypes, L.ctypes, ints[2:].ctypes, B.ctypes,
-       ints[3:].ctypes)  # fmt: skip
-    return 0
-
-
-def _trsm_rows(fn, L, BT, trans):
-    m, n = BT.shape
-    # C-ordered BT (m x n) is the Fortran B = BT' (n x m) and C-ordered lower L the
-    # Fortran upper L': L X = B is (L')' X = B (side L, upper, transposed)
-    ch = np.array([_L, _U, _N if trans else _T, _N], dtype=np.uint8)
-    ints = np.array([n, m, _ld(L), _ld(BT)], dtype=np.int32)
-    one = np.ones(1)
-    fp = _fn11(fn)
-    fp(ch[0:].ctypes, ch[1:].ctypes, ch[2:].ctypes, ch[3:].ctypes, ints[0:].ctypes,
-       ints[1:].ctypes, one.ctypes, L.ctypes, ints[2:].ctypes, BT.ctypes,
        ints[3:].ctypes)  # fmt: skip
     return 0
 
@@ -229,7 +218,7 @@ def trsm_lower_left(L: np.ndarray, B: np.ndarray, trans: bool = False) -> None:
     if B.shape[1] == 1 and B.strides[0] == 8:
         _call(_trsv, (_RM, _V, types.boolean), _dtrsv, L, B[:, 0], trans)
         return
-    _call(_trsm, (_RM, _M, types.boolean), _dtrsm, L, B, trans)
+    _call(_trsm, (_RM, _M, types.boolean, types.boolean), _dtrsm, L, B, trans, False)
 
 
 def trsm_lower_rows(L: np.ndarray, BT: np.ndarray, trans: bool = False) -> None:
@@ -240,7 +229,7 @@ def trsm_lower_rows(L: np.ndarray, BT: np.ndarray, trans: bool = False) -> None:
     97 ms on one thread (OpenBLAS 0.3.30, the right-hand-side form is slower)."""
     if BT.shape[0] == 0 or BT.shape[1] == 0:
         return
-    _call(_trsm_rows, (_RM, _M, types.boolean), _dtrsm, L, BT, trans)
+    _call(_trsm, (_RM, _M, types.boolean, types.boolean), _dtrsm, L, BT, trans, True)
 
 
 def trsv_lower(L: np.ndarray, x: np.ndarray, trans: bool = False) -> None:
@@ -500,7 +489,7 @@ def trsm_lower_left_c(fns, L, B, trans):
     if B.shape[1] == 1 and B.strides[0] == 8:
         _trsv_c(fns.trsv, L, B[:, 0], trans)
         return
-    _trsm_c(fns.trsm, L, B, trans)
+    _trsm_c(fns.trsm, L, B, trans, False)
 
 
 @njit(cache=True)
