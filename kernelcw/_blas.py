@@ -28,7 +28,6 @@ axis is contiguous; the leading dimension is the row stride.
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -37,12 +36,9 @@ from numba.core.typing.ctypes_utils import get_pointer
 from numba.extending import get_cython_function_address, intrinsic
 
 __all__ = [
-    "GIVENS_MAX_RANK",
     "gemm_sub",
     "rows_mv",
-    "givens_update",
     "potrf_lower",
-    "tpqrt_update",
     "trsm_lower_left",
     "trsm_lower_rows",
     "trsv_lower",
@@ -65,7 +61,6 @@ _dsyrk = _fn("blas", "dsyrk")
 _dgemv = _fn("blas", "dgemv")
 _dpotrf = _fn("lapack", "dpotrf")
 _dpotri = _fn("lapack", "dpotri")
-_dtpqrt = _fn("lapack", "dtpqrt")
 
 
 def _caller(nargs: int):
@@ -181,34 +176,6 @@ def _potrf(fn, M):
     return ints[2]
 
 
-@njit(cache=True)
-def _positive_diagonal(L):
-    """Flip the sign of the columns of lower-triangular L whose diagonal is negative
-    (the strict upper triangle is left alone)."""
-    n = L.shape[0]
-    for i in range(n):
-        for j in range(i + 1):
-            if L[j, j] < 0.0 and j != i:
-                L[i, j] = -L[i, j]
-    for j in range(n):
-        if L[j, j] < 0.0:
-            L[j, j] = -L[j, j]
-
-
-def _tpqrt(fn, L, Lam, nb):
-    n, k = Lam.shape
-    T = np.empty((n, nb))  # Fortran nb x n, ld nb
-    work = np.empty(nb * n)
-    # Fortran view: A = L' (n x n upper, ld), B = Lam' (k x n, ld)
-    ints = np.array([k, n, 0, nb, _ld(L), _ld(Lam), nb, 0], dtype=np.int32)
-    fp = _fn12(fn)
-    fp(ints[0:].ctypes, ints[1:].ctypes, ints[2:].ctypes, ints[3:].ctypes, L.ctypes,
-       ints[4:].ctypes, Lam.ctypes, ints[5:].ctypes, T.ctypes, ints[6:].ctypes, work.ctypes,
-       ints[7:].ctypes)  # fmt: skip
-    _positive_diagonal(L)  # L_new = R' D with D = sign(diag R)
-    return ints[7]
-
-
 def trsm_lower_left(L: np.ndarray, B: np.ndarray, trans: bool = False) -> None:
     """B <- L^-1 B (``trans``: L'^-1 B) in place; L (n x n) lower triangular, B (n x m).
     Only L's lower triangle is read (its strict upper triangle may hold other data).
@@ -268,56 +235,6 @@ def potrf_lower(M: np.ndarray) -> int:
     if M.shape[0] == 0:
         return 0
     return int(_call(_potrf, (_M,), _dpotrf, M))
-
-
-#: Rank updates of at most this many columns are made by Givens sweeps
-#: (:func:`givens_update`), wider ones by LAPACK's blocked QR (dtpqrt).
-GIVENS_MAX_RANK = 4
-
-
-def tpqrt_update(L: np.ndarray, Lam: np.ndarray, nb: int = 64) -> int:
-    """Rank-k update of a Cholesky factor in place: L L' + Lam Lam' = L_new L_new'.
-
-    L (n x n, lower) and Lam (n x k) are C-ordered views. The QR factorisation
-    of ``[L'; Lam']`` (LAPACK dtpqrt, triangular-pentagonal, blocked) gives
-    ``R`` with ``R'R = L L' + Lam Lam'``; ``L_new = R'`` with its columns' signs
-    made positive. Lam is overwritten. About 2 n^2 k flops, BLAS-3. For k up to
-    :data:`GIVENS_MAX_RANK` (one row at a time: k = 1), k Givens sweeps do the same
-    in a fraction of the time (LAPACK's blocking costs more than the work there).
-    """
-    n, k = Lam.shape
-    if n == 0 or k == 0:
-        return 0
-    if k <= GIVENS_MAX_RANK:
-        givens_update(L, Lam)
-        return 0
-    return int(_call(_tpqrt, (_M, _M, types.int64), _dtpqrt, L, Lam, max(1, min(nb, n))))
-
-
-@njit(cache=True)
-def givens_update(L, Lam):
-    """L L' + Lam Lam' = L_new L_new' in place (L lower with a positive diagonal, its
-    strict upper triangle untouched), one column x of Lam at a time by plane
-    rotations: column m's rotation (c, s) = (L_mm, x_m) / r, r = hypot(L_mm, x_m),
-    takes (L_im, x_i) to (c L_im + s x_i, c x_i - s L_im) in every row i > m. Taken
-    row by row, so that L is read along its C-ordered rows: row i applies the
-    rotations of the columns before it, then makes its own. Lam is left as it was."""
-    n, k = Lam.shape
-    c = np.empty(n)
-    s = np.empty(n)
-    for j in range(k):
-        for i in range(n):
-            xi = Lam[i, j]
-            row = L[i]
-            for m in range(i):
-                lim = row[m]
-                row[m] = c[m] * lim + s[m] * xi
-                xi = c[m] * xi - s[m] * lim
-            lii = row[i]
-            r = math.hypot(lii, xi)
-            c[i] = lii / r
-            s[i] = xi / r
-            row[i] = r
 
 
 # ---------------------------------------------------------------- symmetric level 2

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kernelcw import _blas
+from kernelcw import _blas, _cholupdate
 
 
 def _buffer(rng, n0, n):
@@ -30,7 +30,7 @@ def test_factor_solve_update_on_sub_blocks(n0, n, k):
     np.testing.assert_allclose(B, want, rtol=1e-10, atol=1e-12)
     Lam = rng.normal(size=(n, k + 5))[:, 2 : 2 + k]
     target = L @ L.T + Lam @ Lam.T
-    assert _blas.tpqrt_update(buf[:n, :n], Lam) == 0
+    assert _cholupdate.tpqrt_update(buf[:n, :n], Lam) == 0
     L2 = np.tril(buf[:n, :n])
     assert np.all(np.diag(L2) > 0)
     np.testing.assert_allclose(L2 @ L2.T, target, rtol=1e-11, atol=1e-11 * n)
@@ -94,18 +94,18 @@ def test_givens_update_is_the_rank_k_update_and_keeps_the_rest(n, k):
     upper = np.triu(buf, 1).copy()
     Lam = rng.normal(size=(n, k + 2))[:, 1 : 1 + k]
     lam0 = Lam.copy()
-    _blas.givens_update(buf[:n, :n], Lam)
+    _cholupdate.givens_update(buf[:n, :n], Lam)
     L2 = np.tril(buf[:n, :n])
     assert np.all(np.diag(L2) > 0)
     np.testing.assert_allclose(L2 @ L2.T, L @ L.T + lam0 @ lam0.T, rtol=1e-12, atol=1e-12 * n)
     np.testing.assert_array_equal(np.triu(buf, 1), upper)
     np.testing.assert_array_equal(Lam, lam0)
     # the wrapper takes the same path up to GIVENS_MAX_RANK and agrees with dtpqrt past it
-    wide = rng.normal(size=(n, _blas.GIVENS_MAX_RANK + 1))
+    wide = rng.normal(size=(n, _cholupdate.GIVENS_MAX_RANK + 1))
     A, B = L.copy(), L.copy()
-    _blas.tpqrt_update(A, wide.copy())
+    _cholupdate.tpqrt_update(A, wide.copy())
     for j in range(wide.shape[1]):
-        _blas.givens_update(B, wide[:, j : j + 1])
+        _cholupdate.givens_update(B, wide[:, j : j + 1])
     np.testing.assert_allclose(np.tril(A), np.tril(B), rtol=1e-10, atol=1e-12)
 
 
@@ -243,3 +243,29 @@ def test_address_records_keep_their_order():
     )  # fmt: skip
     assert _blas.TriBlas._fields == ("trsm", "trsv", "gemm")
     assert all(isinstance(a, int) for a in _blas.SYM_BLAS + _blas.TRI_BLAS)
+
+
+@pytest.mark.parametrize(("n", "k", "group"), [(40, 5, 2), (130, 40, 8), (130, 40, 64), (9, 9, 1)])
+def test_staircase_update_is_the_rank_k_update(n, k, group):
+    """Lam's column j zero above row first[j] (non-decreasing, repeats and the last
+    row included): the band-by-band QR gives the dense update, a positive diagonal, and
+    keeps the strict upper triangle; on strided views of capacity buffers."""
+    rng = np.random.default_rng(n + k + group)
+    buf, _ = _buffer(rng, n + 4, n)
+    assert _blas.potrf_lower(buf[:n, :n]) == 0
+    L = np.tril(buf[:n, :n])
+    upper = np.triu(buf, 1).copy()
+    first = np.sort(rng.integers(0, n, size=k))
+    first[k // 2] = first[k // 2 - 1] if k > 1 else first[0]  # a repeated row
+    first[-1] = n - 1
+    store = rng.normal(size=(n, k + 3))
+    Lam = store[:, 1 : 1 + k]
+    Lam[np.arange(n)[:, None] < first[None, :]] = 0.0
+    target = L @ L.T + Lam @ Lam.T
+    assert _cholupdate.staircase_update(buf[:n, :n], Lam, first, group=group, nb=8) == 0
+    L2 = np.tril(buf[:n, :n])
+    assert np.all(np.diag(L2) > 0)
+    np.testing.assert_allclose(L2 @ L2.T, target, rtol=1e-11, atol=1e-11 * n)
+    np.testing.assert_array_equal(np.triu(buf, 1), upper)
+    with pytest.raises(ValueError, match="non-decreasing"):
+        _cholupdate.staircase_update(L.copy(), Lam.copy(), first[::-1] if k > 1 else [-1])

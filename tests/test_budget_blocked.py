@@ -1,6 +1,8 @@
-"""The blocked walk of budgeted models ("random", "smallest" and "project" with the
-Cholesky solver, kernelcw.engines.dual.deferred) against the round-by-round walk
-(solver="explicit").
+"""The blocked walk of budgeted models ("smallest" and "project" with the Cholesky
+solver, kernelcw.engines.dual.deferred) against the round-by-round walk
+(solver="explicit"); "random" with the Cholesky solver is in the lazy form
+(kernelcw.engines.dual.lazy), checked here against the same walk, and its blocked walk
+(a model saved in that form) is reached by routing it there.
 
 Both make the same rounds: the blocked one sums each sub-block's changes to Pi (and to
 the inverse Gram matrix of "project") as deferred rank-one terms and adds them with
@@ -19,7 +21,7 @@ import reference_budget as rb
 
 from kernelcw import AROWClassifier, CWClassifier, SCWClassifier
 from kernelcw.budget.kernels import KINV_REFRESH
-from kernelcw.engines.dual import deferred
+from kernelcw.engines.dual import convert, deferred
 
 RULES = {
     "scw1": (SCWClassifier, dict(C=1.0, eta=0.8)),
@@ -46,6 +48,27 @@ def _est(rule, solver, policy, budget, **over):
     return cls(**{**kw, **p, **over})
 
 
+def _fast_form(est, policy):
+    """The Cholesky solver's form once the budget binds: "lazy" for "random" (unless
+    routed to the blocked walk), the blocked nu/Pi walk for the others."""
+    forms = est._engine.forms
+    if policy in convert.LAZY_POLICIES:
+        return all(f.name == "lazy" for f in forms)
+    return all(f.name == "explicit" and f.blocked for f in forms)
+
+
+#: "random (blocked)": "random" routed to the blocked walk (a model saved in that form).
+POLICIES = ["random", "random (blocked)", "smallest", "project"]
+
+
+def _route(policy, monkeypatch):
+    """The policy's name; "random (blocked)" sends "random" to the blocked walk."""
+    if policy == "random (blocked)":
+        monkeypatch.setattr(convert, "LAZY_POLICIES", ())
+        return "random"
+    return policy
+
+
 def _close(blocked, explicit, what):
     np.testing.assert_array_equal(blocked.n_updates_, explicit.n_updates_, err_msg=what)
     np.testing.assert_array_equal(blocked.n_mistakes_, explicit.n_mistakes_, err_msg=what)
@@ -57,16 +80,21 @@ def _close(blocked, explicit, what):
 
 
 @pytest.mark.parametrize("rule", list(RULES))
-@pytest.mark.parametrize("policy", ["random", "smallest", "project"])
-def test_blocked_walk_is_the_round_by_round_walk(rule, policy):
+@pytest.mark.parametrize("policy", POLICIES)
+def test_blocked_walk_is_the_round_by_round_walk(rule, policy, monkeypatch):
     """More removals than the refresh period of "project"'s inverse Gram matrix, in
     blocks of 256 (four sub-blocks each)."""
+    policy = _route(policy, monkeypatch)
     X, y = _stream(KINV_REFRESH + 200, 5, 1)
     blocked = _est(rule, "cholesky", policy, 12).fit(X, y)
     explicit = _est(rule, "explicit", policy, 12).fit(X, y)
     forms = blocked._engine.forms
-    assert all(f.blocked for f in forms) and not any(f.blocked for f in explicit._engine.forms)
-    assert forms[0].policy.counter > KINV_REFRESH
+    assert _fast_form(blocked, policy) and not any(f.blocked for f in explicit._engine.forms)
+    assert (
+        forms[0].counter > KINV_REFRESH
+        if policy in convert.LAZY_POLICIES
+        else (forms[0].policy.counter > KINV_REFRESH)
+    )
     _close(blocked, explicit, f"{rule}/{policy}")
 
 
@@ -86,11 +114,12 @@ def test_project_refreshes_every_budget_removals_above_the_period():
     _close(blocked, explicit, "project, budget above the refresh period")
 
 
-@pytest.mark.parametrize("policy", ["random", "smallest", "project"])
+@pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("cut", ["one row at a time", "block_size=7", "ragged calls"])
 def test_cuts_and_sub_blocks_do_not_change_the_model(policy, cut, monkeypatch):
     """One row per call (a sub-block of one input), blocks of 7, and calls of uneven
     length, with a sub-block of 5 inputs (the walk's changes settled every 5 rounds)."""
+    policy = _route(policy, monkeypatch)
     X, y = _stream(400, 4, 2, n_classes=3)
     explicit = _est("arow", "explicit", policy, 20).fit(X, y)
     monkeypatch.setattr(deferred, "SUB_BLOCK", 5)
@@ -104,7 +133,7 @@ def test_cuts_and_sub_blocks_do_not_change_the_model(policy, cut, monkeypatch):
             est.partial_fit(X[lo:hi], y[lo:hi], classes=[0, 1, 2])
     else:
         est.fit(X, y)
-    assert all(f.blocked for f in est._engine.forms)
+    assert _fast_form(est, policy)
     _close(est, explicit, f"{policy}, {cut}")
 
 
@@ -128,3 +157,20 @@ def test_random_victim_by_selection_is_the_sorted_choice():
             got = jth_entered_slot(pol, counter, n, entry, np.empty(2 * n))
             assert got == want
             assert choose_victim(pol, counter, n, sup, np.empty(2 * n)) == want
+
+
+@pytest.mark.parametrize("rule", ["scw1", "arow"])
+def test_lazy_form_at_a_budget_of_several_bands(rule):
+    """"random" in the lazy form at B = 150: walks of 18 inputs whose leavers span
+    several bands of the purge's QR and of Y's solve (STAIR_GROUP), leavers that
+    entered in the same walk, and both purge paths (Givens for a few leavers, the
+    banded QR for more); the same model as the round-by-round walk."""
+    from kernelcw.engines.dual import lazy
+
+    assert lazy.part_size(150) > lazy.STAIR_GROUP > 4
+    X, y = _stream(1100, 5, 7)
+    fast = _est(rule, "cholesky", "random", 150).fit(X, y)
+    explicit = _est(rule, "explicit", "random", 150).fit(X, y)
+    assert fast._engine.factor_forms() == ["lazy"]
+    assert fast._engine.forms[0].counter > 500
+    _close(fast, explicit, f"{rule}, lazy form at B = 150")

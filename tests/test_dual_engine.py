@@ -22,7 +22,7 @@ FORMS = {
     "explicit": (AROWClassifier, dict(r=1.0, solver="explicit"), "explicit"),
     "first_order": (PAClassifier, dict(), "first_order"),
     "queue": (AROWClassifier, dict(r=1.0, budget=15, budget_policy="oldest"), "queue"),
-    "random": (SCWClassifier, dict(budget=15, budget_policy="random"), "explicit"),
+    "random": (SCWClassifier, dict(budget=15, budget_policy="random"), "lazy"),
     "smallest": (AROWClassifier, dict(r=1.0, budget=15, budget_policy="smallest"), "explicit"),
     "project": (AROWClassifier, dict(r=2.0, budget=15, budget_policy="project"), "explicit"),
     "explicit_oldest": (
@@ -143,17 +143,18 @@ class FailingRBF:
         return np.exp(-0.4 * np.maximum(d, 0.0))
 
 
-@pytest.mark.parametrize("form", ["panels", "explicit", "first_order", "smallest", "project"])
+@pytest.mark.parametrize(
+    "form", ["panels", "explicit", "first_order", "smallest", "project", "random"]
+)
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_checkpoint_restore_exact_after_an_error_mid_call(form, n_classes):
     """An error in the third block of a call (two kernel calls per block) leaves the state
-    exactly as before the call, including a form switched part-way (panels -> explicit);
-    learning then continues as if the failed call never happened."""
+    exactly as before the call, including a form switched part-way (panels -> explicit,
+    panels -> lazy); learning then continues as if the failed call never happened."""
     X, y = _stream(3, 160, n_classes)
     kernel = FailingRBF()
-    over = (
-        dict(kernel=kernel, budget=30) if form in ("smallest", "project") else dict(kernel=kernel)
-    )
+    budgeted = ("smallest", "project", "random")
+    over = dict(kernel=kernel, budget=30) if form in budgeted else dict(kernel=kernel)
     est = _estimator(form, "dense-rbf", **over)
     est.partial_fit(X[:20], y[:20], classes=np.arange(n_classes))
     forms_before = est._engine.factor_forms()
@@ -177,14 +178,16 @@ def test_checkpoint_restore_exact_after_an_error_mid_call(form, n_classes):
     _assert_same_state(est._engine.state_dict(), ref._engine.state_dict())
 
 
-def test_queue_form_error_mid_call_restores_the_model():
-    """The queue form is restored like the others (its leading blocks are copied on
-    the call's first in-place change): same state, and it continues exactly."""
+@pytest.mark.parametrize(("form", "name"), [("queue", "queue"), ("random", "lazy")])
+def test_queue_form_error_mid_call_restores_the_model(form, name):
+    """The queue and lazy forms are restored like the others (what their removals
+    change in place is copied first, once per call and row range): same state after
+    removals in two blocks of the failed call, and it continues exactly."""
     X, y = _stream(4, 160, 2)
     kernel = FailingRBF()
-    est = _estimator("queue", "dense-rbf", kernel=kernel)
+    est = _estimator(form, "dense-rbf", kernel=kernel)
     est.partial_fit(X[:60], y[:60], classes=[0, 1])
-    assert est._engine.factor_forms() == ["queue"]
+    assert est._engine.factor_forms() == [name]
     before = est._engine.state_dict()
     twin = copy.deepcopy(est)
     kernel.fail_at = kernel.calls + 3
@@ -319,7 +322,7 @@ def test_blas_threads_of_the_explicit_form_follow_its_per_input_calls():
     X = rng.normal(size=(300, 4))
     y = (X[:, 0] > 0).astype(int)
     for solver, width in [("explicit", 1), ("cholesky", 1)]:
-        est = SCWClassifier(kernel="rbf", budget=40, budget_policy="random", solver=solver)
+        est = SCWClassifier(kernel="rbf", budget=40, budget_policy="smallest", solver=solver)
         eng = est.fit(X, y).engine_
         assert eng.factor_forms() == ["explicit"]
         n = eng.forms[0].n

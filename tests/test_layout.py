@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "kernelcw"
 #: Lowest first. A module's layer is its first dotted part below ``kernelcw``.
 LAYERS = [
     {"options", "_validation", "_interrupt"},
-    {"rules", "kernels", "_blas", "_threads"},
+    {"rules", "kernels", "_blas", "_cholupdate", "_threads"},
     {"budget"},
     {"spec"},
     {"engines"},

@@ -7,10 +7,11 @@ its removal and projection kernels are :mod:`.kernels`.
 After every round a budgeted model holds at most ``B`` support vectors: when an
 update makes it ``B + 1``, one support vector p leaves at once, before the next
 round is predicted. While the budget binds the model is kept as nu and Pi (the
-explicit dual form), except for "oldest" with a second-order rule and the
-Cholesky solver: removing the oldest is deleting a row of M, which
-:class:`kernelcw.engines.dual.queue.QueueForm` does in blocks with BLAS-3 (its
-docstring says how).
+explicit dual form), except for "oldest" and "random" with a second-order rule and
+the Cholesky solver: removing one is deleting a row of M, which
+:class:`kernelcw.engines.dual.queue.QueueForm` ("oldest") and
+:class:`kernelcw.engines.dual.lazy.LazyForm` ("random", whose draws do not depend on
+the model) do in blocks with BLAS-3 (their docstrings say how).
 
 Which one (``budget_policy``):
 

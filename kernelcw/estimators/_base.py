@@ -54,7 +54,7 @@ _FLOOR_WARNING = (
     "12 digits where it still errs: a hard-constraint rule on a non-separable "
     "stream (a soft rule, SCW or AROW, or a smaller eta avoids it), features of "
     "very different scales (standardise X), or, in the dual's explicit nu/Pi "
-    "form (solver='explicit', or a budget other than 'oldest'), Pi's "
+    "form (solver='explicit', or budget_policy 'smallest' or 'project'), Pi's "
     "recursion drifting in floating point."
 )
 

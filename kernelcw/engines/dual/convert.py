@@ -8,7 +8,8 @@ the queue form (policy "oldest") or the explicit form (the other policies). Each
 switch is once per model; the new form takes the slots over and the old one is
 left unchanged (so a checkpoint of it still restores it).
 
-A model of a removing policy ("random", "smallest") whose nu/Pi recursion left
+A model of a removing policy ("smallest"; "random" in a model saved before the lazy
+form existed) whose nu/Pi recursion left
 float64's range continues in the batch-pruned form with q = 1, the same model
 (:func:`explicit_to_pruned`, from ``kernelcw.engines.dual.DualEngine.stabilise``).
 """
@@ -21,6 +22,7 @@ from scipy.linalg import LinAlgError, cholesky, solve_triangular
 from ...budget import make_policy
 from .explicit import ExplicitForm
 from .form import Context, Form
+from .lazy import LazyForm
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
@@ -33,6 +35,10 @@ __all__ = [
     "panels_to_pruned",
     "panels_to_queue",
 ]
+
+
+#: Policies a binding budget moves to the lazy form (:mod:`.lazy`) with q = 1.
+LAZY_POLICIES = ("random",)
 
 
 def initial_form(ctx: Context, solver: str) -> Form:
@@ -50,6 +56,8 @@ def on_budget(form: PanelForm, ctx: Context, ks: np.ndarray, remaining: int):
         return panels_to_pruned(form, ctx), ks
     if ctx.policy == "oldest":
         return panels_to_queue(form, ctx, ks)
+    if ctx.policy in LAZY_POLICIES:
+        return panels_to_pruned(form, ctx, LazyForm), ks
     if ctx.factor_only:
         return panels_to_pruned(form, ctx), ks
     return panels_to_explicit(form, ctx, min(form.n + remaining, ctx.budget) + 1), ks
@@ -78,11 +86,11 @@ def panels_to_explicit(p: PanelForm, ctx: Context, need: int) -> ExplicitForm:
     return x
 
 
-def panels_to_pruned(p: PanelForm, ctx: Context) -> PrunedForm:
-    """The batch-pruned form from the panel form's state (dense L, r, zeta, Gram
-    cache; slots in entry order); ``qv = L r``."""
+def panels_to_pruned(p: PanelForm, ctx: Context, cls=PrunedForm) -> PrunedForm:
+    """The batch-pruned form (or its subclass ``cls``, the lazy form) from the panel
+    form's state (dense L, r, zeta, Gram cache; slots in entry order); ``qv = L r``."""
     n = p.n
-    x = PrunedForm(ctx.policy, ctx.budget, ctx.batch, ctx.seed)
+    x = cls(ctx.policy, ctx.budget, ctx.batch, ctx.seed)
     x.take_slots(p)
     x.L[:n, :n] = np.tril(p.LK[:n, :n])
     x.r[:n] = p.r

@@ -30,6 +30,7 @@ from ..base import LearnResult, Locked
 from .convert import explicit_to_pruned, initial_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form
+from .lazy import LazyForm
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
@@ -38,7 +39,7 @@ from .store import SupportStore
 
 __all__ = ["DualEngine"]
 
-_FORMS = {c.code: c for c in (PanelForm, ExplicitForm, QueueForm, PrunedForm)}
+_FORMS = {c.code: c for c in (PanelForm, ExplicitForm, QueueForm, PrunedForm, LazyForm)}
 
 
 def _plain(rule: RuleParams) -> RuleParams:
@@ -96,8 +97,8 @@ class DualEngine(Locked):
     def factor_forms(self) -> list[str]:
         """The factor form each binary model is in: "panels" (append-only Cholesky),
         "explicit" (nu/Pi), "queue" (the "oldest" budget's Cholesky queue),
-        "pruned" (a budget pruned q at a time, :mod:`.pruned`) or "first_order" (nu
-        alone)."""
+        "pruned" (a budget pruned q at a time, :mod:`.pruned`), "lazy" (the "random"
+        budget's Cholesky form, :mod:`.lazy`) or "first_order" (nu alone)."""
         return [f.name for f in self.forms]
 
     @property

@@ -112,7 +112,7 @@ class PrunedForm(Form):
         self.policy, self.budget, self.batch = policy, int(budget), int(batch)
         self.seed = int(seed)
         self.counter = 0
-        cap = self.budget + 1
+        cap = self._capacity()
         self.L = np.zeros((cap, cap))
         self.r = np.zeros(cap)
         self.qv = np.zeros(cap)
@@ -120,6 +120,10 @@ class PrunedForm(Form):
         side = cap if self.projects else 0
         self.G = np.zeros((side, side))
         self._nu_cache: np.ndarray | None = None
+
+    def _capacity(self) -> int:
+        """The buffers' size: the budget and the one an update adds."""
+        return self.budget + 1
 
     @property
     def projects(self) -> bool:

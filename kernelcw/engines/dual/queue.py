@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit
 from scipy.linalg import solve_triangular
 
-from ... import _blas
+from ... import _blas, _cholupdate
 from ...rules import VAR_FLOOR
 from .form import Form, Walked
 from .queue_block import append_rows, block_products, drop_columns
@@ -56,11 +56,14 @@ QUEUE_REBUILD = 0.5
 
 class Candidates(NamedTuple):
     """The next leavers (candidate d is the d-th to leave) at the block's start:
-    ``P0 = Y0' W0``, ``H0 = Y0' Y0``, ``rho0 = Y0' r`` with ``Y0 = L^-1 E_cands``."""
+    ``P0 = Y0' W0``, ``H0 = Y0' Y0``, ``rho0 = Y0' r`` with ``Y0 = L^-1 E_cands``;
+    ``new[d]``: -1, or k for a leaver that is the walk's own k-th appended row (its
+    rows of P0, H0, rho0 are zero: Y0 is zero on the support at the walk's start)."""
 
     P0: np.ndarray
     H0: np.ndarray
     rho0: np.ndarray
+    new: np.ndarray
 
 
 class QueueRows(NamedTuple):
@@ -162,8 +165,8 @@ def queue_walk(blk, cand, rule, n_alive, budget, rows, f_out):
             lnn = math.sqrt(1.0 / st.zeta + max(v_ext, 0.0))
             q = f + st.alpha * y_t * (1.0 / st.zeta + st.v)
             rnew = (q - a * fx) / lnn
-            for d in range(c):
-                PN[u, d] = -a * p[d] / lnn  # (e_new - a w' Y) / L_nn, e_new = 0
+            for d in range(c):  # (e_new - a w' Y) / L_nn; e_new = 1 for its own column
+                PN[u, d] = ((1.0 if cand.new[d] == u else 0.0) - a * p[d]) / lnn
             for d in range(D):
                 y1[d] = PN[u, d]
             chol_rank1(Ch, D, y1)
@@ -374,7 +377,7 @@ class QueueForm(Form):
         K0c, Kss, WO, X, G, rW, P0, H0, rho0 = block_products(
             _blas.TRI_BLAS, bufs, nO, nN, blk.K0, blk.Kbb, ks, t0, c
         )
-        cand = Candidates(P0, H0, rho0)
+        cand = Candidates(P0, H0, rho0, np.full(c, -1, dtype=np.int64))
         rows = QueueRows(
             np.empty((bs, bs)),
             *(np.empty(bs) for _ in range(4)),
@@ -415,17 +418,17 @@ class QueueForm(Form):
         nO, nN = self.nO, self.nN
         nO2 = nO - D
         save_leading(self, nO2, nO)
-        if D <= _blas.GIVENS_MAX_RANK:  # (a few: one compiled call, the same steps)
+        if D <= _cholupdate.GIVENS_MAX_RANK:  # (a few: one compiled call, the same steps)
             bufs = (self.LN, self.LNO, self.rO, self.rN)
             drop_columns(_blas.TRI_BLAS, bufs, nN, nO2, nO, self.qv[nO:])
         else:
-            _blas.tpqrt_update(self.LN[:nN, :nN], self.LNO[:nN, nO2:nO])
+            _cholupdate.tpqrt_update(self.LN[:nN, :nN], self.LNO[:nN, nO2:nO])
             self.LNO[:nN, nO2:nO] = 0.0
         self.nO = nO2
         keep = np.concatenate((np.arange(nO2), np.arange(nO, ks.shape[0])))
         self.entry, self.kap = self.entry[keep], self.kap[keep]
         self.zeta, self.qv, ks = self.zeta[keep], self.qv[keep], ks[keep]
-        if D > _blas.GIVENS_MAX_RANK:
+        if D > _cholupdate.GIVENS_MAX_RANK:
             self.refresh_rN(self.qv[nO2:])
         return ks
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..._blas import gemm_sub_c, givens_update, trsm_lower_left_c
+from ..._blas import gemm_sub_c, trsm_lower_left_c
+from ..._cholupdate import givens_update
 
 __all__ = ["append_rows", "block_products", "drop_columns"]
 
@@ -114,9 +115,9 @@ def _new_block(Kss, S, E, Ld, a, out):
 
 @njit(cache=True)
 def drop_columns(fns, bufs, nN, nO2, nO, qN):
-    """O's rows nO2..nO-1 (a few: up to :data:`kernelcw._blas.GIVENS_MAX_RANK`) leave,
+    """O's rows nO2..nO-1 (a few: up to :data:`kernelcw._cholupdate.GIVENS_MAX_RANK`) leave,
     in the buffers ``bufs = (LN, LNO, rO, rN)``: L_N takes their columns of L_NO
-    (Givens sweeps, as :func:`kernelcw._blas.tpqrt_update` makes them for a few
+    (Givens sweeps, as :func:`kernelcw._cholupdate.tpqrt_update` makes them for a few
     columns), which become zero, and ``r_N = L_N^-1 (q_N - L_NO r_O)`` with O's
     remaining nO2 rows (:meth:`.queue.QueueForm.refresh_rN`)."""
     LN, LNO, rO, rN = bufs

@@ -38,11 +38,12 @@ def raise_for(
         return
     if status == NOT_PSD:
         hint = (
-            " In the explicit nu/Pi form (solver='explicit', or a budget other than "
-            "'oldest' once it binds) this also happens when Pi's recursion loses "
-            "positive definiteness in floating point; with the built-in kernels that "
-            "is floored and counted instead, and solver='cholesky' without a budget "
-            "keeps it positive definite by construction."
+            " In the explicit nu/Pi form (solver='explicit', or budget_policy "
+            "'smallest' or 'project' once the budget binds) this also happens when "
+            "Pi's recursion loses positive definiteness in floating point; with the "
+            "built-in kernels that is floored and counted instead, and "
+            "solver='cholesky' without a budget keeps it positive definite by "
+            "construction."
             if explicit
             else ""
         )
@@ -53,11 +54,11 @@ def raise_for(
         )
     if explicit and not first_order:
         advice = (
-            "in the explicit nu/Pi form (solver='explicit', or a budget other than "
-            "'oldest' once it binds), Pi's recursion loses precision when the variance "
-            "collapses or the features have very different scales: standardise X, or "
-            "keep a Cholesky factor (solver='cholesky' without a budget, or "
-            "budget_policy='oldest')"
+            "in the explicit nu/Pi form (solver='explicit', or budget_policy "
+            "'smallest' or 'project' once the budget binds), Pi's recursion loses "
+            "precision when the variance collapses or the features have very "
+            "different scales: standardise X, or keep a Cholesky factor "
+            "(solver='cholesky' without a budget, or budget_policy='oldest' or 'random')"
         )
     else:
         advice = "rescale X"

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..._blas import givens_update
+from ..._cholupdate import givens_update
 from ...rules import VAR_FLOOR, negligible, step
 from .status import NONFINITE, NOT_PSD, OK
 
@@ -134,7 +134,7 @@ def block_rows_part(blk, rows, u, t, a, e):
 def chol_rank1(Ch, D, x):
     """Ch Ch' + x x' = Ch_new Ch_new' in place on the leading D x D block (lower), by
     the same rotation sweep as every other rank update of a factor
-    (:func:`kernelcw._blas.givens_update`); x (length >= D) is left as it was."""
+    (:func:`kernelcw._cholupdate.givens_update`); x (length >= D) is left as it was."""
     givens_update(Ch[:D, :D], x[:D].reshape((D, 1)))
 
 

@@ -1,0 +1,283 @@
+"""The "random" budget's Cholesky form: deletions anywhere, lazy inside a walk.
+
+Second-order rules, solver "cholesky", policy "random", ``budget_batch`` 1. The model
+is the batch-pruned form's (:mod:`.pruned`): ``M = L L'`` (``Pi = -a^2 M^-1``),
+``r = L^-1 qv`` (``qv = g / zeta``, nothing is ever projected) in dense buffers,
+slots in entry order; only the way a round removes differs. A round that makes the
+model B + 1 removes one support vector at once, exactly as the explicit nu/Pi
+recursion and the reference do (q = 1, the same model to rounding), but the factor
+is not rewritten per round (a deletion at slot p rewrites the (n - p)^2 rows after
+it). The "random" policy's leavers do not depend on the model: the d-th death of a
+walk comes right after its (B - n + d + 1)-th update and takes the support vector
+``floor(U (B))`` of the model's entry order without its newest, ``U`` the counter's
+draw (:mod:`kernelcw.budget`). So the walk knows its leavers before it starts
+(:meth:`LazyForm._candidates`) and handles them as the "oldest" queue handles its
+own (:func:`.queue.queue_walk`, ``doc/dual-form.md`` section 6): the rows it appends
+extend the factor of everything at its start, leavers included, and every round
+sees the model without the leavers so far through the identity
+``k_A' M_AA^-1 q_A = w'u - (w'Y) (Y'Y)^-1 (Y'u)``, ``Y = L^-1 E_V``.
+
+After the walk (:meth:`LazyForm._purge`), the D leavers V leave the factor at once:
+rows above the first leaver p0 are unchanged; the trailing kept rows t satisfy
+``L'_tt L'_tt' = L[t, A_t] L[t, A_t]' + L[t, V] L[t, V]'`` (their kept columns from
+p0 on, a lower triangle, and the leavers' columns): the kept rows and columns are
+moved up in place (:func:`.lazy_block.compact_rows`) and the leavers' columns folded in by one
+rank-D update, Givens sweeps for a few (:func:`kernelcw._cholupdate.givens_update`),
+else LAPACK's blocked QR taken in bands of :data:`STAIR_GROUP` leavers: leaver v's
+column is zero above v, so a band's QR starts at its first leaver's row
+(:func:`kernelcw._cholupdate.staircase_update`: about 2/3 n_t^2 flops per leaver for
+leavers spread over the factor, against 2 n_t^2 for one QR of all the columns). Then
+``r'_t = L'_tt^-1 (qv_t - L[t, :p0] r[:p0])``. The walk's ``Y`` is solved in the
+same bands (its columns zero above their leavers' rows). A leaver that entered in
+the walk itself is a row of the walk's own (:class:`.queue.Candidates` ``new``).
+
+Cost per round at B = 4000 with every round removing: the block's solve ``L^-1 K0``
+(n^2 flops per input, as without a budget), ``Y`` (about n^2 / 3 per leaver) and the
+purge (about 2/3 n^2 per leaver, and moving the trailing rows): BLAS-3 throughout,
+against the blocked nu/Pi walk's 4-6 n^2 (:mod:`.deferred`).
+
+Rollback. Appends write rows at or after the model's size at the call's start and a
+growth allocates new buffers; only a purge changes the model's rows in place, from
+p0 on. So a checkpoint holds references and counts, and a purge first copies the
+lower triangles of the rows it is about to change (those not copied yet in this
+call) into a spare buffer the form keeps between calls (fresh memory costs page
+faults on every call) for the live checkpoint (:meth:`LazyForm._save_rows`).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from ... import _blas, _cholupdate
+from ...budget import splitmix64_uniform
+from .form import Walked
+from .lazy_block import append_rows, copy_lower, lazy_products, purge_rows, refresh_r
+from .pruned import PrunedForm
+from .queue import Candidates, QueueRows, queue_walk
+from .status import OK, STOP
+from .steps import Block
+
+__all__ = ["STAIR_GROUP", "LazyForm", "part_size"]
+
+#: Leavers per band of the purge's QR (:func:`kernelcw._cholupdate.staircase_update`)
+#: and of Y's solve. 16 measured best of 8, 16 and 32 (fits at B = 200 and 1000).
+STAIR_GROUP = 16
+
+
+def part_size(n: int) -> int:
+    """Inputs per walk of a model of n support vectors. A walk's low-rank correction
+    costs O(D^2) scalar work per input with D leavers so far (up to the walk's
+    length), its purge moves about n^2 / 2 numbers and calls LAPACK once: the two
+    balance near ``D^3 = n^2 / 4`` (16 inputs at n = 100, 21 at n = 200, 159 at
+    n = 4000). Whole blocks of 256 made a fit at B = 200 several times slower (timed
+    by hand)."""
+    return max(16, round((n * n / 4.0) ** (1.0 / 3.0)))
+
+
+class LazyForm(PrunedForm):
+    """The batch-pruned form's buffers and model (``L``, ``r``, ``qv``, ``zeta``),
+    grown beyond budget + 1 to hold a walk's appended rows; removals lazy inside a
+    walk (module docstring). Slots are in entry order."""
+
+    name = "lazy"
+    code = 4
+
+    def __init__(self, policy: str, budget: int, batch: int, seed: int):
+        if policy != "random" or batch != 1:
+            raise ValueError("the lazy form serves budget_policy='random' with budget_batch=1")
+        super().__init__(policy, budget, batch, seed)
+        self._cp_ref = None  # weak reference to the current call's checkpoint
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_cp_ref"] = None  # a checkpoint belongs to one call, not to the model
+        state.pop("_spare", None)  # (rollback scratch)
+        return state
+
+    @property
+    def nbytes(self) -> int:
+        spare = self.__dict__.get("_spare")
+        return super().nbytes + (spare.nbytes if spare is not None else 0)
+
+    def _capacity(self) -> int:
+        """The budget and a walk's appended rows (:func:`part_size`)."""
+        return self.budget + part_size(self.budget) + 1
+
+    def _grow(self, need: int) -> None:
+        """Buffers of capacity at least ``need``, the model's leading n kept (a model
+        saved by a form of smaller buffers)."""
+        n = self.n
+        cap = max(need, self._capacity())
+        L = np.zeros((cap, cap))
+        L[:n, :n] = self.L[:n, :n]
+        self.L = L
+        for k in ("r", "qv", "zeta"):
+            v = np.zeros(cap)
+            v[:n] = getattr(self, k)[:n]
+            setattr(self, k, v)
+
+    # ------------------------------------------------------------ learning
+
+    def walk(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray) -> Walked:
+        """Block inputs t0.. in parts of :func:`part_size` inputs, a walk and a purge
+        each (a walk's leavers are known before it starts; one that stopped, STOP,
+        would continue after its purge)."""
+        b = blk.y.shape[0]
+        entered = []
+        nfl = 0
+        self._nu_cache = None
+        while t0 < b:
+            t1 = min(b, t0 + part_size(self.n))
+            res, ks, S = self._walk_part(ctx, blk, t0, t1, ks, f_blk)
+            nfl += res.n_floored
+            if res.status not in (OK, STOP):
+                return Walked(_cat(entered), ks, nfl, t0 + res.index, res.status)
+            if S.size:
+                entered.append(t0 + S)
+            t0 = t1 if res.status == OK else t0 + res.index
+        return Walked(_cat(entered), ks, nfl, -1, OK)
+
+    def _candidates(self, n: int, bs: int, budget: int) -> tuple[np.ndarray, np.ndarray]:
+        """The walk's leavers in leaving order (at most bs): their slots after the
+        walk's rows are appended (slot n + k for its k-th row), and for each the k of
+        a row the walk appends, or -1 (:class:`.queue.Candidates`)."""
+        alive = list(range(n))  # slots are in entry order
+        fresh: list[int] = []  # the walk's rows that can leave now (all but the newest)
+        made = 0
+        slots, new = [], []
+        first = budget - n  # updates before the first death
+        for d in range(max(0, bs - first)):
+            while made < first + d:  # death d comes after the walk's row first + d
+                fresh.append(made)
+                made += 1
+            u = splitmix64_uniform(self.seed, self.counter + d)
+            i = min(int(u * budget), budget - 1)
+            if i < len(alive):
+                slots.append(alive.pop(i))
+                new.append(-1)
+            else:
+                k = fresh.pop(i - len(alive))
+                slots.append(n + k)
+                new.append(k)
+        return np.array(slots, dtype=np.int64), np.array(new, dtype=np.int64)
+
+    def _walk_part(self, ctx, blk, t0: int, t1: int, ks: np.ndarray, f_blk: np.ndarray):
+        a, B = ctx.a, ctx.budget
+        bs = t1 - t0
+        n = self.n
+        if n + bs > self.L.shape[0]:
+            self._grow(n + bs)
+        V, new = self._candidates(n, bs, B)
+        c = V.shape[0]
+        K0c, Kss, W, G, rW, P0, H0, rho0 = lazy_products(
+            _blas.TRI_BLAS, self.L, self.r, blk.K0, blk.Kbb, ks, t0, t1, V, new, STAIR_GROUP
+        )
+        rows = QueueRows(
+            np.empty((bs, bs)),
+            *(np.empty(bs) for _ in range(4)),
+            np.empty(bs, dtype=np.int64),
+            np.empty((bs, c)),
+        )
+        f_sub = np.empty(bs)
+        kap, y = blk.kap[t0:t1], blk.y[t0:t1]
+        res = queue_walk(
+            Block(G, rW, Kss, kap, y), Candidates(P0, H0, rho0, new), ctx.rule, n, B, rows, f_sub
+        )
+        f_blk[t0:t1] = f_sub
+        u = res.n_new
+        S = rows.src[:u].copy()
+        if res.status not in (OK, STOP):
+            return res, ks, S
+        if u:
+            append_rows((self.L, self.r, self.qv, self.zeta), n, a, W, rows, u)
+            self.entry = np.concatenate([self.entry, self.clock + np.arange(u)])
+            self.clock += u
+            self.kap = np.concatenate([self.kap, kap[S]])
+            ks = np.concatenate([ks, -1 - (t0 + S)])
+        if res.deaths:
+            ks = self._purge(np.sort(V[: res.deaths]), ks)
+        return res, ks, S
+
+    def _purge(self, V: np.ndarray, ks: np.ndarray) -> np.ndarray:
+        """The leavers V (sorted slots) leave the factor (module docstring); returns
+        ks without them."""
+        N = self.n
+        p0 = int(V[0])
+        self._save_rows(p0)
+        fold = V.shape[0] <= _cholupdate.GIVENS_MAX_RANK
+        bufs = (self.L, self.r, self.qv, self.zeta)
+        A, Lam, first = purge_rows(_blas.TRI_BLAS, *bufs, N, V, fold)
+        m = A.shape[0]
+        if not fold:  # leaver j's column is zero above its first later row
+            _cholupdate.staircase_update(self.L[p0:m, p0:m], Lam, first, group=STAIR_GROUP)
+            refresh_r(_blas.TRI_BLAS, *bufs[:3], p0, m)
+        self.counter += V.shape[0]
+        self.entry, self.kap = self.entry[A], self.kap[A]
+        self._nu_cache = None
+        return ks[A]
+
+    # ------------------------------------------------------------ rollback
+
+    def checkpoint(self):
+        """References and counts; rows a purge changes are copied then
+        (:meth:`_save_rows`), not here."""
+        cp = _Checkpoint(self)
+        self._cp_ref = weakref.ref(cp)
+        return cp
+
+    def _save_rows(self, lo: int) -> None:
+        """Before a purge changes rows lo.. of the model at the call's start: copy
+        those not copied yet into the live checkpoint (if its buffers are still ours)."""
+        ref = self._cp_ref
+        cp = ref() if ref is not None else None
+        if cp is None or self.L is not cp.refs["L"]:
+            return
+        n0 = cp.n
+        if cp.vectors is None:
+            cp.vectors = tuple(cp.refs[k][:n0].copy() for k in ("r", "qv", "zeta"))
+            spare = self.__dict__.get("_spare")
+            if spare is None or spare.shape[0] < n0:  # kept between calls: warm memory
+                spare = self._spare = np.empty(self.L.shape)
+            cp.spare = spare
+        if lo < cp.lo:
+            copy_lower(self.L, cp.spare, lo, cp.lo)
+            cp.lo = lo
+
+    def restore(self, cp) -> None:
+        for k, v in cp.refs.items():
+            setattr(self, k, v)
+        self.clock, self.counter = cp.counts
+        self._nu_cache = cp.nu
+        n0 = cp.n
+        if cp.vectors is not None:
+            for k, v in zip(("r", "qv", "zeta"), cp.vectors, strict=True):
+                getattr(self, k)[:n0] = v
+            copy_lower(cp.spare, self.L, cp.lo, n0)
+            cp.vectors, cp.spare, cp.lo = None, None, n0
+        self._cp_ref = weakref.ref(cp)
+
+
+class _Checkpoint:
+    """One call's checkpoint of a :class:`LazyForm`: buffer and slot references,
+    (clock, counter), the prediction cache, the model's size ``n``; and what purges
+    changed in place: ``vectors`` (r, qv, zeta's leading n) and, in ``spare`` (the
+    form's buffer for it, reused by every call), the lower triangles of rows ``lo``
+    to n (the first row copied so far)."""
+
+    __slots__ = ("__weakref__", "counts", "lo", "n", "nu", "refs", "spare", "vectors")
+
+    def __init__(self, form: LazyForm):
+        keys = ("L", "r", "qv", "zeta", "G", "idx", "entry", "kap")
+        self.refs = {k: getattr(form, k) for k in keys}
+        self.counts = (form.clock, form.counter)
+        self.nu = form._nu_cache
+        self.n = form.n
+        self.lo = form.n
+        self.spare = None
+        self.vectors = None
+
+
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)

@@ -1,0 +1,165 @@
+"""The lazy form's products before a walk and its purge after one, compiled.
+
+:class:`.lazy.LazyForm` makes, per walk, a dozen BLAS calls and as many small
+numpy operations; a one-row ``partial_fit`` with a budget of a few hundred spent most
+of its time in their Python and dispatch overhead. Here they are one compiled call
+each, making the same BLAS calls (:func:`kernelcw._blas.trsm_lower_left_c`,
+:func:`kernelcw._blas.gemm_sub_c`), as :mod:`.queue_block` does for the queue form.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..._blas import gemm_sub_c, trsm_lower_left_c
+from ..._cholupdate import givens_update
+
+__all__ = ["compact_rows", "copy_lower", "lazy_products", "purge_rows", "refresh_r"]
+
+
+@njit(cache=True)
+def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group):
+    """For block inputs t0..t1-1 on the support ``ks`` (row ks of K0, or for ks < 0
+    block input -1-ks) of a factor ``L`` (n x n) and ``r``: (K0c, Kss, W, G, rW, P,
+    H, rho) with ``W = L^-1 K0c``, ``G = W'W``, ``rW = W'r``, and for the walk's
+    leavers (slots ``V`` in leaving order; ``new[d] >= 0``: a row the walk appends,
+    whose rows of P, H, rho are zero) ``Y = L^-1 E_V``, ``P = Y'W``, ``H = Y'Y``,
+    ``rho = Y'r``. Y's column for slot v is zero above v: its columns, sorted by
+    slot, are solved in bands of ``group``, each from its first slot's row.
+    ``fns``: a :class:`kernelcw._blas.TriBlas`."""
+    n = ks.shape[0]
+    bs = t1 - t0
+    K0c = np.empty((n, bs))
+    for i in range(n):
+        s = ks[i]
+        for j in range(bs):
+            K0c[i, j] = K0[s, t0 + j] if s >= 0 else Kbb[-1 - s, t0 + j]
+    Kss = np.empty((bs, bs))
+    for i in range(bs):
+        for j in range(bs):
+            Kss[i, j] = Kbb[t0 + i, t0 + j]
+    W = K0c.copy()
+    trsm_lower_left_c(fns, L[:n, :n], W, False)
+    G = np.empty((bs, bs))
+    gemm_sub_c(fns, 1.0, W, W, 0.0, G, True)
+    rn = r[:n].reshape((n, 1))
+    rW = np.empty((bs, 1))
+    gemm_sub_c(fns, 1.0, W, rn, 0.0, rW, True)
+    c = V.shape[0]
+    P0 = np.zeros((c, bs))
+    H0 = np.zeros((c, c))
+    rho0 = np.zeros(c)
+    olds = np.flatnonzero(new < 0)
+    olds = olds[np.argsort(V[olds], kind="mergesort")]  # by slot
+    co = olds.shape[0]
+    if co:
+        p0 = V[olds[0]]
+        Y = np.zeros((n - p0, co))
+        for j in range(co):
+            Y[V[olds[j]] - p0, j] = 1.0
+        for g in range(0, co, group):
+            pg = V[olds[g]]
+            trsm_lower_left_c(fns, L[pg:n, pg:n], Y[pg - p0 :, g : g + group], False)
+        P = np.empty((co, bs))
+        H = np.empty((co, co))
+        rho = np.empty((co, 1))
+        gemm_sub_c(fns, 1.0, Y, W[p0:], 0.0, P, True)
+        gemm_sub_c(fns, 1.0, Y, Y, 0.0, H, True)
+        gemm_sub_c(fns, 1.0, Y, rn[p0:], 0.0, rho, True)
+        for j in range(co):  # back to leaving order
+            d = olds[j]
+            P0[d] = P[j]
+            rho0[d] = rho[j, 0]
+            for k in range(co):
+                H0[d, olds[k]] = H[j, k]
+    return K0c, Kss, W, G, rW[:, 0].copy(), P0, H0, rho0
+
+
+@njit(cache=True)
+def compact_rows(L, p0, tail, keep):
+    """In place: kept row ``tail[k]`` (> p0) becomes row ``p0 + k``, with its
+    columns before p0 and its kept columns ``keep`` (sorted, >= p0) moved left
+    to p0, p0 + 1, ... (rows and columns both increase, so nothing is read after
+    it was overwritten). Only the lower triangles are read and written."""
+    for k in range(tail.shape[0]):
+        i = tail[k]
+        dst = p0 + k
+        for j in range(p0):
+            L[dst, j] = L[i, j]
+        for jj in range(k + 1):
+            L[dst, p0 + jj] = L[i, keep[jj]]
+
+
+@njit(cache=True)
+def copy_lower(src, dst, lo, hi):
+    """Rows lo .. hi - 1 of ``src``'s lower triangle into ``dst``."""
+    for i in range(lo, hi):
+        for j in range(i + 1):
+            dst[i, j] = src[i, j]
+
+
+@njit(cache=True)
+def purge_rows(fns, L, r, qv, zeta, N, V, fold):
+    """The leavers V (sorted slots of the N) leave :class:`.lazy.LazyForm`'s factor:
+    the kept rows after the first leaver p0 and their kept columns move up
+    (:func:`compact_rows`), ``zeta`` and ``qv`` likewise, and their columns of the
+    leavers are gathered into ``Lam`` (zero above each leaver's first later row,
+    ``first``). With ``fold`` (a few leavers) Lam is folded in here by Givens sweeps
+    and r refreshed (:func:`refresh_r`); else the caller folds it in and refreshes.
+    Returns (the kept slots A, Lam, first)."""
+    D = V.shape[0]
+    p0 = V[0]
+    keep = np.ones(N, dtype=np.bool_)
+    for j in range(D):
+        keep[V[j]] = False
+    A = np.flatnonzero(keep)
+    m = A.shape[0]
+    tail = A[p0:]  # every slot before p0 is kept
+    nt = m - p0
+    Lam = np.zeros((nt, D))
+    first = np.zeros(D, dtype=np.int64)
+    for j in range(D):
+        first[j] = np.searchsorted(tail, V[j])
+        for k in range(first[j], nt):
+            Lam[k, j] = L[tail[k], V[j]]
+    compact_rows(L, p0, tail, tail)
+    for k in range(m):
+        zeta[k] = zeta[A[k]]
+        qv[k] = qv[A[k]]
+    if fold:
+        givens_update(L[p0:m, p0:m], Lam)
+        refresh_r(fns, L, r, qv, p0, m)
+    return A, Lam, first
+
+
+@njit(cache=True)
+def refresh_r(fns, L, r, qv, p0, m):
+    """``r[p0:m] = L[p0:m, p0:m]^-1 (qv[p0:m] - L[p0:m, :p0] r[:p0])`` after the
+    trailing rows of the factor changed."""
+    rt = qv[p0:m].copy().reshape((m - p0, 1))
+    if p0 > 0:
+        gemm_sub_c(fns, -1.0, L[p0:m, :p0], r[:p0].reshape((p0, 1)), 1.0, rt, False)
+    trsm_lower_left_c(fns, L[p0:m, p0:m], rt, False)
+    for i in range(m - p0):
+        r[p0 + i] = rt[i, 0]
+
+
+@njit(cache=True)
+def append_rows(bufs, n, a, W, rows, u):
+    """The u rows a walk appended (``rows``, a :class:`.queue.QueueRows`; block
+    inputs ``rows.src``) extend the factor of the n at its start in the buffers
+    ``bufs = (L, r, qv, zeta)``: their entries ``a W[:, S]'`` at the old columns,
+    ``a E`` among themselves with diagonal ``Ld``, and their r, qv and zeta."""
+    L, r, qv, zeta = bufs
+    for k in range(u):
+        i = n + k
+        s = rows.src[k]
+        for j in range(n):
+            L[i, j] = a * W[j, s]
+        for j in range(k):
+            L[i, n + j] = a * rows.E[k, j]
+        L[i, i] = rows.Ld[k]
+        r[i] = rows.rn[k]
+        qv[i] = rows.qn[k]
+        zeta[i] = rows.zt[k]
