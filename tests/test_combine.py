@@ -205,6 +205,9 @@ def test_a_union_over_the_budget_is_pruned_with_the_models_policy(policy):
     assert sum(p.n_support_ for p in parts) > 25
     combined = combine(parts, "kl")
     assert combined.n_support_ == 25
+    # pruned in the nu/Pi form; "random" then continues in its lazy Cholesky form
+    want = {"oldest": "explicit", "random": "lazy", "smallest": "explicit"}[policy]
+    assert combined._engine.factor_forms() == [want]
     assert np.all(np.isfinite(combined.predict_proba(X)))
     combined.partial_fit(X[180:], y[180:])
     assert combined.n_support_ <= 25

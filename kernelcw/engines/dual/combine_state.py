@@ -18,7 +18,9 @@ as (zeta, g) becomes the append-only panel form, ``M = diag(1/zeta) + a K``,
 ``L = chol(M)``, ``r = L^-1 (g / zeta)``; a model given as (nu, Pi) becomes the
 explicit form. A budgeted model over more than its budget is then pruned with its
 own policy (:func:`kernelcw.budget.evict`, one support vector at a time, in the
-explicit form the engine uses whenever a budget binds one at a time).
+explicit form, the slow reference of every policy's round-by-round removal); a
+"random" one then continues in its lazy Cholesky form (:mod:`.lazy`), the others in
+the explicit form.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import scipy.sparse as sp
 from scipy.linalg import LinAlgError, cholesky, eigh, lu_factor, lu_solve, solve_triangular
 
 from ...budget import Support, evict, make_policy
-from .convert import panels_to_explicit
+from .convert import LAZY_POLICIES, explicit_to_pruned, panels_to_explicit
 from .engine import DualEngine
 from .explicit import ExplicitForm
 from .panels import PanelForm
@@ -193,8 +195,22 @@ def build_engine(spec, store: dict[str, np.ndarray], rows, models: list[dict]) -
     if spec.budget is not None:
         for k, form in enumerate(eng.forms):
             if form.n > spec.budget:
-                eng.forms[k] = prune_to_budget(form, eng._ctx)
+                eng.forms[k] = _factored(prune_to_budget(form, eng._ctx), eng)
     return eng
+
+
+def _factored(form: ExplicitForm, eng: DualEngine):
+    """A pruned "random" model (second order, solver "cholesky") in the lazy form it
+    learns in when its budget binds (:func:`.convert.explicit_to_pruned`); others as
+    they are."""
+    ctx = eng._ctx
+    if not (form.second and ctx.solver == "cholesky" and ctx.policy in LAZY_POLICIES):
+        return form
+    if ctx.batch != 1:
+        return form
+    G = eng.store.gram(form.idx, form.kap)
+    factored = None if G is None else explicit_to_pruned(form, ctx, G)
+    return form if factored is None else factored
 
 
 def prune_to_budget(form, ctx) -> ExplicitForm:

@@ -102,8 +102,9 @@ def panels_to_pruned(p: PanelForm, ctx: Context, cls=PrunedForm) -> PrunedForm:
 
 
 def explicit_to_pruned(x: ExplicitForm, ctx: Context, G: np.ndarray) -> PrunedForm | None:
-    """The batch-pruned form (q = ``ctx.batch``) of an explicit model of a removing
-    policy, from what its rounds recorded rather than from its nu and Pi: with
+    """The batch-pruned form (q = ``ctx.batch``; the lazy form for "random" with q = 1)
+    of an explicit model of a removing policy, from what its rounds recorded rather
+    than from its nu and Pi: with
     nothing projected, ``M = diag(1/zeta) + a K`` (``Pi = -a^2 M^-1``) and
     ``qv = g / zeta`` (:mod:`.pruned`), on the Gram matrix ``G`` of its support by
     slot. Slots in entry order, as the pruned form keeps them. None if M is not
@@ -117,7 +118,8 @@ def explicit_to_pruned(x: ExplicitForm, ctx: Context, G: np.ndarray) -> PrunedFo
         L = cholesky(M, lower=True, check_finite=True) if n else np.zeros((0, 0))
     except (LinAlgError, ValueError):
         return None
-    y = PrunedForm(ctx.policy, ctx.budget, ctx.batch, ctx.seed)
+    lazy = ctx.policy in LAZY_POLICIES and ctx.batch == 1
+    y = (LazyForm if lazy else PrunedForm)(ctx.policy, ctx.budget, ctx.batch, ctx.seed)
     y.idx, y.entry, y.kap, y.clock = x.idx[o], x.entry[o], x.kap[o], x.clock
     y.counter = x.policy.counter
     qv = x.gsv[:n][o] / zeta

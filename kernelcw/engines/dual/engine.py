@@ -231,7 +231,9 @@ class DualEngine(Locked):
         """The nu/Pi recursion of a removing policy ("random", "smallest"; solver
         "cholesky", second-order rule) left float64's range and the call was restored:
         from now on its models are kept in the batch-pruned Cholesky form with the same
-        q (:func:`.convert.explicit_to_pruned`), the same model without Pi's drift, and
+        q, or "random" with q = 1 in its lazy form (:func:`.convert.explicit_to_pruned`;
+        a model saved in the nu/Pi form by an earlier version), the same model without
+        Pi's drift, and
         a budget that binds later binds into it. False (nothing changed) for "project"
         (whose projections leave that structure), the explicit solver, a first-order
         rule, or when no model's Gram matrix is at hand (a "precomputed" kernel under
