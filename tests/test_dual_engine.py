@@ -331,3 +331,15 @@ def test_blas_threads_of_the_explicit_form_follow_its_per_input_calls():
     panels = SCWClassifier(kernel="rbf").fit(X, y).engine_
     m = panels.forms[0].n
     assert panels._call_flops(256, 0, learning=True) == m * m * 256
+
+
+def test_state_of_an_unknown_factor_form_is_a_clear_error():
+    """A factor form code this version does not know (a newer writer) is a ValueError
+    naming the model and the code, not a KeyError."""
+    X, y = _stream(6, 60, 2)
+    est = _estimator("random", "dense-rbf")
+    est.partial_fit(X, y, classes=[0, 1])
+    state = est._engine.state_dict()
+    state["model0.form"] = np.array(99, dtype=np.int64)
+    with pytest.raises(ValueError, match="model 0 is in factor form 99"):
+        DualEngine.from_state(est._engine.spec, state)

@@ -495,6 +495,7 @@ LAYOUT_V1 = {
     | {"policy.vsv"},
     "queue": {"zeta", "qv", "LO", "rO", "LNO", "KNO", "LN", "rN", "nO", "nN", "capO", "capN"},
     "pruned": {"L", "r", "qv", "zeta", "G", "counter"},
+    "lazy": {"L", "r", "qv", "zeta", "G", "counter"},  # (the pruned form's members)
 }
 DUAL_V1 = {"n_models", "store.n", "store.pos", "store.n_seen", "store.kind"}
 SLOTS_V1 = {"form", "idx", "entry", "kap", "clock"}
@@ -509,6 +510,7 @@ SLOTS_V1 = {"form", "idx", "entry", "kap", "clock"}
         {"kernel": "rbf", "solver": "explicit"},
         {"kernel": "rbf", "budget": 3, "budget_policy": "oldest"},
         {"kernel": "rbf", "budget": 3, "budget_batch": 2},
+        {"kernel": "rbf", "budget": 3, "budget_policy": "random"},
     ],
 )
 def test_engine_state_layout_is_format_version_1(params):

@@ -373,7 +373,13 @@ class DualEngine(Locked):
         eng.store = SupportStore.from_state(spec.kernel, _under(state, "store."))
         for i in range(eng.n_models):
             sub = _under(state, f"model{i}.")
-            eng.forms[i] = _FORMS[int(sub["form"])].from_state(sub, eng._ctx)
+            form = _FORMS.get(int(sub["form"]))
+            if form is None:
+                raise ValueError(
+                    f"model {i} is in factor form {int(sub['form'])}, which this version of "
+                    "kernelcw does not know (a file written by a newer version?)"
+                )
+            eng.forms[i] = form.from_state(sub, eng._ctx)
         return eng
 
 

@@ -136,6 +136,8 @@ class LazyForm(PrunedForm):
                 return Walked(_cat(entered), ks, nfl, t0 + res.index, res.status)
             if S.size:
                 entered.append(t0 + S)
+            if res.status == STOP and res.index == 0:  # pragma: no cover - a defect
+                raise RuntimeError("the lazy form's walk stopped before its first input")
             t0 = t1 if res.status == OK else t0 + res.index
         return Walked(_cat(entered), ks, nfl, -1, OK)
 
