@@ -30,7 +30,7 @@ from ..base import LearnResult, Locked
 from .convert import explicit_to_pruned, initial_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form
-from .lazy import LazyForm
+from .lazy import LazyForm, part_size
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
@@ -218,11 +218,16 @@ class DualEngine(Locked):
         largest call is one ``Pi K`` per sub-block (n_k^2 64): between those calls it
         works input by input in compiled code while BLAS's idle threads busy-wait, and
         with the other core busy BLAS's threads made a fit at B = 3000 1.36x slower than
-        one thread (``python -m benchmarks under_load``)."""
+        one thread (``python -m benchmarks under_load``). The lazy form (.lazy) learns
+        in walks of ``part_size(n_k)`` inputs, each solved at once."""
         big = 0.0
         for f in self.forms:
-            per_input = learning and isinstance(f, ExplicitForm)
-            big = max(big, float(f.n) * f.n * (1 if per_input else b))
+            width = b
+            if learning and isinstance(f, ExplicitForm):
+                width = 1
+            elif learning and isinstance(f, LazyForm):
+                width = min(b, part_size(f.n))
+            big = max(big, float(f.n) * f.n * width)
         return max(float(self.store.n) * b * d, big)
 
     # ------------------------------------------------------------ rollback
