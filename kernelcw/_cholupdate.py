@@ -67,7 +67,7 @@ def tpqrt_update(L: np.ndarray, Lam: np.ndarray, nb: int = 64) -> int:
     L (n x n, lower) and Lam (n x k) are C-ordered views. The QR factorisation
     of ``[L'; Lam']`` (LAPACK dtpqrt, triangular-pentagonal, blocked) gives
     ``R`` with ``R'R = L L' + Lam Lam'``; ``L_new = R'`` with its columns' signs
-    made positive. Lam is overwritten. About 2 n^2 k flops, BLAS-3. For k up to
+    made positive. Lam is overwritten (on the dtpqrt path). About 2 n^2 k flops, BLAS-3. For k up to
     :data:`GIVENS_MAX_RANK` (one row at a time: k = 1), k Givens sweeps do the same
     in a fraction of the time (LAPACK's blocking costs more than the work there).
     """

@@ -79,14 +79,15 @@ class EngineSpec:
     def memory_bytes(self) -> int:
         """The state's size before any support vector (the primal forms' whole size):
         K d^2 doubles for full covariances, 2 K d for diagonal ones, and for the
-        dual form the budget's worth of factor (B^2 doubles per model) if bounded."""
+        dual form, if bounded, the budget's worth of factor (or nu/Pi) and the copy
+        a call keeps to undo itself (2 B^2 doubles per model)."""
         K, d = self.n_models, self.n_features
         if self.form == "primal_full":
             return K * d * d * 8 + K * d * 8
         if self.form == "primal_diag":
             return 2 * K * d * 8
         B = self.budget or 0
-        return K * B * B * 8
+        return 2 * K * B * B * 8
 
 
 def memory_limit() -> int | None:

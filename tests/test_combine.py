@@ -420,3 +420,25 @@ def test_intercept_models_combine_and_a_mismatch_is_named(kw):
         np.testing.assert_allclose(c.intercept_, (a.intercept_ + b.intercept_) / 2, rtol=1e-12)
     with pytest.raises(ValueError, match="intercept"):
         kernelcw.combine([a, SCWClassifier(**kw).fit(X[100:], y[100:])])
+
+
+@pytest.mark.parametrize("method", ["kl", "average"])
+def test_random_union_over_the_budget_keeps_its_model_in_the_lazy_form(method, monkeypatch):
+    """A "random" union pruned to its budget: given by natural parameters ("kl") it
+    continues in the lazy Cholesky form, the same model as in the nu/Pi form; an
+    "average" model (nu and Pi, no such form) stays as it was averaged and pruned."""
+    from kernelcw.engines.dual import convert
+
+    X, y = stream(n=240)
+    make = lambda: SCWClassifier(kernel="rbf", budget=25, budget_policy="random")  # noqa: E731
+    parts = fit_parts(make, X[:180], y[:180])
+    combined = combine(parts, method)
+    with monkeypatch.context() as m:
+        m.setattr(convert, "LAZY_POLICIES", ())
+        ref = combine(parts, method)
+    assert ref._engine.factor_forms() == ["explicit"]
+    want = "lazy" if method == "kl" else "explicit"
+    assert combined._engine.factor_forms() == [want]
+    np.testing.assert_allclose(
+        combined.decision_function(X), ref.decision_function(X), rtol=1e-9, atol=1e-10
+    )

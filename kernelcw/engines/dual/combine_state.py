@@ -30,7 +30,7 @@ import scipy.sparse as sp
 from scipy.linalg import LinAlgError, cholesky, eigh, lu_factor, lu_solve, solve_triangular
 
 from ...budget import Support, evict, make_policy
-from .convert import LAZY_POLICIES, explicit_to_pruned, panels_to_explicit
+from .convert import explicit_to_pruned, lazy_form, panels_to_explicit
 from .engine import DualEngine
 from .explicit import ExplicitForm
 from .panels import PanelForm
@@ -195,21 +195,20 @@ def build_engine(spec, store: dict[str, np.ndarray], rows, models: list[dict]) -
     if spec.budget is not None:
         for k, form in enumerate(eng.forms):
             if form.n > spec.budget:
-                eng.forms[k] = _factored(prune_to_budget(form, eng._ctx), eng)
+                form = prune_to_budget(form, eng._ctx)
+                eng.forms[k] = _factored(form, eng) if "zeta" in models[k] else form
     return eng
 
 
 def _factored(form: ExplicitForm, eng: DualEngine):
-    """A pruned "random" model (second order, solver "cholesky") in the lazy form it
-    learns in when its budget binds (:func:`.convert.explicit_to_pruned`); others as
-    they are."""
-    ctx = eng._ctx
-    if not (form.second and ctx.solver == "cholesky" and ctx.policy in LAZY_POLICIES):
-        return form
-    if ctx.batch != 1:
+    """A pruned "random" model (second order, solver "cholesky") given by natural
+    parameters, in the lazy form it learns in when its budget binds
+    (:func:`.convert.explicit_to_pruned`, from its zeta, g and Gram matrix); others as
+    they are. (A model given as nu and Pi, averaged or projected, has no such form.)"""
+    if not (form.second and lazy_form(eng._ctx)):
         return form
     G = eng.store.gram(form.idx, form.kap)
-    factored = None if G is None else explicit_to_pruned(form, ctx, G)
+    factored = None if G is None else explicit_to_pruned(form, eng._ctx, G)
     return form if factored is None else factored
 
 

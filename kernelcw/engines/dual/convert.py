@@ -4,13 +4,14 @@ A model starts in the append-only panel form (second-order rules, solver
 "cholesky") or in the explicit form (solver "explicit", first-order rules). When a
 budget first binds on a panel form, part-way through a block, the model continues
 from that round in the batch-pruned form (``budget_batch`` q > 1, every policy),
-the queue form (policy "oldest") or the explicit form (the other policies). Each
-switch is once per model; the new form takes the slots over and the old one is
-left unchanged (so a checkpoint of it still restores it).
+the queue form (policy "oldest"), the lazy form (policy "random", :func:`lazy_form`)
+or the explicit form ("smallest", "project"). Each switch is once per model; the new
+form takes the slots over and the old one is left unchanged (so a checkpoint of it
+still restores it).
 
-A model of a removing policy ("smallest"; "random" in a model saved before the lazy
-form existed) whose nu/Pi recursion left
-float64's range continues in the batch-pruned form with q = 1, the same model
+A model of a removing policy ("smallest"; "random" in a model saved in the nu/Pi
+form by an earlier version) whose nu/Pi recursion left float64's range continues in
+the batch-pruned form with q = 1 (the lazy form for "random"), the same model
 (:func:`explicit_to_pruned`, from ``kernelcw.engines.dual.DualEngine.stabilise``).
 """
 
@@ -28,8 +29,10 @@ from .pruned import PrunedForm
 from .queue import QueueForm
 
 __all__ = [
+    "LAZY_POLICIES",
     "explicit_to_pruned",
     "initial_form",
+    "lazy_form",
     "on_budget",
     "panels_to_explicit",
     "panels_to_pruned",
@@ -39,6 +42,12 @@ __all__ = [
 
 #: Policies a binding budget moves to the lazy form (:mod:`.lazy`) with q = 1.
 LAZY_POLICIES = ("random",)
+
+
+def lazy_form(ctx: Context) -> bool:
+    """Whether a second-order model of ``ctx`` keeps a binding budget in the lazy
+    form: solver "cholesky", a policy of :data:`LAZY_POLICIES`, q = 1."""
+    return ctx.policy in LAZY_POLICIES and ctx.batch == 1 and ctx.solver == "cholesky"
 
 
 def initial_form(ctx: Context, solver: str) -> Form:
@@ -56,7 +65,7 @@ def on_budget(form: PanelForm, ctx: Context, ks: np.ndarray, remaining: int):
         return panels_to_pruned(form, ctx), ks
     if ctx.policy == "oldest":
         return panels_to_queue(form, ctx, ks)
-    if ctx.policy in LAZY_POLICIES:
+    if lazy_form(ctx):
         return panels_to_pruned(form, ctx, LazyForm), ks
     if ctx.factor_only:
         return panels_to_pruned(form, ctx), ks
@@ -118,8 +127,7 @@ def explicit_to_pruned(x: ExplicitForm, ctx: Context, G: np.ndarray) -> PrunedFo
         L = cholesky(M, lower=True, check_finite=True) if n else np.zeros((0, 0))
     except (LinAlgError, ValueError):
         return None
-    lazy = ctx.policy in LAZY_POLICIES and ctx.batch == 1
-    y = (LazyForm if lazy else PrunedForm)(ctx.policy, ctx.budget, ctx.batch, ctx.seed)
+    y = (LazyForm if lazy_form(ctx) else PrunedForm)(ctx.policy, ctx.budget, ctx.batch, ctx.seed)
     y.idx, y.entry, y.kap, y.clock = x.idx[o], x.entry[o], x.kap[o], x.clock
     y.counter = x.policy.counter
     qv = x.gsv[:n][o] / zeta

@@ -8,7 +8,8 @@ over its support set S; with ``k = K(S, x)``, ``kappa = k(x, x)``:
 ``f = mu . x = nu . k`` and ``v = a kappa + k' Pi k``. :class:`DualEngine` is the
 :class:`kernelcw.engines.Engine` face to the estimators: it runs the block loop
 (one kernel block per block of inputs, shared by the models), lets each model's
-factor form walk the block (:mod:`.panels`, :mod:`.explicit`, :mod:`.queue`),
+factor form walk the block (:mod:`.panels`, :mod:`.explicit`, :mod:`.queue`,
+:mod:`.lazy`, :mod:`.pruned`),
 switches forms when a budget binds (:mod:`.convert`), raises the walks' errors
 (:mod:`.status`), and gives rollback, prediction, the dual attributes in the order
 the support vectors entered, and the fitted state as plain arrays.
@@ -27,7 +28,7 @@ from numba import njit
 from ..._threads import BlasThreads
 from ...rules import RuleParams
 from ..base import LearnResult, Locked
-from .convert import explicit_to_pruned, initial_form, on_budget
+from .convert import explicit_to_pruned, initial_form, lazy_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form
 from .lazy import LazyForm, part_size
@@ -248,7 +249,7 @@ class DualEngine(Locked):
         if not removing or ctx.solver != "cholesky" or ctx.rule.first_order:
             return False
         # a model whose budget has not bound yet will bind into the factor form
-        changed = not ctx.factor_only and ctx.batch == 1
+        changed = not ctx.factor_only and ctx.batch == 1 and not lazy_form(ctx)
         changed = changed and any(isinstance(f, PanelForm) for f in self.forms)
         new = []
         for f in self.forms:

@@ -1,11 +1,11 @@
 """What every factor form of a binary dual model is: its slots and its interface.
 
 A binary model lives in exactly one form at a time (:mod:`.panels`, :mod:`.explicit`,
-:mod:`.queue`, :mod:`.pruned`; :mod:`.convert` switches between them). Support vector i lives in
-slot i; every form keeps, by slot, ``idx`` (its row in the engine's support store),
-``entry`` (when it entered: removals move the last slot into the freed one, so
-the dual attributes are sorted by entry) and ``kap`` (its k(x, x)), and the count
-``clock`` of support vectors ever added. The interface:
+:mod:`.queue`, :mod:`.pruned`, :mod:`.lazy`; :mod:`.convert` switches between them).
+Support vector i lives in slot i; every form keeps, by slot, ``idx`` (its row in the
+engine's support store), ``entry`` (when it entered: removals move the last slot into
+the freed one, so the dual attributes are sorted by entry) and ``kap`` (its k(x, x)),
+and the count ``clock`` of support vectors ever added. The interface:
 
 - ``n``, ``nu(a)``, ``Pi(a)``, ``variance(Ks, kap, a)``: the model by slot;
 - ``walk(ctx, blk, t0, ks, f_blk)``: learn block inputs t0.. (:class:`Walked`);

@@ -70,7 +70,7 @@ def part_size(n: int) -> int:
     """Inputs per walk of a model of n support vectors. A walk's low-rank correction
     costs O(D^2) scalar work per input with D leavers so far (up to the walk's
     length), its purge moves about n^2 / 2 numbers and calls LAPACK once: the two
-    balance near ``D^3 = n^2 / 4`` (16 inputs at n = 100, 21 at n = 200, 159 at
+    balance near ``D^3 = n^2 / 4`` (16 inputs at n = 100, 22 at n = 200, 159 at
     n = 4000). Whole blocks of 256 made a fit at B = 200 several times slower (timed
     by hand)."""
     return max(16, round((n * n / 4.0) ** (1.0 / 3.0)))
@@ -105,25 +105,12 @@ class LazyForm(PrunedForm):
         """The budget and a walk's appended rows (:func:`part_size`)."""
         return self.budget + part_size(self.budget) + 1
 
-    def _grow(self, need: int) -> None:
-        """Buffers of capacity at least ``need``, the model's leading n kept (a model
-        saved by a form of smaller buffers)."""
-        n = self.n
-        cap = max(need, self._capacity())
-        L = np.zeros((cap, cap))
-        L[:n, :n] = self.L[:n, :n]
-        self.L = L
-        for k in ("r", "qv", "zeta"):
-            v = np.zeros(cap)
-            v[:n] = getattr(self, k)[:n]
-            setattr(self, k, v)
-
     # ------------------------------------------------------------ learning
 
     def walk(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray) -> Walked:
         """Block inputs t0.. in parts of :func:`part_size` inputs, a walk and a purge
-        each (a walk's leavers are known before it starts; one that stopped, STOP,
-        would continue after its purge)."""
+        each (a walk's leavers are known before it starts, so it never stops for
+        want of one)."""
         b = blk.y.shape[0]
         entered = []
         nfl = 0
@@ -134,11 +121,11 @@ class LazyForm(PrunedForm):
             nfl += res.n_floored
             if res.status not in (OK, STOP):
                 return Walked(_cat(entered), ks, nfl, t0 + res.index, res.status)
+            if res.status == STOP:  # pragma: no cover - a walk knows all its leavers
+                raise RuntimeError("the lazy form's walk ran out of leavers")
             if S.size:
                 entered.append(t0 + S)
-            if res.status == STOP and res.index == 0:  # pragma: no cover - a defect
-                raise RuntimeError("the lazy form's walk stopped before its first input")
-            t0 = t1 if res.status == OK else t0 + res.index
+            t0 = t1
         return Walked(_cat(entered), ks, nfl, -1, OK)
 
     def _candidates(self, n: int, bs: int, budget: int) -> tuple[np.ndarray, np.ndarray]:
@@ -168,12 +155,10 @@ class LazyForm(PrunedForm):
     def _walk_part(self, ctx, blk, t0: int, t1: int, ks: np.ndarray, f_blk: np.ndarray):
         a, B = ctx.a, ctx.budget
         bs = t1 - t0
-        n = self.n
-        if n + bs > self.L.shape[0]:
-            self._grow(n + bs)
+        n = self.n  # n + bs <= budget + part_size(budget) < capacity
         V, new = self._candidates(n, bs, B)
         c = V.shape[0]
-        K0c, Kss, W, G, rW, P0, H0, rho0 = lazy_products(
+        Kss, W, G, rW, P0, H0, rho0 = lazy_products(
             _blas.TRI_BLAS, self.L, self.r, blk.K0, blk.Kbb, ks, t0, t1, V, new, STAIR_GROUP
         )
         rows = QueueRows(

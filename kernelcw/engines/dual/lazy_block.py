@@ -15,14 +15,21 @@ from numba import njit
 from ..._blas import gemm_sub_c, trsm_lower_left_c
 from ..._cholupdate import givens_update
 
-__all__ = ["compact_rows", "copy_lower", "lazy_products", "purge_rows", "refresh_r"]
+__all__ = [
+    "append_rows",
+    "compact_rows",
+    "copy_lower",
+    "lazy_products",
+    "purge_rows",
+    "refresh_r",
+]
 
 
 @njit(cache=True)
 def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group):
     """For block inputs t0..t1-1 on the support ``ks`` (row ks of K0, or for ks < 0
-    block input -1-ks) of a factor ``L`` (n x n) and ``r``: (K0c, Kss, W, G, rW, P,
-    H, rho) with ``W = L^-1 K0c``, ``G = W'W``, ``rW = W'r``, and for the walk's
+    block input -1-ks) of a factor ``L`` (n x n) and ``r``: (Kss, W, G, rW, P, H,
+    rho) with ``W = L^-1 K0c``, ``G = W'W``, ``rW = W'r``, and for the walk's
     leavers (slots ``V`` in leaving order; ``new[d] >= 0``: a row the walk appends,
     whose rows of P, H, rho are zero) ``Y = L^-1 E_V``, ``P = Y'W``, ``H = Y'Y``,
     ``rho = Y'r``. Y's column for slot v is zero above v: its columns, sorted by
@@ -30,16 +37,15 @@ def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group):
     ``fns``: a :class:`kernelcw._blas.TriBlas`."""
     n = ks.shape[0]
     bs = t1 - t0
-    K0c = np.empty((n, bs))
+    W = np.empty((n, bs))  # K0c, solved in place
     for i in range(n):
         s = ks[i]
         for j in range(bs):
-            K0c[i, j] = K0[s, t0 + j] if s >= 0 else Kbb[-1 - s, t0 + j]
+            W[i, j] = K0[s, t0 + j] if s >= 0 else Kbb[-1 - s, t0 + j]
     Kss = np.empty((bs, bs))
     for i in range(bs):
         for j in range(bs):
             Kss[i, j] = Kbb[t0 + i, t0 + j]
-    W = K0c.copy()
     trsm_lower_left_c(fns, L[:n, :n], W, False)
     G = np.empty((bs, bs))
     gemm_sub_c(fns, 1.0, W, W, 0.0, G, True)
@@ -73,7 +79,7 @@ def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group):
             rho0[d] = rho[j, 0]
             for k in range(co):
                 H0[d, olds[k]] = H[j, k]
-    return K0c, Kss, W, G, rW[:, 0].copy(), P0, H0, rho0
+    return Kss, W, G, rW[:, 0].copy(), P0, H0, rho0
 
 
 @njit(cache=True)
