@@ -331,13 +331,11 @@ def test_blas_threads_of_the_explicit_form_follow_its_per_input_calls():
     panels = SCWClassifier(kernel="rbf").fit(X, y).engine_
     m = panels.forms[0].n
     assert panels._call_flops(256, 0, learning=True) == m * m * 256
-    # the lazy form ("random") solves a walk of part_size(n) inputs at once
-    from kernelcw.engines.dual.lazy import part_size
-
+    # the lazy form ("random") learns input by input between its walks' solves
     lazy = SCWClassifier(kernel="rbf", budget=40, budget_policy="random").fit(X, y).engine_
     assert lazy.factor_forms() == ["lazy"]
     n = lazy.forms[0].n
-    assert lazy._call_flops(256, 0, learning=True) == n * n * part_size(n)
+    assert lazy._call_flops(256, 0, learning=True) == n * n
     assert lazy._call_flops(256, 0) == n * n * 256
 
 

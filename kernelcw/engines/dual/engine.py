@@ -31,7 +31,7 @@ from ..base import LearnResult, Locked
 from .convert import explicit_to_pruned, initial_form, lazy_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form
-from .lazy import LazyForm, part_size
+from .lazy import LazyForm
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
@@ -219,16 +219,15 @@ class DualEngine(Locked):
         largest call is one ``Pi K`` per sub-block (n_k^2 64): between those calls it
         works input by input in compiled code while BLAS's idle threads busy-wait, and
         with the other core busy BLAS's threads made a fit at B = 3000 1.36x slower than
-        one thread (``python -m benchmarks under_load``). The lazy form (.lazy) learns
-        in walks of ``part_size(n_k)`` inputs, each solved at once."""
+        one thread (``python -m benchmarks under_load``). The lazy form (.lazy) is counted
+        alike: between a walk's solves it works input by input too, and its purges are
+        a dozen band-sized LAPACK calls; with BLAS's threads, a fit at B = 3000 took
+        5.0-6.7 s against 1.1-1.6 s on one thread with the other core busy (timed by
+        hand)."""
         big = 0.0
         for f in self.forms:
-            width = b
-            if learning and isinstance(f, ExplicitForm):
-                width = 1
-            elif learning and isinstance(f, LazyForm):
-                width = min(b, part_size(f.n))
-            big = max(big, float(f.n) * f.n * width)
+            per_input = learning and isinstance(f, ExplicitForm | LazyForm)
+            big = max(big, float(f.n) * f.n * (1 if per_input else b))
         return max(float(self.store.n) * b * d, big)
 
     # ------------------------------------------------------------ rollback
