@@ -74,8 +74,23 @@ def _expected_failures(est):
 
 
 @parametrize_with_checks(CHECKED, expected_failed_checks=_expected_failures)
-def test_sklearn_estimator_checks(estimator, check):
-    check(estimator)
+def test_sklearn_estimator_checks(estimator, check, request):
+    expected = request.node.get_closest_marker("xfail")  # from _expected_failures
+    if expected is None or request.config.option.runxfail:
+        check(estimator)
+        return
+    # An expected failure ends as the marker would end it (xfailed, with its reason; a
+    # check that passes stays an XPASS), but without its traceback: pytest formats that
+    # (parsing scikit-learn's 5,600-line estimator_checks.py again for each frame) for a
+    # report that shows only the reason, 5 s for the 29 expected failures here. Hence
+    # pytest.xfail outside the except clause, where the failure would be its context.
+    try:
+        check(estimator)
+    except Exception:
+        pass
+    else:
+        return
+    pytest.xfail(expected.kwargs["reason"])
 
 
 def _blobs():
