@@ -34,6 +34,7 @@ import reference as ref
 import reference_dual as rd
 from scipy.special import ndtr
 from scipy.stats import norm
+from threadpoolctl import threadpool_limits
 
 from kernelcw import (
     primal_from_dual,
@@ -73,6 +74,21 @@ KERNEL_CASES = {
     "precomputed": dict(kernel="precomputed"),
 }
 KERNEL_IDS = list(KERNEL_CASES)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread():
+    """numpy's and scipy's BLAS on one thread for this module. Besides the fits, the
+    checks here are many small BLAS calls: the tests' and the reference's NumPy (SVDs for
+    the condition numbers, norms, products) and the fitted models' accessors
+    (``covariance_coef_``). On an idle 2-core machine OpenBLAS's two threads made those
+    calls erratically slow (the 42 SVDs of test_binary_stream_matches_reference took 2.4-4 s
+    against 0.05-0.1 s on one thread, same values to 2e-15) and the module 16-38 s against
+    8 s. The engines' own calls are unchanged: "auto" runs every block here on one thread
+    anyway (the largest is 1.9e8 flops, below kernelcw._threads.AUTO_MIN_FLOPS = 5e8), and
+    tests/test_blas_threads.py checks that results do not depend on the thread count."""
+    with threadpool_limits(1, user_api="blas"):
+        yield
 
 
 # ---------------------------------------------------------------------------------------

@@ -74,8 +74,23 @@ def _expected_failures(est):
 
 
 @parametrize_with_checks(CHECKED, expected_failed_checks=_expected_failures)
-def test_sklearn_estimator_checks(estimator, check):
-    check(estimator)
+def test_sklearn_estimator_checks(estimator, check, request):
+    expected = request.node.get_closest_marker("xfail")  # from _expected_failures
+    if expected is None or request.config.option.runxfail:
+        check(estimator)
+        return
+    # An expected failure ends as the marker would end it (xfailed, with its reason; a
+    # check that passes stays an XPASS), but without its traceback: pytest formats that
+    # (parsing scikit-learn's 5,600-line estimator_checks.py again for each frame) for a
+    # report that shows only the reason, 5 s for the 29 expected failures here. Hence
+    # pytest.xfail outside the except clause, where the failure would be its context.
+    try:
+        check(estimator)
+    except Exception:
+        pass
+    else:
+        return
+    pytest.xfail(expected.kwargs["reason"])
 
 
 def _blobs():
@@ -653,7 +668,11 @@ def test_a_fit_refused_for_memory_keeps_the_previous_fit():
     X, y = make_blobs(40, 3, centers=2, random_state=0)
     m = CWClassifier().fit(X, y)
     mu = m.mean_.copy()
-    huge = sp.random(40, 10**6, density=1e-5, format="csr", random_state=0)
+    # a Generator: with random_state=0 (a legacy RandomState) scipy draws the 400
+    # positions by permuting all 4e7 of them (2.2 s); the same 40 x 1e6 CSR of 400
+    # entries in 0.3 ms
+    rng = np.random.default_rng(0)
+    huge = sp.random(40, 10**6, density=1e-5, format="csr", random_state=rng)
     with pytest.raises(ValueError, match="covariance='diag'"):
         m.fit(huge, y)
     assert m.n_features_in_ == 3
