@@ -14,6 +14,7 @@ from numba import njit
 
 from ..._blas import gemm_sub_c, trsm_lower_left_c
 from ..._cholupdate import givens_update
+from .queue_block import gather_kernels
 
 __all__ = [
     "append_rows",
@@ -37,15 +38,7 @@ def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group):
     ``fns``: a :class:`kernelcw._blas.TriBlas`."""
     n = ks.shape[0]
     bs = t1 - t0
-    W = np.empty((n, bs))  # K0c, solved in place
-    for i in range(n):
-        s = ks[i]
-        for j in range(bs):
-            W[i, j] = K0[s, t0 + j] if s >= 0 else Kbb[-1 - s, t0 + j]
-    Kss = np.empty((bs, bs))
-    for i in range(bs):
-        for j in range(bs):
-            Kss[i, j] = Kbb[t0 + i, t0 + j]
+    W, Kss = gather_kernels(K0, Kbb, ks, t0, t1)  # K0c, solved in place
     trsm_lower_left_c(fns, L[:n, :n], W, False)
     G = np.empty((bs, bs))
     gemm_sub_c(fns, 1.0, W, W, 0.0, G, True)

@@ -21,7 +21,26 @@ from numba import njit
 from ..._blas import gemm_sub_c, trsm_lower_left_c
 from ..._cholupdate import givens_update
 
-__all__ = ["append_rows", "block_products", "drop_columns"]
+__all__ = ["append_rows", "block_products", "drop_columns", "gather_kernels"]
+
+
+@njit(cache=True)
+def gather_kernels(K0, Kbb, ks, t0, t1):
+    """(K0c, Kss) for block inputs t0..t1-1: ``K0c[i] = K(support slot i, inputs)``,
+    from row ks[i] of K0, or for ks[i] < 0 from block input -1-ks[i] (a row that
+    entered earlier in the block), and ``Kss`` their own kernel block."""
+    n = ks.shape[0]
+    bs = t1 - t0
+    K0c = np.empty((n, bs))
+    for i in range(n):
+        s = ks[i]
+        for j in range(bs):
+            K0c[i, j] = K0[s, t0 + j] if s >= 0 else Kbb[-1 - s, t0 + j]
+    Kss = np.empty((bs, bs))
+    for i in range(bs):
+        for j in range(bs):
+            Kss[i, j] = Kbb[t0 + i, t0 + j]
+    return K0c, Kss
 
 
 @njit(cache=True)
@@ -32,17 +51,8 @@ def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, c):
     split at O | N as :meth:`.queue.QueueForm.forward` makes it and the candidates'
     products of :class:`.queue.Candidates`. ``fns``: a :class:`kernelcw._blas.TriBlas`."""
     LO, LNO, LN, rO, rN = bufs
-    n = ks.shape[0]
     bs = Kbb.shape[0] - t0
-    K0c = np.empty((n, bs))
-    for i in range(n):
-        s = ks[i]
-        for j in range(bs):
-            K0c[i, j] = K0[s, t0 + j] if s >= 0 else Kbb[-1 - s, t0 + j]
-    Kss = np.empty((bs, bs))
-    for i in range(bs):
-        for j in range(bs):
-            Kss[i, j] = Kbb[t0 + i, t0 + j]
+    K0c, Kss = gather_kernels(K0, Kbb, ks, t0, t0 + bs)
     # W0 = L^-1 K0 over [O, N] (forward)
     WO = K0c[:nO].copy()
     trsm_lower_left_c(fns, LO[:nO, :nO], WO, False)
