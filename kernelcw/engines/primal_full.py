@@ -155,16 +155,26 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
     beta = np.empty(b)
     upd = np.empty(b, dtype=np.int64)
     f_blk = np.empty(b)
+    # the block's products go into buffers made once per call (P for every model: each
+    # is applied after all walked), not into fresh arrays per block: fresh memory costs
+    # page faults, and with MALLOC_MMAP_THRESHOLD_=64 (every array mapped anew) those
+    # made a fit on adult 2x slower (``python -m benchmarks under_load --parts history``)
+    # (flat, so that a short last block's arrays are contiguous views too)
+    Pbuf = np.empty((K, d * b))
+    C0buf = np.empty(b * b)
+    Wbuf = np.empty(d * b)
+    WW = np.empty((d, d))
     for start in range(0, n, b):
         stop = min(n, start + b)
         XB = np.ascontiguousarray(_dense_block(X, start, stop))
         sq = np.einsum("ij,ij->i", XB, XB)
         m = stop - start
         w = BlockScratch(Q, R, ay[:m], beta[:m], upd[:m], f_blk[:m])
+        C0 = C0buf[: m * m].reshape(m, m)
         pending = []  # every model walks the block before any is changed: a block is all or
         for k in range(K):  # nothing, also across the one-vs-rest models
-            P = sigma[k] @ XB.T  # d x m
-            C0 = XB @ P  # m x m
+            P = np.matmul(sigma[k], XB.T, out=Pbuf[k, : d * m].reshape(d, m))  # d x m
+            np.matmul(XB, P, out=C0)  # m x m
             F = XB @ mu[k]
             yk = np.ascontiguousarray(Y[start:stop, k])
             res = _full_walk(C0, F, sq, yk, rp, w)
@@ -182,8 +192,9 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
             counts.n_floored[k] += res.n_floored
             if Ru.shape[0]:  # Ru: (updates, m)
                 mu[k] += P @ (ayu @ Ru)
-                W = P @ (Ru.T * np.sqrt(betau))
-                sigma[k] -= W @ W.T
+                u = Ru.shape[0]
+                W = np.matmul(P, Ru.T * np.sqrt(betau), out=Wbuf[: d * u].reshape(d, u))
+                np.subtract(sigma[k], np.matmul(W, W.T, out=WW), out=sigma[k])
     return counts
 
 
