@@ -233,3 +233,30 @@ def test_limit_holds_whichever_thread_fits(two_threads, monkeypatch):
     assert seen == [[1, 1], [1, 1]]
     assert k.seen and all(s == [1, 1] for s in k.seen)
     assert _blas_threads() == [2, 2]
+
+
+@pytest.mark.parametrize(("setting", "inside"), [("auto", [1, 1]), (2, [2, 2])])
+def test_dual_attributes_run_under_the_setting_and_restore(
+    two_threads, setting, inside, monkeypatch
+):
+    """covariance_coef_ (a factor form inverts its factor) and dual_coef_ run under the
+    BLAS thread setting, like learning: "auto" gives these small models one thread."""
+    from kernelcw.engines.dual import panels
+
+    X, y = _data()
+    est = SCWClassifier(kernel="rbf").fit(X, y)
+    seen = []
+    for name in ("Pi", "nu"):
+        real = getattr(panels.PanelForm, name)
+
+        def spy(self, a, real=real):
+            seen.append(_blas_threads())
+            return real(self, a)
+
+        monkeypatch.setattr(panels.PanelForm, name, spy)
+    with kernelcw.config_context(blas_threads=setting):
+        Pi = est.covariance_coef_
+        nu = est.dual_coef_
+    assert Pi.shape == (nu.shape[-1], nu.shape[-1])
+    assert seen == [inside, inside]
+    assert _blas_threads() == [2, 2]

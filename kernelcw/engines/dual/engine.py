@@ -334,11 +334,15 @@ class DualEngine(Locked):
 
     def dual_coef(self) -> list[np.ndarray]:
         self.check_usable()
-        return [f.nu(self.a)[f.order()] for f in self.forms]
+        with BlasThreads(max((float(f.n) ** 2 for f in self.forms), default=0.0)):
+            return [f.nu(self.a)[f.order()] for f in self.forms]
 
     def covariance_coef(self) -> list[np.ndarray]:
+        """Pi by model: a factor form inverts its factor (n^3 flops), under the BLAS
+        thread setting as learning is."""
         self.check_usable()
-        return [f.Pi(self.a)[np.ix_(f.order(), f.order())] for f in self.forms]
+        with BlasThreads(max((float(f.n) ** 3 for f in self.forms), default=0.0)):
+            return [f.Pi(self.a)[np.ix_(f.order(), f.order())] for f in self.forms]
 
     def n_support(self) -> list[int]:
         self.check_usable()
