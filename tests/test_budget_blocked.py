@@ -161,7 +161,7 @@ def test_random_victim_by_selection_is_the_sorted_choice():
 
 @pytest.mark.parametrize("rule", ["scw1", "arow"])
 def test_lazy_form_at_a_budget_of_several_bands(rule):
-    """ "random" in the lazy form at B = 150: walks of 18 inputs whose leavers span
+    """ "random" in the lazy form at B = 150: walks of 36 inputs whose leavers span
     several bands of the purge's QR and of Y's solve (STAIR_GROUP), leavers that
     entered in the same walk, and both purge paths (Givens for a few leavers, the
     banded QR for more); the same model as the round-by-round walk."""
