@@ -32,10 +32,10 @@ COMMON_DOC = """
         At most this many support vectors after every round (dual engine; a
         budget selects it under ``mode="auto"``): when an update makes one too
         many, one leaves at once. Memory and time per round then stay bounded.
-        Once the budget binds, "oldest" with a second-order rule and the
-        Cholesky solver keeps a blocked Cholesky form (a queue of two factors,
-        BLAS-3); the other policies keep nu and Pi (O(budget^2) per round); see
-        :mod:`kernelcw.budget`.
+        Once the budget binds, with a second-order rule and the Cholesky solver,
+        "oldest" and "random" keep a Cholesky factor (a queue of two factors; the
+        lazy form), BLAS-3; "smallest" and "project" keep nu and Pi in a blocked
+        walk (a few budget^2 flops per round); see :mod:`kernelcw.budget`.
     budget_policy : {{"oldest", "random", "smallest", "project"}}, default="project"
         Which support vector leaves and how: the oldest (Forgetron), a random one
         other than the newest (randomized budget perceptron; seeded by
@@ -47,10 +47,10 @@ COMMON_DOC = """
         its budget (q). 1 is the round-by-round policy of the papers. q > 1 prunes
         the q lowest-scored (the q oldest, q random draws) at once, leaving
         ``budget + 1 - q``, in a Cholesky form maintained with BLAS-3 once per q
-        overflows (second-order rules, ``solver="cholesky"``): faster at large budgets
-        (B = 4000: 10-20x), no faster at B <= 1000, and a different (batch) policy, so
-        results change (on magic, "project" with q = 50: 13.41 % test error against
-        13.09 % at q = 1 for B = 500; ``python -m benchmarks scaling``).
+        overflows (second-order rules, ``solver="cholesky"``): a different (batch)
+        policy, so results change (on magic, "project" with q = 50: 12.82 % test
+        error against 13.00 % at q = 1 for B = 500), and no faster than q = 1 at
+        budgets up to 1000 (``python -m benchmarks scaling``, headline table).
     block_size : int or None, default=None
         Inputs per block of the blocked learners (the dual engine, and the primal
         one with full covariance); None picks 256 for the dual and
