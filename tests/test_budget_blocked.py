@@ -174,3 +174,17 @@ def test_lazy_form_at_a_budget_of_several_bands(rule):
     assert fast._engine.factor_forms() == ["lazy"]
     assert fast._engine.forms[0].counter > 500
     _close(fast, explicit, f"{rule}, lazy form at B = 150")
+
+
+@pytest.mark.parametrize("budget", [1, 2, 3])
+@pytest.mark.parametrize("block_size", [1, 3, 16])
+def test_lazy_form_at_the_smallest_budgets(budget, block_size):
+    """Budgets of 1-3 (every walk's leavers include rows the walk appended; a budget of
+    1 keeps only the newest) in blocks of 1, 3 and 16, two and three classes: the same
+    models as the round-by-round walk."""
+    for n_classes, seed in ((2, 11), (3, 12)):
+        X, y = _stream(160, 4, seed, n_classes=n_classes)
+        fast = _est("scw1", "cholesky", "random", budget, block_size=block_size).fit(X, y)
+        explicit = _est("scw1", "explicit", "random", budget).fit(X, y)
+        assert set(fast._engine.factor_forms()) == {"lazy"}
+        _close(fast, explicit, f"B = {budget}, block_size = {block_size}, {n_classes} classes")
