@@ -442,3 +442,27 @@ def test_random_union_over_the_budget_keeps_its_model_in_the_lazy_form(method, m
     np.testing.assert_allclose(
         combined.decision_function(X), ref.decision_function(X), rtol=1e-9, atol=1e-10
     )
+
+
+@pytest.mark.parametrize("method", ["kl", "average"])
+def test_an_averaged_union_is_never_rebuilt_from_zeta_and_g(method):
+    """An "average" union is given by nu and Pi: were its nu/Pi walk to fail later, the
+    factor form rebuilt from its zeta, g and K would be the "kl" model, another model.
+    So stabilise refuses it (the error stands) and the engine remembers why, saved and
+    loaded; a "kl" union can be rebuilt."""
+    from kernelcw.engines.dual import DualEngine
+
+    X, y = stream(n=240)
+    make = lambda: SCWClassifier(kernel="rbf", budget=25, budget_policy="smallest")  # noqa: E731
+    combined = combine(fit_parts(make, X[:180], y[:180]), method)
+    eng = combined._engine
+    assert eng.factor_forms() == ["explicit"]
+    assert eng.nu_pi_models == (method == "average")
+    before = eng.state_dict()
+    assert eng.stabilise() == (method == "kl")
+    if method == "average":
+        assert eng.factor_forms() == ["explicit"]
+        for k, v in before.items():
+            np.testing.assert_array_equal(eng.state_dict()[k], v, err_msg=k)
+    back = DualEngine.from_state(eng.spec, eng.state_dict())
+    assert back.nu_pi_models == eng.nu_pi_models

@@ -192,6 +192,7 @@ def build_engine(spec, store: dict[str, np.ndarray], rows, models: list[dict]) -
         form.update(_slots(idx, kap))
         state.update({f"model{i}.{k}": v for k, v in form.items()})
     eng = DualEngine.from_state(spec, state)
+    eng.nu_pi_models = any("zeta" not in m and m.get("Pi") is not None for m in models)
     if spec.budget is not None:
         for k, form in enumerate(eng.forms):
             if form.n > spec.budget:

@@ -71,6 +71,9 @@ class DualEngine(Locked):
             initial_form(self._ctx, spec.solver) for _ in range(spec.n_models)
         ]
         self.broken: str | None = None  # why the model is unusable (restore)
+        # models given by nu and Pi (combine's "average", parts pruned by projection):
+        # their zeta and g do not describe them, so no factor form is rebuilt from those
+        self.nu_pi_models = False
 
     @property
     def n_models(self) -> int:
@@ -242,10 +245,13 @@ class DualEngine(Locked):
         a budget that binds later binds into it. False (nothing changed) for "project"
         (whose projections leave that structure), the explicit solver, a first-order
         rule, or when no model's Gram matrix is at hand (a "precomputed" kernel under
-        "random") or factors."""
+        "random") or factors, and for models given by nu and Pi (``nu_pi_models``:
+        rebuilt from zeta, g and K they would become another model)."""
         ctx = self._ctx
         removing = ctx.policy in ("random", "smallest") and ctx.budget is not None
         if not removing or ctx.solver != "cholesky" or ctx.rule.first_order:
+            return False
+        if self.nu_pi_models:
             return False
         # a model whose budget has not bound yet will bind into the factor form
         changed = not ctx.factor_only and ctx.batch == 1 and not lazy_form(ctx)
@@ -354,11 +360,12 @@ class DualEngine(Locked):
         """The fitted state as plain numpy arrays (scalars as 0-d arrays): the store
         under ``store.``, model k's form code and arrays under ``model{k}.``, and
         ``factor_only`` (1 once :meth:`stabilise` chose the factor form for what binds
-        later)."""
+        later) and ``nu_pi_models`` (1 for models given by nu and Pi)."""
         self.check_usable()
         state = {
             "n_models": np.array(self.n_models, dtype=np.int64),
             "factor_only": np.array(int(self._ctx.factor_only), dtype=np.int64),
+            "nu_pi_models": np.array(int(self.nu_pi_models), dtype=np.int64),
         }
         state.update({f"store.{k}": v for k, v in self.store.state_dict().items()})
         for i, form in enumerate(self.forms):
@@ -379,6 +386,7 @@ class DualEngine(Locked):
             )
         if bool(state.get("factor_only", False)):  # files saved before it: False
             eng._ctx = eng._ctx._replace(factor_only=True)
+        eng.nu_pi_models = bool(state.get("nu_pi_models", False))  # (likewise)
         eng.store = SupportStore.from_state(spec.kernel, _under(state, "store."))
         for i in range(eng.n_models):
             sub = _under(state, f"model{i}.")
