@@ -100,8 +100,9 @@ def _model_keys(state: dict[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
 
 
 def _dual_models(engine: Engine, models: list[dict[str, np.ndarray]], spec) -> Engine:
-    """The dual engine of ``spec`` with ``engine``'s store and the given model states."""
-    state = {k: v for k, v in engine.state_dict().items() if k.startswith("store.")}
+    """The dual engine of ``spec`` with ``engine``'s store, its engine-wide flags
+    (``factor_only``, ``nu_pi_models``) and the given model states."""
+    state = {k: v for k, v in engine.state_dict().items() if not k.startswith("model")}
     state["n_models"] = np.array(len(models), dtype=np.int64)
     for i, sub in enumerate(models):
         state.update({f"model{i}.{k}": v for k, v in sub.items()})
