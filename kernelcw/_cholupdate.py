@@ -42,20 +42,6 @@ def _positive_diagonal(L):
             L[j, j] = -L[j, j]
 
 
-def _tpqrt(fn, L, Lam, nb):
-    n, k = Lam.shape
-    T = np.empty((n, nb))  # Fortran nb x n, ld nb
-    work = np.empty(nb * n)
-    # Fortran view: A = L' (n x n upper, ld), B = Lam' (k x n, ld)
-    ints = np.array([k, n, 0, nb, _ld(L), _ld(Lam), nb, 0], dtype=np.int32)
-    fp = _fn12(fn)
-    fp(ints[0:].ctypes, ints[1:].ctypes, ints[2:].ctypes, ints[3:].ctypes, L.ctypes,
-       ints[4:].ctypes, Lam.ctypes, ints[5:].ctypes, T.ctypes, ints[6:].ctypes, work.ctypes,
-       ints[7:].ctypes)  # fmt: skip
-    _positive_diagonal(L)  # L_new = R' D with D = sign(diag R)
-    return ints[7]
-
-
 #: Rank updates of at most this many columns are made by Givens sweeps
 #: (:func:`givens_update`), wider ones by LAPACK's blocked QR (dtpqrt).
 GIVENS_MAX_RANK = 4
@@ -77,7 +63,8 @@ def tpqrt_update(L: np.ndarray, Lam: np.ndarray, nb: int = 64) -> int:
     if k <= GIVENS_MAX_RANK:
         givens_update(L, Lam)
         return 0
-    return int(_call(_tpqrt, (_M, _M, types.int64), _dtpqrt, L, Lam, max(1, min(nb, n))))
+    # one band from the first row: a single dtpqrt over all the columns
+    return staircase_update(L, Lam, np.zeros(k, dtype=np.int64), group=k, nb=nb)
 
 
 @njit(cache=True)

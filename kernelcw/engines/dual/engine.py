@@ -229,7 +229,7 @@ class DualEngine(Locked):
         hand)."""
         big = 0.0
         for f in self.forms:
-            per_input = learning and isinstance(f, ExplicitForm | LazyForm)
+            per_input = learning and f.learns_per_input
             big = max(big, float(f.n) * f.n * (1 if per_input else b))
         return max(float(self.store.n) * b * d, big)
 

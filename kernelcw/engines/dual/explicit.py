@@ -158,11 +158,14 @@ class ExplicitForm(Form):
     n in use) and the budget policy (:class:`kernelcw.budget.Unbounded` for none).
 
     ``blocked``: a model of the Cholesky solver that continues here when its budget
-    binds (policies :data:`BLOCKED_POLICIES`: all but "oldest", which has its own
-    form) learns in sub-blocks with its changes deferred (:mod:`.deferred`, BLAS-3);
-    ``solver="explicit"`` keeps the round-by-round walk, the readable reference."""
+    binds (policies :data:`BLOCKED_POLICIES`: "smallest", "project", and "random" in a
+    model saved in this form or combined by "average"; "oldest" and "random" otherwise
+    have their own factor forms) learns in sub-blocks with its changes deferred
+    (:mod:`.deferred`, BLAS-3); ``solver="explicit"`` keeps the round-by-round walk,
+    the readable reference."""
 
     code = 1
+    learns_per_input = True
     blocked = False  # (a class default: models pickled before it existed)
 
     def __init__(self, second: bool, policy: BudgetPolicy, blocked: bool = False):

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["BlockData", "Context", "Form", "Walked"]
+__all__ = ["BlockData", "Context", "Form", "Walked", "entered_inputs"]
 
 
 class Context(NamedTuple):
@@ -73,6 +73,11 @@ class Walked(NamedTuple):
     status: int
 
 
+def entered_inputs(parts: list[np.ndarray]) -> np.ndarray:
+    """The block inputs that entered over a walk's parts (:attr:`Walked.entered`)."""
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
 class Form:
     """The slots every form keeps; subclasses add the factor."""
 
@@ -80,6 +85,10 @@ class Form:
     name = ""
     #: The form's code in a state dict.
     code = -1
+    #: Whether it learns input by input between its BLAS calls (its largest call per
+    #: input is n^2: the BLAS thread rule, ``DualEngine._call_flops``), rather than
+    #: solving each block at once.
+    learns_per_input = False
 
     def __init__(self):
         self.idx = np.zeros(0, dtype=np.int64)  # store positions, by slot

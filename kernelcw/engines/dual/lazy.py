@@ -52,7 +52,7 @@ import numpy as np
 
 from ... import _blas, _cholupdate
 from ...budget import splitmix64_uniform
-from .form import Walked
+from .form import Walked, entered_inputs
 from .lazy_block import append_rows, copy_lower, lazy_products, purge_rows, refresh_r
 from .pruned import PrunedForm
 from .queue import Candidates, QueueRows, queue_walk
@@ -86,6 +86,7 @@ class LazyForm(PrunedForm):
 
     name = "lazy"
     code = 4
+    learns_per_input = True  # between its walks' solves; its purges are band-sized
 
     def __init__(self, policy: str, budget: int, batch: int, seed: int):
         if policy != "random" or batch != 1:
@@ -123,13 +124,13 @@ class LazyForm(PrunedForm):
             res, ks, S = self._walk_part(ctx, blk, t0, t1, ks, f_blk)
             nfl += res.n_floored
             if res.status not in (OK, STOP):
-                return Walked(_cat(entered), ks, nfl, t0 + res.index, res.status)
+                return Walked(entered_inputs(entered), ks, nfl, t0 + res.index, res.status)
             if res.status == STOP:  # pragma: no cover - a walk knows all its leavers
                 raise RuntimeError("the lazy form's walk ran out of leavers")
             if S.size:
                 entered.append(t0 + S)
             t0 = t1
-        return Walked(_cat(entered), ks, nfl, -1, OK)
+        return Walked(entered_inputs(entered), ks, nfl, -1, OK)
 
     def _candidates(self, n: int, bs: int, budget: int) -> tuple[np.ndarray, np.ndarray]:
         """The walk's leavers in leaving order (at most bs): their slots after the
@@ -267,7 +268,3 @@ class _Checkpoint:
         self.lo = form.n
         self.spare = None
         self.vectors = None
-
-
-def _cat(parts: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)

@@ -76,18 +76,19 @@ def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group):
 
 
 @njit(cache=True)
-def compact_rows(L, p0, tail, keep):
+def compact_rows(L, p0, tail):
     """In place: kept row ``tail[k]`` (> p0) becomes row ``p0 + k``, with its
-    columns before p0 and its kept columns ``keep`` (sorted, >= p0) moved left
-    to p0, p0 + 1, ... (rows and columns both increase, so nothing is read after
-    it was overwritten). Only the lower triangles are read and written."""
+    columns before p0 and its kept columns from p0 on (the same slots ``tail``,
+    sorted) moved left to p0, p0 + 1, ... (rows and columns both increase, so
+    nothing is read after it was overwritten). Only the lower triangles are read and
+    written."""
     for k in range(tail.shape[0]):
         i = tail[k]
         dst = p0 + k
         for j in range(p0):
             L[dst, j] = L[i, j]
         for jj in range(k + 1):
-            L[dst, p0 + jj] = L[i, keep[jj]]
+            L[dst, p0 + jj] = L[i, tail[jj]]
 
 
 @njit(cache=True)
@@ -122,7 +123,7 @@ def purge_rows(fns, L, r, qv, zeta, N, V, fold):
         first[j] = np.searchsorted(tail, V[j])
         for k in range(first[j], nt):
             Lam[k, j] = L[tail[k], V[j]]
-    compact_rows(L, p0, tail, tail)
+    compact_rows(L, p0, tail)
     for k in range(m):
         zeta[k] = zeta[A[k]]
         qv[k] = qv[A[k]]

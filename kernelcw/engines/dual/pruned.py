@@ -43,7 +43,7 @@ from scipy.linalg.lapack import dpotrf, dpotri, dtrtri
 from ... import _blas
 from ...budget import PROJECT_JITTER, splitmix64_uniform
 from ...rules import VAR_FLOOR
-from .form import Form, Walked
+from .form import Form, Walked, entered_inputs
 from .status import OK, PSD_TOL
 from .steps import Block, WalkResult, block_rows_part, checked_step
 
@@ -176,9 +176,9 @@ class PrunedForm(Form):
                 t0 += res.index + 1
                 continue
             if res.status != OK:
-                return Walked(_cat(entered), ks, nfl, t0 + res.index, res.status)
+                return Walked(entered_inputs(entered), ks, nfl, t0 + res.index, res.status)
             break
-        return Walked(_cat(entered), ks, nfl, -1, OK)
+        return Walked(entered_inputs(entered), ks, nfl, -1, OK)
 
     def _walk_part(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray):
         a = ctx.a
@@ -390,7 +390,3 @@ class PrunedForm(Form):
         if self.projects:
             self.G[:n, :n] = np.asarray(state["G"], dtype=np.float64)
         self._nu_cache = None
-
-
-def _cat(parts: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)

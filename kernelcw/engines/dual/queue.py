@@ -35,7 +35,7 @@ from scipy.linalg import solve_triangular
 
 from ... import _blas, _cholupdate
 from ...rules import VAR_FLOOR
-from .form import Form, Walked
+from .form import Form, Walked, entered_inputs
 from .queue_block import append_rows, block_products, drop_columns
 from .queue_state import (
     QueueCheckpoint,
@@ -349,7 +349,7 @@ class QueueForm(Form):
             res, ks, S = self._walk_part(ctx, blk, t0, ks, f_blk)
             nfl += res.n_floored
             if res.status not in (OK, STOP):
-                return Walked(_cat(entered), ks, nfl, t0 + res.index, res.status)
+                return Walked(entered_inputs(entered), ks, nfl, t0 + res.index, res.status)
             if S.size:
                 entered.append(t0 + S)
             if res.status != STOP:
@@ -358,7 +358,7 @@ class QueueForm(Form):
             ks = self.rebuild(ctx, ks)
         if self.nN > QUEUE_REBUILD * ctx.budget:
             ks = self.rebuild(ctx, ks)
-        return Walked(_cat(entered), ks, nfl, -1, OK)
+        return Walked(entered_inputs(entered), ks, nfl, -1, OK)
 
     def _walk_part(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray):
         """One walk from block input t0 to the end or the next rebuild; the new rows
@@ -458,7 +458,3 @@ class QueueForm(Form):
         new.load_slots(state)
         load_queue_state(new, state)
         return new
-
-
-def _cat(parts: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
