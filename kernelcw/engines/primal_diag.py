@@ -70,8 +70,7 @@ class RoundResult(NamedTuple):
 
     #: the decision value ``mu . x`` before the update
     margin: float
-    #: the step; 0 without an update, NaN when a non-finite step was met (the state is
-    #: then untouched)
+    #: the step; 0 without an update, NaN for a non-finite step (state left untouched)
     alpha: float
     #: whether the margin variance was raised to the floor
     floored: bool
@@ -89,8 +88,7 @@ class UndoLog(NamedTuple):
     d = 2^20). :func:`diag_fit` clears the marks before it returns or raises.
     """
 
-    #: (cap,) int64 logged coordinates, in the order of their first write; empty:
-    #: nothing is logged
+    #: (cap,) int64 logged coordinates, in order of first write (empty: no logging)
     idx: np.ndarray
     #: (cap, K, 2) their mean and variance in each model before the call
     val: np.ndarray
@@ -143,7 +141,7 @@ def row_margin(mu, s, k, idx, val, a):
     return f, v, sq
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _diag_round(mu, s, k, idx, val, y, rp, method, log):
     """One round of model k (rows ``mu[k]``, ``s[k]``) on the non-zeros (idx, val) of
     x, with the rule record ``rp`` (:class:`kernelcw.rules.RuleParams`) and the method
@@ -202,9 +200,11 @@ def _l2_ratio(zeta, v, t):
     return (1.0 + zeta * max(v - t, 0.0)) / den
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _diag_row(mu, s, idx, val, Yi, out_i, rp, method, counts, log):
-    """One input through every model; bookkeeping shared by both drivers.
+    """One input through every model; bookkeeping shared by the drivers, which inline
+    it and :func:`_diag_round` (numba IR): called, their dozen array arguments cost an
+    atomic reference-count pair each (20 Newsgroups, 2^20: 7.6 ms a pass, 6.0 inlined).
 
     Returns False when a non-finite step was met.
     """
