@@ -62,9 +62,9 @@ _STABILISED = (
     "{name}: with budget_policy={policy!r} the explicit nu/Pi form failed ({what}). The "
     "call was undone and learned again with the model kept as a Cholesky factor (the "
     "batch-pruned form with the same budget_batch: the same policy and model, without "
-    "nu/Pi's drift), which it keeps from now on. That form costs more per removal (a "
-    "refactorisation of the factor's trailing rows); budget_batch > 1 pays it once per "
-    "budget_batch removals."
+    "nu/Pi's drift), which it keeps from now on. That form costs more per removal (the "
+    "scores of every support vector, from the inverse factor); budget_batch > 1 pays "
+    "that once per budget_batch removals."
 )
 
 

@@ -36,34 +36,24 @@ Cost per round at B = 4000 with every round removing: the block's solve ``L^-1 K
 purge (about 2/3 n^2 per leaver, and moving the trailing rows): BLAS-3 throughout,
 against the blocked nu/Pi walk's 4-6 n^2 (:mod:`.deferred`).
 
-Rollback. Appends write rows at or after the model's size at the call's start and a
-growth allocates new buffers; only a purge changes the model's rows in place, from
-p0 on. So a checkpoint holds references and counts, and a purge first copies the
-lower triangles of the rows it is about to change (those not copied yet in this
-call) into a spare buffer the form keeps between calls (fresh memory costs page
-faults on every call) for the live checkpoint (:meth:`LazyForm._save_rows`).
+Rollback: the batch-pruned form's (:mod:`.pruned`): a checkpoint holds references
+and counts, and a purge first copies the rows it is about to change.
 """
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
-from ... import _blas, _cholupdate
+from ... import _blas
 from ...budget import splitmix64_uniform
 from .form import Walked, entered_inputs
-from .lazy_block import append_rows, copy_lower, lazy_products, purge_rows, refresh_r
-from .pruned import PrunedForm
+from .lazy_block import append_rows, lazy_products
+from .pruned import STAIR_GROUP, PrunedForm
 from .queue import Candidates, QueueRows, queue_walk
 from .status import OK, STOP
 from .steps import Block
 
 __all__ = ["STAIR_GROUP", "LazyForm", "part_size"]
-
-#: Leavers per band of the purge's QR (:func:`kernelcw._cholupdate.staircase_update`)
-#: and of Y's solve. 16 measured best of 8, 16 and 32 (fits at B = 200 and 1000).
-STAIR_GROUP = 16
 
 
 def part_size(n: int) -> int:
@@ -92,18 +82,6 @@ class LazyForm(PrunedForm):
         if policy != "random" or batch != 1:
             raise ValueError("the lazy form serves budget_policy='random' with budget_batch=1")
         super().__init__(policy, budget, batch, seed)
-        self._cp_ref = None  # weak reference to the current call's checkpoint
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_cp_ref"] = None  # a checkpoint belongs to one call, not to the model
-        state.pop("_spare", None)  # (rollback scratch)
-        return state
-
-    @property
-    def nbytes(self) -> int:
-        spare = self.__dict__.get("_spare")
-        return super().nbytes + (spare.nbytes if spare is not None else 0)
 
     def _capacity(self) -> int:
         """The budget and a walk's appended rows (:func:`part_size`)."""
@@ -192,79 +170,10 @@ class LazyForm(PrunedForm):
         return res, ks, S
 
     def _purge(self, V: np.ndarray, ks: np.ndarray) -> np.ndarray:
-        """The leavers V (sorted slots) leave the factor (module docstring); returns
-        ks without them."""
-        N = self.n
-        p0 = int(V[0])
-        self._save_rows(p0)
-        fold = V.shape[0] <= _cholupdate.GIVENS_MAX_RANK
-        bufs = (self.L, self.r, self.qv, self.zeta)
-        A, Lam, first = purge_rows(_blas.TRI_BLAS, *bufs, N, V, fold)
-        m = A.shape[0]
-        if not fold:  # leaver j's column is zero above its first later row
-            _cholupdate.staircase_update(self.L[p0:m, p0:m], Lam, first, group=STAIR_GROUP)
-            refresh_r(_blas.TRI_BLAS, *bufs[:3], p0, m)
+        """The leavers V (sorted slots) leave the factor (module docstring,
+        :meth:`PrunedForm._remove`); returns ks without them."""
+        A = self._remove(V)
         self.counter += V.shape[0]
         self.entry, self.kap = self.entry[A], self.kap[A]
         self._nu_cache = None
         return ks[A]
-
-    # ------------------------------------------------------------ rollback
-
-    def checkpoint(self):
-        """References and counts; rows a purge changes are copied then
-        (:meth:`_save_rows`), not here."""
-        cp = _Checkpoint(self)
-        self._cp_ref = weakref.ref(cp)
-        return cp
-
-    def _save_rows(self, lo: int) -> None:
-        """Before a purge changes rows lo.. of the model at the call's start: copy
-        those not copied yet into the live checkpoint (if its buffers are still ours)."""
-        ref = self._cp_ref
-        cp = ref() if ref is not None else None
-        if cp is None or self.L is not cp.refs["L"]:
-            return
-        n0 = cp.n
-        if cp.vectors is None:
-            cp.vectors = tuple(cp.refs[k][:n0].copy() for k in ("r", "qv", "zeta"))
-            spare = self.__dict__.get("_spare")
-            if spare is None or spare.shape[0] < n0:  # kept between calls: warm memory
-                spare = self._spare = np.empty(self.L.shape)
-            cp.spare = spare
-        if lo < cp.lo:
-            copy_lower(self.L, cp.spare, lo, cp.lo)
-            cp.lo = lo
-
-    def restore(self, cp) -> None:
-        for k, v in cp.refs.items():
-            setattr(self, k, v)
-        self.clock, self.counter = cp.counts
-        self._nu_cache = cp.nu
-        n0 = cp.n
-        if cp.vectors is not None:
-            for k, v in zip(("r", "qv", "zeta"), cp.vectors, strict=True):
-                getattr(self, k)[:n0] = v
-            copy_lower(cp.spare, self.L, cp.lo, n0)
-            cp.vectors, cp.spare, cp.lo = None, None, n0
-        self._cp_ref = weakref.ref(cp)
-
-
-class _Checkpoint:
-    """One call's checkpoint of a :class:`LazyForm`: buffer and slot references,
-    (clock, counter), the prediction cache, the model's size ``n``; and what purges
-    changed in place: ``vectors`` (r, qv, zeta's leading n) and, in ``spare`` (the
-    form's buffer for it, reused by every call), the lower triangles of rows ``lo``
-    to n (the first row copied so far)."""
-
-    __slots__ = ("__weakref__", "counts", "lo", "n", "nu", "refs", "spare", "vectors")
-
-    def __init__(self, form: LazyForm):
-        keys = ("L", "r", "qv", "zeta", "G", "idx", "entry", "kap")
-        self.refs = {k: getattr(form, k) for k in keys}
-        self.counts = (form.clock, form.counter)
-        self.nu = form._nu_cache
-        self.n = form.n
-        self.lo = form.n
-        self.spare = None
-        self.vectors = None

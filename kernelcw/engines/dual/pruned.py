@@ -11,8 +11,13 @@ before the prune and removed with BLAS-3 work:
 
 - remove ("oldest", "random", "smallest"): ``M' = M_AA``. Rows of L above the first
   leaver p0 are unchanged; the trailing kept rows t satisfy
-  ``L'_tt L'_tt' = X X'``, ``X = L[t, p0:]`` (their columns from p0 on, the
-  leavers' included): one product and one dpotrf; ``qv' = qv_A``.
+  ``L'_tt L'_tt' = L[t, A_t] L[t, A_t]' + L[t, V] L[t, V]'`` (their kept columns from
+  p0 on, a lower triangle, and the leavers' columns): the kept rows and columns move
+  up in place and the leavers' columns are folded in by one rank-q update, Givens
+  sweeps for a few, else LAPACK's blocked QR in bands of :data:`STAIR_GROUP`
+  leavers (:func:`kernelcw._cholupdate.staircase_update`; about 2/3 n^2 flops per
+  leaver spread over the factor, where refactoring the trailing rows cost
+  ``n_t^2 (n - p0) + n_t^3 / 3`` per prune); ``qv' = qv_A``, r refreshed from p0.
 - project (several points at once, Csato & Opper): with ``E = Kj_AA^-1 Kj_AV``
   (from ``Kj^-1``: ``E = -[Kj^-1]_AV [Kj^-1]_VV^-1``), ``T = [I_A; E']`` and
   ``U = [-E; I_V]`` (A, V order): ``nu' = nu_A + E nu_V`` and
@@ -25,13 +30,23 @@ before the prune and removed with BLAS-3 work:
 Scores, once per prune: "smallest" from ``m_p = [M^-1]_pp`` (column norms of
 ``L^-1``): with ``M - a K = diag(1/zeta)``, ``1 - s_p = m_p / zeta_p``,
 ``v_p = s_p / zeta_p`` and ``zeta_p f_p - g_p = -nu_p / a``; "project" from
-``[Kj^-1]_pp`` (the Gram cache ``G`` factored). Updated in place: a call is undone
-from a copy.
+``[Kj^-1]_pp`` (the Gram cache ``G`` factored).
+
+Rollback. Appends write rows at or after the model's size at the call's start (the
+buffers never grow); only a prune changes the model's rows in place, from p0 on (a
+projection: all of them, and the Gram cache). So a checkpoint holds references and
+counts, and a prune first copies the lower triangles of the rows it is about to
+change (those not copied yet in this call) into a spare buffer the form keeps
+between calls (fresh memory costs page faults on every call) for the live
+checkpoint (:meth:`PrunedForm._save_rows`). Rows an append writes after a prune in
+the same call lie after that prune's first leaver (q distinct leavers among n: the
+first is at most n - q), so they were copied by then.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -40,17 +55,23 @@ from scipy.linalg import cho_factor, cho_solve, qr, solve_triangular
 from scipy.linalg.blas import dgemv
 from scipy.linalg.lapack import dpotrf, dpotri, dtrtri
 
-from ... import _blas
+from ... import _blas, _cholupdate
 from ...budget import PROJECT_JITTER, splitmix64_uniform
 from ...rules import VAR_FLOOR
 from .form import Form, Walked, entered_inputs
+from .lazy_block import copy_lower, purge_rows, refresh_r
 from .status import OK, PSD_TOL
 from .steps import Block, WalkResult, block_rows_part, checked_step
 
-__all__ = ["PRUNE", "PrunedForm", "pruned_walk"]
+__all__ = ["PRUNE", "STAIR_GROUP", "PrunedForm", "pruned_walk"]
 
 #: Walk status: an update made the model budget + 1 at this index: prune, go on.
 PRUNE = 4
+
+#: Leavers per band of a removal's QR (:func:`kernelcw._cholupdate.staircase_update`)
+#: and of the lazy form's solve for its leavers. 16 measured best of 8, 16 and 32
+#: (fits at B = 200 and 1000, the lazy form).
+STAIR_GROUP = 16
 
 
 class PrunedRows(NamedTuple):
@@ -120,6 +141,13 @@ class PrunedForm(Form):
         side = cap if self.projects else 0
         self.G = np.zeros((side, side))
         self._nu_cache: np.ndarray | None = None
+        self._cp_ref = None  # weak reference to the current call's checkpoint
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_cp_ref"] = None  # a checkpoint belongs to one call, not to the model
+        state.pop("_spare", None)  # (rollback scratch)
+        return state
 
     def _capacity(self) -> int:
         """The buffers' size: the budget and the one an update adds."""
@@ -245,11 +273,12 @@ class PrunedForm(Form):
         nu = self.nu(a)
         V, Kinv = self._choose(q, nu, a)
         V = np.sort(np.asarray(V, dtype=np.int64))
-        A = np.setdiff1d(np.arange(n), V)
         if self.projects:
+            A = np.setdiff1d(np.arange(n), V)
+            self._save_rows(0)
             self._project(A, V, nu, Kinv, a)
         else:
-            self._remove(A, V)
+            A = self._remove(V)
         self.counter += q
         self.entry, self.kap = self.entry[A], self.kap[A]
         self._nu_cache = None
@@ -290,26 +319,20 @@ class PrunedForm(Form):
         scores = np.abs(nu) / np.sqrt(np.diagonal(Kinv))
         return order[np.argsort(scores[order], kind="stable")[:q]], Kinv
 
-    def _remove(self, A: np.ndarray, V: np.ndarray) -> None:
-        """M' = M_AA: rows above the first leaver p0 are unchanged; the trailing kept
-        rows t are refactored, ``L'_tt L'_tt' = X X'`` with ``X = L[t, p0:]`` (their
-        columns from p0 on, the leavers' included): one product and one dpotrf
-        (n_t^2 (n - p0) + n_t^3 / 3 flops, BLAS-3; dtpqrt with q = n_t / 8 columns
-        measured 20x slower); r' = L'^-1 qv_A."""
-        n = self.n
+    def _remove(self, V: np.ndarray) -> np.ndarray:
+        """The leavers V (sorted slots) leave the factor: ``M' = M_AA`` (module
+        docstring); zeta and qv follow, r is refreshed from the first leaver on.
+        Returns the kept slots A."""
         p0 = int(V[0])
-        tail = A[A > p0]
+        self._save_rows(p0)
+        fold = V.shape[0] <= _cholupdate.GIVENS_MAX_RANK
+        bufs = (self.L, self.r, self.qv, self.zeta)
+        A, Lam, first = purge_rows(_blas.TRI_BLAS, *bufs, self.n, V, fold)
         m = A.shape[0]
-        X = np.ascontiguousarray(self.L[tail, p0:n])
-        Lt = np.empty((tail.shape[0], tail.shape[0]))
-        _blas.gemm_sub(1.0, X, X.T.copy(), 0.0, Lt)
-        if _blas.potrf_lower(Lt):
-            raise np.linalg.LinAlgError("the pruned precision is not positive definite")
-        self.L[p0:m, :p0] = self.L[tail, :p0]
-        self.L[p0:m, p0:m] = np.tril(Lt)
-        self.zeta[:m] = self.zeta[A]
-        self.qv[:m] = self.qv[A]
-        self._refresh_r(m)
+        if not fold:  # leaver j's column is zero above its first later row
+            _cholupdate.staircase_update(self.L[p0:m, p0:m], Lam, first, group=STAIR_GROUP)
+            refresh_r(_blas.TRI_BLAS, *bufs[:3], p0, m)
+        return A
 
     def _project(self, A, V, nu, Kinv, a: float) -> None:
         """M'^-1 = T' M^-1 T = Z'Z with Z = L^-1 T (one trsm); a QR of Z with its
@@ -336,28 +359,58 @@ class PrunedForm(Form):
         self.r[:m] = dgemv(1.0 / a, Lp, nu2, trans=1)
         self.qv[:m] = dgemv(1.0, Lp, self.r[:m])
 
-    def _refresh_r(self, m: int) -> None:
-        R = self.qv[:m].reshape(m, 1).copy()
-        _blas.trsm_lower_left(self.L[:m, :m], R)
-        self.r[:m] = R[:, 0]
-
     # ------------------------------------------------------------ rollback, state
 
     _ARRAYS = ("L", "r", "qv", "zeta", "G")
 
-    def checkpoint(self):
-        saved = tuple(getattr(self, k).copy() for k in self._ARRAYS)
-        return (self.idx, self.entry, self.kap, self.clock, self.counter), saved
+    def checkpoint(self) -> _Checkpoint:
+        """References and counts; rows a prune changes are copied then
+        (:meth:`_save_rows`), not here."""
+        cp = _Checkpoint(self)
+        self._cp_ref = weakref.ref(cp)
+        return cp
 
-    def restore(self, cp) -> None:
-        (self.idx, self.entry, self.kap, self.clock, self.counter), saved = cp
-        for k, v in zip(self._ARRAYS, saved, strict=True):
+    def _save_rows(self, lo: int) -> None:
+        """Before a prune changes rows lo.. of the model at the call's start (and a
+        projection the Gram cache): copy those not copied yet into the live
+        checkpoint (if its buffers are still ours)."""
+        ref = getattr(self, "_cp_ref", None)  # (absent in forms pickled before it)
+        cp = ref() if ref is not None else None
+        if cp is None or self.L is not cp.refs["L"]:
+            return
+        n0 = cp.n
+        if cp.vectors is None:
+            cp.vectors = tuple(cp.refs[k][:n0].copy() for k in ("r", "qv", "zeta"))
+            spare = self.__dict__.get("_spare")
+            if spare is None or spare.shape[0] < n0:  # kept between calls: warm memory
+                spare = self._spare = np.empty(self.L.shape)
+            cp.spare = spare
+        if lo < cp.lo:
+            copy_lower(self.L, cp.spare, lo, cp.lo)
+            cp.lo = lo
+        if self.projects and cp.gram is None:
+            cp.gram = self.G[:n0, :n0].copy()
+
+    def restore(self, cp: _Checkpoint) -> None:
+        for k, v in cp.refs.items():
             setattr(self, k, v)
-        self._nu_cache = None
+        self.clock, self.counter = cp.counts
+        self._nu_cache = cp.nu
+        n0 = cp.n
+        if cp.vectors is not None:
+            for k, v in zip(("r", "qv", "zeta"), cp.vectors, strict=True):
+                getattr(self, k)[:n0] = v
+            copy_lower(cp.spare, self.L, cp.lo, n0)
+            if cp.gram is not None:
+                self.G[:n0, :n0] = cp.gram
+            cp.vectors, cp.spare, cp.gram, cp.lo = None, None, None, n0
+        self._cp_ref = weakref.ref(cp)
 
     @property
     def nbytes(self) -> int:
-        return self.slots_nbytes() + sum(getattr(self, k).nbytes for k in self._ARRAYS)
+        spare = self.__dict__.get("_spare")
+        own = sum(getattr(self, k).nbytes for k in self._ARRAYS)
+        return self.slots_nbytes() + own + (spare.nbytes if spare is not None else 0)
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """The leading n of each buffer, the removal counter."""
@@ -390,3 +443,25 @@ class PrunedForm(Form):
         if self.projects:
             self.G[:n, :n] = np.asarray(state["G"], dtype=np.float64)
         self._nu_cache = None
+
+
+class _Checkpoint:
+    """One call's checkpoint of a :class:`PrunedForm` (or :class:`.lazy.LazyForm`):
+    buffer and slot references, (clock, counter), the prediction cache, the model's
+    size ``n``; and what prunes changed in place: ``vectors`` (r, qv, zeta's leading
+    n), in ``spare`` (the form's buffer for it, reused by every call) the lower
+    triangles of rows ``lo`` to n (the first row copied so far), and ``gram`` (the
+    Gram cache's leading n x n, before a projection)."""
+
+    __slots__ = ("__weakref__", "counts", "gram", "lo", "n", "nu", "refs", "spare", "vectors")
+
+    def __init__(self, form: PrunedForm):
+        keys = ("L", "r", "qv", "zeta", "G", "idx", "entry", "kap")
+        self.refs = {k: getattr(form, k) for k in keys}
+        self.counts = (form.clock, form.counter)
+        self.nu = form._nu_cache
+        self.n = form.n
+        self.lo = form.n
+        self.spare = None
+        self.vectors = None
+        self.gram = None
