@@ -9,10 +9,9 @@ archive, uncompressed (dense float64 factors deflate poorly), holding
   (a class name, looked up among :data:`kernelcw.registry.ALGORITHMS`' estimators:
   nothing named in a file is ever imported), ``params`` (``get_params()``; a
   non-finite float is written ``{"float": "inf"}``, ``"-inf"`` or ``"nan"``),
-  ``fitted``, and for a fitted model ``n_features_in``, ``n_classes``,
-  ``classes_object`` (``classes_`` was an object array of strings),
-  ``engine`` (``form``, ``n_models``, the ``seed`` of the "random" budget policy and
-  the ``block_size`` the engine learns in) and ``arrays``, the array members' names;
+  ``fitted``, and for a fitted model ``n_features_in``, ``n_classes``, ``classes_object``
+  (``classes_`` held strings as objects), ``engine`` (``form``, ``n_models``, the ``seed``
+  of the "random" budget policy, the ``block_size``) and ``arrays``, the members' names;
 - one ``.npy`` member per array (NumPy's ``.npy`` format, never an object array):
   ``classes_``, ``feature_names_in_`` (when the model saw column names),
   ``n_updates_``, ``n_mistakes_``, ``n_variance_floored_``, and the engine's
@@ -77,11 +76,11 @@ def save(estimator, path: str | os.PathLike) -> None:
     TypeError
         If ``estimator`` is not a kernelcw estimator or ``path`` is not a path.
     ValueError
-        If a parameter cannot be written as JSON (a callable kernel, a
-        ``RandomState``): set it to a plain value (e.g. an integer
-        ``random_state``) first.
+        If a parameter cannot be written as JSON (a callable kernel, a ``RandomState``:
+        set a plain value first), or ``set_params`` changed one that shapes the fitted
+        state (``kernel``, ``gamma``, ``budget``, ...) since the fit.
     RuntimeError
-        If the model is unusable (an "oldest" budget model after a failed call).
+        If the model is unusable (an engine broken by a call it could not undo).
 
     See Also
     --------
@@ -217,6 +216,7 @@ def _export(est) -> tuple[dict, dict[str, np.ndarray]]:
             f"save takes a kernelcw estimator ({', '.join(WHITELIST)}), "
             f"not {type(est).__module__}.{type(est).__qualname__}"
         )
+    est._check_structure("save")  # not a state paired with parameters it never had
     params = {k: _json_param(k, v) for k, v in est.get_params(deep=False).items()}
     meta = {
         "format": FORMAT,

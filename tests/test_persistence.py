@@ -441,6 +441,45 @@ def test_arrays_that_do_not_fit_the_parameters(tmp_path):
         kernelcw.load(path)
 
 
+@pytest.mark.parametrize("policy", ["oldest", "random", "smallest", "project"])
+def test_support_beyond_the_budget_is_refused(policy, tmp_path):
+    """A file whose budget is below its models' support size (edited by hand) is a
+    ValueError at load, before any buffer sized by the budget is filled (the lazy form
+    once wrote past its buffers and crashed the process)."""
+    X, y = _data(120, 5)
+    est = make("scw1", kernel="rbf", budget=20, budget_policy=policy, random_state=0)
+    path = _saved(tmp_path, est.fit(X, y))
+    assert est.n_support_ == 20
+    _rewrite(path, lambda m: m["params"].update(budget=5))
+    with pytest.raises(ValueError, match="model 0 holds 20 support vectors; the budget is 5"):
+        kernelcw.load(path)
+
+
+def test_save_refuses_parameters_the_model_was_not_learnt_with(tmp_path):
+    """set_params after fit changing a parameter that shapes the state (gamma, budget,
+    kernel, covariance, ...) makes save refuse (the file would pair the state with
+    parameters it was not learnt with: a different model, or one that cannot load); the
+    rule's own parameters (C, r) are saved as set; setting a value back saves again."""
+    X, y = _data(80, 4)
+    for change in [dict(gamma=0.5), dict(budget=5), dict(kernel="poly"), dict(a=2.0)]:
+        est = make("scw1", kernel="rbf", gamma=0.25, budget=20, random_state=0).fit(X, y)
+        old = {k: est.get_params()[k] for k in change}
+        est.set_params(**change)
+        name = next(iter(change))
+        with pytest.raises(ValueError, match=f"cannot save: set_params changed {name} from"):
+            kernelcw.save(est, tmp_path / "refused.kcw")
+        assert not (tmp_path / "refused.kcw").exists()
+        est.set_params(**old)
+        _assert_same(kernelcw.load(_saved(tmp_path, est)), est, X)
+    est = make("arow", covariance="full").fit(X, y).set_params(covariance="diag")
+    with pytest.raises(ValueError, match="covariance from 'full' to 'diag'"):
+        kernelcw.save(est, tmp_path / "refused.kcw")
+    est = make("scw1", kernel="rbf").fit(X, y).set_params(C=0.25)
+    back = kernelcw.load(_saved(tmp_path, est))
+    assert back.C == 0.25
+    _assert_same(back, est, X)
+
+
 def test_invalid_or_unknown_parameters(tmp_path):
     path = _saved(tmp_path)
     _rewrite(path, lambda m: m["params"].update(r=-1.0))

@@ -74,6 +74,82 @@ def test_failed_call_leaves_every_form_unchanged(policy, solver, batch):
     assert_same_attributes(fitted_attributes(est), fitted_attributes(twin))
 
 
+class _FailingKernel:
+    """An RBF kernel (gamma 0.5) that raises on its ``fail_at``-th call (from 1)."""
+
+    def __init__(self, fail_at=None):
+        self.fail_at, self.calls = fail_at, 0
+
+    def __call__(self, A, B):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise KeyboardInterrupt("injected")
+        d = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T
+        return np.exp(-0.5 * np.maximum(d, 0.0))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda k: SCWClassifier(kernel=k, block_size=8),
+        lambda k: AROWClassifier(kernel=k, budget=6, budget_policy="random", block_size=8),
+        lambda k: CWClassifier(rule="var", covariance="diag"),
+    ],
+    ids=["rbf", "rbf-random", "primal-diag"],
+)
+def test_failed_refit_keeps_the_model_it_had(make, monkeypatch):
+    """A fit that fails part-way (an error or a Ctrl-C; here in the kernel of its
+    third block, or in the second of two passes) leaves the model fitted before it,
+    with its classes, feature count and counters: fit builds its new model aside."""
+    X, y = _stream(60, 4)
+    kernel = _FailingKernel()
+    est = make(kernel).fit(X, y)
+    before = fitted_attributes(est)
+    twin = copy.deepcopy(est)
+    X3, y3 = _stream(50, 5, seed=1)
+    y3 = np.arange(50) % 3
+    if isinstance(est, CWClassifier):  # a linear model: the second pass fails
+        engine_class = type(est._engine)
+        learn, calls = engine_class.learn, []
+
+        def second_pass_fails(self, *args, **kw):
+            calls.append(1)
+            if len(calls) == 2:
+                raise FloatingPointError("injected")
+            return learn(self, *args, **kw)
+
+        monkeypatch.setattr(engine_class, "learn", second_pass_fails)
+        with pytest.raises(FloatingPointError, match="injected"):
+            est.set_params(n_iter=2).fit(X3, y3)
+        monkeypatch.setattr(engine_class, "learn", learn)
+        est.set_params(n_iter=1)
+    else:
+        kernel.fail_at = kernel.calls + 5
+        with pytest.raises(KeyboardInterrupt, match="injected"):
+            est.fit(X3, y3)
+        kernel.fail_at = None
+    assert_same_attributes(fitted_attributes(est), before)
+    np.testing.assert_array_equal(est.decision_function(X), twin.decision_function(X))
+    est.partial_fit(X[::-1], y[::-1])
+    twin.partial_fit(X[::-1], y[::-1])
+    assert_same_attributes(fitted_attributes(est), fitted_attributes(twin))
+
+
+def test_failed_first_partial_fit_leaves_the_estimator_unfitted():
+    """A first partial_fit that fails part-way leaves no model behind (no classes_, no
+    engine), so a retry with other classes starts afresh."""
+    X, y = _stream(60, 4)
+    kernel = _FailingKernel(fail_at=3)
+    est = SCWClassifier(kernel=kernel, block_size=8)
+    with pytest.raises(KeyboardInterrupt, match="injected"):
+        est.partial_fit(X, y, classes=[0, 1, 2])
+    assert not hasattr(est, "classes_") and not hasattr(est, "n_features_in_")
+    kernel.fail_at = None
+    est.partial_fit(X, y, classes=[0, 1])
+    ref = SCWClassifier(kernel=_FailingKernel(), block_size=8).partial_fit(X, y)
+    np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))
+
+
 @pytest.mark.filterwarnings("ignore:.*variance fell below")
 def test_failed_call_in_queue_after_removals_is_undone():
     """The queue form's in-place step (removing the oldest) ran in the failed call

@@ -8,6 +8,7 @@ fitted attributes are the mixins of :mod:`._mixins`.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import threading
 import warnings
@@ -94,16 +95,17 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         papers; ``n_mistakes_`` counts the mistakes over all passes.
         """
         checked = check_params(self)
-        X, y, classes_, spec = self._validate(X, y, None, True, checked, square=True)
-        self._start(classes_, spec)
-        Y = self._label_matrix(y)
-        rng = check_random_state(self.random_state)
-        for _ in range(self.n_iter):
-            if self.shuffle:
-                order = rng.permutation(X.shape[0])
-                self._learn(X[order], Y[order], checked[0], positions=order)
-            else:
-                self._learn(X, Y, checked[0], positions=np.arange(X.shape[0]))
+        with _all_or_nothing(self):  # a failed or interrupted fit keeps the model it had
+            X, y, classes_, spec = self._validate(X, y, None, True, checked, square=True)
+            self._start(classes_, spec)
+            Y = self._label_matrix(y)
+            rng = check_random_state(self.random_state)
+            for _ in range(self.n_iter):
+                if self.shuffle:
+                    order = rng.permutation(X.shape[0])
+                    self._learn(X[order], Y[order], checked[0], positions=order)
+                else:
+                    self._learn(X, Y, checked[0], positions=np.arange(X.shape[0]))
         return self
 
     def partial_fit(self, X, y, classes=None):
@@ -133,10 +135,13 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
             with _FIRST_CALL:  # two threads starting one model: one starts, one continues
                 starts = not hasattr(self, "classes_")
                 if starts:
-                    X, y, classes_, spec = self._validate(X, y, classes, True, checked)
-                    self._start(classes_, spec)
+                    before = self.__dict__.copy()
+                    with _all_or_nothing(self, before):
+                        X, y, classes_, spec = self._validate(X, y, classes, True, checked)
+                        self._start(classes_, spec)
             if starts:  # learning holds the engine's lock only
-                return self._learn(X, self._label_matrix(y), checked[0])
+                with _all_or_nothing(self, before):  # a failed first call: still unfitted
+                    return self._learn(X, self._label_matrix(y), checked[0])
         self._check_structure()
         if checked[1] != self._engine.spec.form:
             raise ValueError(
@@ -204,22 +209,34 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
     def _structure(self) -> dict:
         return {k: getattr(self, k) for k in STRUCTURAL}
 
-    def _check_structure(self) -> None:
-        """ValueError if set_params changed a structural parameter since the model began."""
+    def _structure_changes(self) -> str:
+        """The structural parameters set_params changed since the model began, as
+        "name from old to new, ..." ("" if none, or if the model has not begun)."""
         began = self.__dict__.get("_began_with")
         if began is None:
-            return
+            return ""
         d = self.__dict__
         if all(d.get(k, _MISSING) is v for k, v in began.items()):
-            return  # the same objects (every call of a stream): nothing changed
+            return ""  # the same objects (every call of a stream): nothing changed
         now = self._structure()
         changed = [
             k
             for k in STRUCTURAL
             if not (now[k] is began[k] or (not callable(now[k]) and now[k] == began[k]))
         ]
-        if changed:
-            what = ", ".join(f"{k} from {began[k]!r} to {now[k]!r}" for k in changed)
+        return ", ".join(f"{k} from {began[k]!r} to {now[k]!r}" for k in changed)
+
+    def _check_structure(self, action: str = "partial_fit") -> None:
+        """ValueError if set_params changed a structural parameter since the model
+        began: ``partial_fit`` cannot continue it, ``save`` would write a state with
+        parameters it was not learnt with."""
+        what = self._structure_changes()
+        if what and action == "save":
+            raise ValueError(
+                f"cannot save: set_params changed {what} since this model began, and these "
+                "shape its state; set them back, or call fit, before saving"
+            )
+        if what:
             raise ValueError(
                 f"set_params changed {what} since this model began; these shape the stored "
                 "state, so partial_fit cannot continue it: call fit to start over (or set "
@@ -282,6 +299,24 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         # rows of a Gram matrix: scikit-learn's splitters then cut K[train][:, train]
         tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
         return tags
+
+
+@contextlib.contextmanager
+def _all_or_nothing(est, before: dict | None = None):
+    """On any error or interrupt inside, ``est``'s attributes go back to ``before``
+    (default: as on entry), so a ``fit`` or first ``partial_fit`` that fails part-way
+    leaves the model it had (a fit builds a new engine: the old one is not touched)."""
+    if before is None:
+        before = est.__dict__.copy()
+    try:
+        yield
+    except BaseException:
+        with deferred_interrupt():
+            d = est.__dict__
+            for k in [k for k in d if k not in before]:
+                del d[k]
+            d.update(before)
+        raise
 
 
 _PLAIN = frozenset((int, float, str, bool, type(None)))

@@ -396,6 +396,9 @@ class DualEngine(Locked):
                     f"model {i} is in factor form {int(sub['form'])}, which this version of "
                     "kernelcw does not know (a file written by a newer version?)"
                 )
+            n, budget = np.shape(sub.get("idx", ()))[0], spec.budget
+            if budget is not None and n > budget:  # (a form's buffers hold the budget)
+                raise ValueError(f"model {i} holds {n} support vectors; the budget is {budget}")
             eng.forms[i] = form.from_state(sub, eng._ctx)
         return eng
 
