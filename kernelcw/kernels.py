@@ -20,7 +20,7 @@ from sklearn.metrics.pairwise import manhattan_distances
 from ._validation import check_finite, check_positive
 from .options import KERNELS
 
-__all__ = ["KERNELS", "Kernel", "kernel_matrix", "kernel_diag"]
+__all__ = ["KERNELS", "Kernel", "kernel_diag", "kernel_matrix", "schwarz_violation"]
 
 
 def _dot(A, B) -> np.ndarray:
@@ -154,6 +154,29 @@ def _all_finite(K):
         for j in range(K.shape[1]):
             bad |= np.int64(not ((K[i, j] - K[i, j]) == 0.0))
     return bad == 0
+
+
+@njit(cache=True)
+def schwarz_violation(K, da, db, rtol):
+    """Where a kernel block breaks what every positive semi-definite kernel keeps:
+    ``k(x, x) >= 0`` and ``|k(x, z)| <= sqrt(k(x, x) k(z, z))`` (Cauchy-Schwarz), for
+    K (n x b) between inputs with self-values ``da`` (n) and ``db`` (b), with a
+    relative tolerance for rounding. Returns (i, j) of the first break, i = -1 for a
+    negative ``db[j]``, j = -1 for a negative ``da[i]``; (-1, -1) if none. (A
+    distance matrix has zeros on its diagonal; a negated kernel, negative ones.)"""
+    for i in range(da.shape[0]):
+        if da[i] < 0.0:
+            return i, -1
+    for j in range(db.shape[0]):
+        if db[j] < 0.0:
+            return -1, j
+    sb = np.sqrt(db) * (1.0 + rtol)
+    for i in range(K.shape[0]):
+        sa = np.sqrt(da[i])
+        for j in range(K.shape[1]):
+            if abs(K[i, j]) > sa * sb[j]:
+                return i, j
+    return -1, -1
 
 
 def _small(A, B) -> bool:

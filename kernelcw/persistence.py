@@ -26,17 +26,16 @@ predicts and continues learning bit for bit as the saved one.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import tempfile
 import zipfile
 import zlib
 
 import numpy as np
 
 from . import __version__
+from ._atomic import write_atomically
 from .registry import ALGORITHMS
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "load", "save"]
@@ -103,28 +102,16 @@ def save(estimator, path: str | os.PathLike) -> None:
     target = _check_path(path)
     meta, arrays = _export(estimator)
     blob = json.dumps(meta, allow_nan=False, indent=1).encode("utf-8")
-    directory = os.path.dirname(os.path.abspath(target))
-    mode = _file_mode(target)
-    tmp = tempfile.NamedTemporaryFile(
-        dir=directory, prefix="." + os.path.basename(target) + ".", suffix=".tmp", delete=False
-    )
-    try:
-        with tmp:
-            with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-                # a fixed date: the same model saves to the same bytes
-                zf.writestr(zipfile.ZipInfo(META, date_time=(1980, 1, 1, 0, 0, 0)), blob)
-                for name, arr in arrays.items():
-                    with zf.open(name + ".npy", "w", force_zip64=True) as member:
-                        np.lib.format.write_array(member, arr, allow_pickle=False)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.chmod(tmp.name, mode)
-        os.replace(tmp.name, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp.name)
-        raise
-    _sync_directory(directory)
+
+    def write(fh) -> None:
+        with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+            # a fixed date: the same model saves to the same bytes
+            zf.writestr(zipfile.ZipInfo(META, date_time=(1980, 1, 1, 0, 0, 0)), blob)
+            for name, arr in arrays.items():
+                with zf.open(name + ".npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, arr, allow_pickle=False)
+
+    write_atomically(target, write)
 
 
 def load(path: str | os.PathLike):
@@ -169,37 +156,6 @@ def _check_path(path) -> str:
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
     return os.fsdecode(os.fspath(path))  # (a bytes path as str)
-
-
-def _file_mode(target: str) -> int:
-    """The permissions the saved file gets: the old file's, else 0o666 minus the umask."""
-    try:
-        return os.stat(target).st_mode & 0o7777
-    except OSError:
-        pass
-    return 0o666 & ~_umask()
-
-
-def _umask() -> int:
-    """The process's umask, read from /proc where it can be (setting and resetting it
-    would change it for other threads for a moment)."""
-    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    umask = os.umask(0o022)  # pragma: no cover - not Linux
-    os.umask(umask)  # pragma: no cover
-    return umask  # pragma: no cover
-
-
-def _sync_directory(directory: str) -> None:
-    """Flush the rename to disk where the platform allows it (POSIX)."""
-    with contextlib.suppress(OSError):  # Windows cannot open a directory
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _estimator_class(name: str) -> type:
@@ -493,7 +449,9 @@ def _check_engine_state(spec, state: dict[str, np.ndarray], bad) -> None:
             raise bad(f"engine.store.shape must be (n, {d})")
         n_store = int(state["store.n"]) if state.get("store.n", np.zeros(1)).shape == () else -1
         for k in range(K):
-            _check_dual_model(state, f"model{k}.", n_store, bad)
+            n = _check_dual_model(state, f"model{k}.", n_store, bad)
+            if spec.budget is not None and n > spec.budget:  # (buffers hold the budget)
+                raise bad(f"model {k} holds {n} support vectors; the budget is {spec.budget}")
 
 
 #: The dual forms' arrays of the support set's length n (each axis n, or 0 where the
@@ -501,8 +459,9 @@ def _check_engine_state(spec, state: dict[str, np.ndarray], bad) -> None:
 _SLOTS = ("idx", "entry", "kap")
 
 
-def _check_dual_model(state: dict[str, np.ndarray], prefix: str, n_store: int, bad) -> None:
-    """One dual model's arrays: slots pointing into the store, arrays of length n."""
+def _check_dual_model(state: dict[str, np.ndarray], prefix: str, n_store: int, bad) -> int:
+    """One dual model's arrays: slots pointing into the store, arrays of length n;
+    returns n."""
     idx = state.get(prefix + "idx")
     if idx is None or idx.ndim != 1:
         raise bad(f"engine.{prefix}idx is missing or not a vector")
@@ -518,3 +477,4 @@ def _check_dual_model(state: dict[str, np.ndarray], prefix: str, n_store: int, b
             continue
         if any(m not in (n, 0) for m in arr.shape) or (name in _SLOTS and arr.shape != (n,)):
             raise bad(f"engine.{key} has shape {arr.shape}; the model has {n} support vectors")
+    return n

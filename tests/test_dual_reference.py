@@ -684,6 +684,13 @@ def one_minus_sq(A, B):
     return 1.0 - 0.1 * np.sum((A[:, None, :] - B[None, :, :]) ** 2, axis=-1)
 
 
+def exp_pow4(A, B):
+    """exp(-|x - z|^4): |k(x, z)| <= 1 = k(x, x), so every 2 x 2 minor is positive
+    semi-definite (Cauchy-Schwarz holds), but the kernel is indefinite (exp(-|t|^p)
+    is positive definite only for p <= 2): only a round's variance shows it."""
+    return np.exp(-(np.sum((A[:, None, :] - B[None, :, :]) ** 2, axis=-1) ** 2))
+
+
 def _assert_finite_state(est, what):
     for name in ("dual_coef_", "covariance_coef_"):
         if hasattr(est, name):
@@ -707,35 +714,75 @@ def test_negative_kernel_is_a_value_error_naming_it(rule, solver):
 @pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("rule", ["stdev", "scw1", "arow"])
 def test_indefinite_kernel_is_caught_at_the_round_it_shows(rule, solver):
-    """k(x, x) > 0 but the Gram matrix is indefinite: the reference meets v < -1e-6 a
-    k(x, x) at some round p. Up to p the fast model matches the reference (finite, same
-    support set); the round p raises a ValueError naming the kernel; no NaN anywhere."""
+    """k(x, x) > 0 and Cauchy-Schwarz holds, but the Gram matrix is indefinite: the
+    reference meets v < -1e-6 a k(x, x) at some round p. Up to p the fast model matches
+    the reference (finite, same support set); the round p raises a ValueError naming the
+    kernel; no NaN anywhere. (1-d inputs: there exp(-|t|^4) shows within 60 rounds.)"""
     rng = np.random.default_rng(20)
-    X = rng.normal(size=(60, 5))
+    X = rng.normal(size=(60, 1))
     y = rng.integers(0, 2, size=60)
-    model = rd.RefDualModel(rule, [0, 1], **ref_params(rule, dict(kernel=one_minus_sq)))
-    with pytest.raises(ValueError, match="one_minus_sq"):
+    model = rd.RefDualModel(rule, [0, 1], **ref_params(rule, dict(kernel=exp_pow4)))
+    with pytest.raises(ValueError, match="exp_pow4"):
         model.learn(X, y)
     p = len(model.stream) - 1  # the round that failed
     assert p >= 3
     lr = model.learners[0]
-    v = lr.variance(rd.ref_kernel(X[p], X[lr.support], one_minus_sq)[0], 1.0)
+    v = lr.variance(rd.ref_kernel(X[p], X[lr.support], exp_pow4)[0], 1.0)
     assert v < -1e-3, f"the failing round has v = {v}: not clearly indefinite"
     r_before = rd.run_ref_dual(
-        rule, X[:p], y[:p], classes=[0, 1], **ref_params(rule, dict(kernel=one_minus_sq))
+        rule, X[:p], y[:p], classes=[0, 1], **ref_params(rule, dict(kernel=exp_pow4))
     )
-    est = make_estimator(rule, dict(kernel=one_minus_sq), solver)
+    est = make_estimator(rule, dict(kernel=exp_pow4), solver)
     est.partial_fit(X[:p], y[:p], classes=[0, 1])
     _assert_finite_state(est, "before the indefinite round")
     np.testing.assert_array_equal(est.support_, r_before.support)
     f_before = r_before.model.decision_function(X)
     assert_same_predictions(est.predict(X), np.where(f_before >= 0.0, 1, 0), what="before p")
-    with pytest.raises(ValueError, match="one_minus_sq"):
+    with pytest.raises(ValueError, match="exp_pow4"):
         est.partial_fit(X[p : p + 1], y[p : p + 1])
     _assert_finite_state(est, "after the error")
     assert np.all(np.isfinite(est.decision_function(X)))
-    with pytest.raises(ValueError, match="one_minus_sq"):
-        make_estimator(rule, dict(kernel=one_minus_sq), solver).fit(X, y)
+    with pytest.raises(ValueError, match="exp_pow4"):
+        make_estimator(rule, dict(kernel=exp_pow4), solver).fit(X, y)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("rule", ALL_RULES)
+@pytest.mark.parametrize("rows", [1, 5, 60])
+def test_kernel_values_beyond_cauchy_schwarz_are_refused(rule, solver, rows):
+    """A kernel no Mercer kernel can be (here 1 - 0.1 |x - z|^2, whose values fall far
+    below -1 = -sqrt(k(x, x) k(z, z))) is refused at the first block where a pair of
+    training inputs shows it, within the block or against a support vector (calls of
+    1, 5 or 60 rows), by every rule: first-order ones, whose steps never read a
+    variance, included. The model is left as before the call."""
+    rng = np.random.default_rng(4)
+    X = 2.0 * rng.normal(size=(60, 3))
+    y = rng.integers(0, 2, size=60)
+    est = make_estimator(rule, dict(kernel=one_minus_sq), solver)
+    with pytest.raises(ValueError, match="one_minus_sq' is not positive semi-definite"):
+        for lo in range(0, 60, rows):
+            est.partial_fit(X[lo : lo + rows], y[lo : lo + rows], classes=[0, 1])
+    if hasattr(est, "classes_"):
+        _assert_finite_state(est, "after the error")
+
+
+@pytest.mark.parametrize("rule", ["pa1", "scw1", "arow"])
+def test_precomputed_distance_or_negated_kernel_is_refused(rule):
+    """The classic mistakes with kernel="precomputed": a distance matrix (zero diagonal,
+    positive elsewhere; with or without the intercept) and a negated Gram matrix give a
+    ValueError saying why, not a silent model that learnt nothing or the wrong way."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(40, 3))
+    y = rng.integers(0, 2, size=40)
+    sq = (X * X).sum(1)
+    D = np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2.0 * X @ X.T, 0.0))
+    for K, why in [(D, "exceeds sqrt"), (-np.exp(-(D**2)), "exceeds sqrt|< 0")]:
+        for intercept in (True, False):
+            est = make_estimator(
+                rule, dict(kernel="precomputed", fit_intercept=intercept), "cholesky"
+            )
+            with pytest.raises(ValueError, match=f"not positive semi-definite: .*({why})"):
+                est.fit(K, y)
 
 
 # ---------------------------------------------------------------------------------------

@@ -504,7 +504,7 @@ def test_an_error_part_way_leaves_the_dual_model_as_it_was(est, form):
     }[est]
     m = make().partial_fit(X[:200], y[:200])
     before = _dual_state(m, X[:60])
-    with pytest.raises(ValueError, match=r"not positive semi-definite: at training row 230"):
+    with pytest.raises(ValueError, match=r"not positive semi-definite: .*training row 230"):
         m.partial_fit(X[200:], y[200:])
     for a, b in zip(before, _dual_state(m, X[:60]), strict=True):
         np.testing.assert_array_equal(a, b)

@@ -35,7 +35,7 @@ from .lazy import LazyForm
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
-from .status import OK, STOP, raise_for, unusable
+from .status import OK, STOP, check_mercer, raise_for, unusable
 from .store import SupportStore
 
 __all__ = ["DualEngine"]
@@ -138,11 +138,18 @@ class DualEngine(Locked):
                 cols = positions[lo:hi]
                 Kbb, kap = store.kernel_block(XB, cols)
                 Ks = store.kernel_store(XB)
+                mercer = not self._ctx.known_psd  # (a callable, or a precomputed matrix)
+                if mercer:
+                    check_mercer(Kbb, kap, kap, cols, cols, self.spec.kernel.name)
                 entered: list[np.ndarray] = []
                 slots: list[np.ndarray] = []
                 for k in range(K):
                     yk = np.ascontiguousarray(Y[lo:hi, k])
-                    blk = BlockData(_rows(Ks, self.forms[k]), Kbb, kap, yk)
+                    form = self.forms[k]
+                    blk = BlockData(_rows(Ks, form), Kbb, kap, yk)
+                    if mercer and form.n:
+                        pos = store.pos[form.idx]
+                        check_mercer(blk.K0, form.kap, kap, pos, cols, self.spec.kernel.name)
                     f_blk, src, ks, nfl = self._walk_model(k, blk, cols, n - hi)
                     out[lo:hi, k] = f_blk
                     if hi - lo == 1:  # one row (a call per row): no array temporaries
@@ -396,9 +403,6 @@ class DualEngine(Locked):
                     f"model {i} is in factor form {int(sub['form'])}, which this version of "
                     "kernelcw does not know (a file written by a newer version?)"
                 )
-            n, budget = np.shape(sub.get("idx", ()))[0], spec.budget
-            if budget is not None and n > budget:  # (a form's buffers hold the budget)
-                raise ValueError(f"model {i} holds {n} support vectors; the budget is {budget}")
             eng.forms[i] = form.from_state(sub, eng._ctx)
         return eng
 

@@ -3,14 +3,28 @@
 The compiled walks never raise: they stop and report a status code and the block
 input where it happened. :func:`raise_for` turns a status into the exception the
 user sees, naming the training row and what to do; :func:`unusable` is the error of
-a model left part-way by an error it cannot be restored from.
+a model left part-way by an error it cannot be restored from; :func:`check_mercer`
+refuses a kernel block that no positive semi-definite kernel gives (the engine runs
+it on the blocks of kernels taken on trust: callables and precomputed matrices).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from ...kernels import schwarz_violation
 from ...rules import STDEV, VAR
 
-__all__ = ["NONFINITE", "NOT_PSD", "OK", "PSD_TOL", "STOP", "raise_for", "unusable"]
+__all__ = [
+    "NONFINITE",
+    "NOT_PSD",
+    "OK",
+    "PSD_TOL",
+    "STOP",
+    "check_mercer",
+    "raise_for",
+    "unusable",
+]
 
 #: A margin variance below ``-PSD_TOL * a * k(x, x)`` is beyond rounding: the
 #: kernel is not positive semi-definite.
@@ -76,4 +90,28 @@ def unusable(reason: str) -> RuntimeError:
         "this model was left part-way through a partial_fit call by an error "
         f"({reason}) that could not be undone, so the model is unusable: call fit to "
         "start over"
+    )
+
+
+def check_mercer(K, da, db, rows_a, rows_b, kernel_name) -> None:
+    """ValueError if the kernel values K between training rows ``rows_a`` (self-values
+    ``da``) and ``rows_b`` (``db``) break ``k(x, x) >= 0`` or Cauchy-Schwarz beyond
+    rounding (:func:`kernelcw.kernels.schwarz_violation`): a distance matrix or a
+    negated kernel passed as the kernel, which the walks alone would not always
+    notice (a zero or negative k(x, x) gives no update, or a step the wrong way)."""
+    i, j = schwarz_violation(K, da, db, PSD_TOL)
+    if i < 0 and j < 0:
+        return
+    if j < 0 or i < 0:
+        row, value = (int(rows_a[i]), da[i]) if j < 0 else (int(rows_b[j]), db[j])
+        what = f"k(x, x) = {value:.6g} < 0 at training row {row}"
+    else:
+        what = (
+            f"|k(x_i, x_j)| = {abs(K[i, j]):.6g} exceeds sqrt(k(x_i, x_i) k(x_j, x_j)) = "
+            f"{np.sqrt(da[i] * db[j]):.6g} for training rows i = {int(rows_a[i])}, "
+            f"j = {int(rows_b[j])}"
+        )
+    raise ValueError(
+        f"kernel {kernel_name!r} is not positive semi-definite: {what}. CW needs a Mercer "
+        "kernel (a similarity such as rbf; a distance matrix, or a negated kernel, is not one)"
     )
