@@ -42,6 +42,7 @@ import numpy as np
 from sklearn.base import clone
 
 from ._diag_stream import DiagStream, fast_engine, sum_of_squares
+from ._river_input import frame_values
 from .engines.base import learn_or_stabilise
 from .estimators import CWClassifier
 from .estimators._base import _FLOOR_WARNING, CWEstimator, warn_stabilised
@@ -287,15 +288,8 @@ class Classifier(_river_base.MiniBatchClassifier):
 
     def _frame(self, X) -> np.ndarray:
         """A pandas frame as (n, width) rows, its columns placed by name."""
-        names = list(X.columns)
+        names, values = frame_values(X)
         cols, width = self._columns(names)
-        try:
-            values = X.to_numpy(dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(
-                "X holds values that are not numbers: kernelcw learns from numbers only "
-                "(encode categories first)"
-            ) from exc
         M = np.zeros((values.shape[0], width))
         M[:, cols] = values
         self._check(
@@ -304,8 +298,8 @@ class Classifier(_river_base.MiniBatchClassifier):
         return self._commit(names, M)
 
     def _columns(self, names: list) -> tuple[list[int], int]:
-        """The columns of ``names`` (new ones after the index) and the width they
-        need, without changing the index."""
+        """The columns of ``names`` (unique; new ones after the index) and the width
+        they need, without changing the index."""
         index = self._index
         cols, n = [], len(index)
         for k in names:

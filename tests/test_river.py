@@ -354,6 +354,33 @@ def test_bad_values_are_named_and_leave_the_model_unchanged(form):
     assert pickle.dumps(model) == before
 
 
+@pytest.mark.parametrize("form", ["primal_diag", "primal_full", "dual_panels"])
+def test_repeated_column_names_are_refused_before_anything_changes(form):
+    """A frame that names a column twice is a ValueError naming the repeats, from every
+    method that takes frames, on an adapter that keeps rows of one label and on a
+    started one, which stay as they were (the repeats of a new name took a column each
+    while the model widened by one: a diagonal model's walk wrote past its state)."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(5, 5)), columns=["b", "a", "a", "c", "c"])
+    labels = pd.Series([True, False, True, False, True])
+    waiting, started = Classifier(FORMS[form]()), Classifier(FORMS[form]())
+    waiting.learn_one({"b": 1.0}, True)
+    started.learn_many(pd.DataFrame({"b": [1.0, -1.0]}), pd.Series([True, False]))
+    for model in (waiting, started):
+        before = pickle.dumps(model)
+        calls = [
+            lambda m=model: m.learn_many(frame, labels),
+            lambda m=model: m.predict_many(frame),
+            lambda m=model: m.predict_proba_many(frame),
+        ]
+        for call in calls:
+            with pytest.raises(ValueError, match=r"names 'a', 'c' more than once"):
+                call()
+        assert pickle.dumps(model) == before
+    started.learn_many(frame.iloc[:, :2], labels)  # without the repeats: learnt
+    assert started.feature_names == ["b", "a"]
+
+
 def test_predictions_before_learning():
     assert Classifier().predict_proba_one({"a": 1.0}) == {}
     assert Classifier().predict_one({"a": 1.0}) is None
