@@ -381,6 +381,58 @@ def test_repeated_column_names_are_refused_before_anything_changes(form):
     assert started.feature_names == ["b", "a"]
 
 
+@pytest.mark.parametrize("intercept", [False, True])
+@pytest.mark.parametrize("form", list(FORMS))
+def test_predicting_changes_nothing_and_unseen_names_count_as_registered(form, intercept):
+    """river's convention: predicting does not change the model. A name first seen at
+    prediction time is not added, and the predictions are those of a model that has it
+    registered but never learnt from it (0 in every row: mean 0 and the prior variance
+    a there, a 0 coordinate of every support vector): a linear mean ignores it, a
+    kernel's mean and every variance do not. The first unseen name falls in the
+    model's spare column, the second past it."""
+    _, y, dicts = _stream(n=80, d=5)
+    make = lambda: FORMS[form]().set_params(fit_intercept=intercept)  # noqa: E731
+    model, registered = (Classifier(make(), classes=(0, 1)) for _ in range(2))
+    for i, (x, v) in enumerate(zip(dicts, y.tolist(), strict=True)):
+        model.learn_one(x, v)
+        registered.learn_one({**x, "u1": 0.0, "u2": 0.0} if i == 0 else x, v)
+    assert len(model.feature_names) == 5 and model.estimator_.n_features_in_ == 6
+    model.predict_proba_one(dicts[0])  # a dual form caches nu on its first prediction
+    names, before = model.feature_names, pickle.dumps(model)
+    state = model.estimator_.engine_.state_dict()
+    probes = [{**x, "u1": 0.8, "u2": -1.5} for x in dicts[::7]] + [{"u2": 2.0}]
+    frame = pd.DataFrame(probes).fillna(0.0)
+    tol = 1e-6 if form == "dual_project" else 1e-9  # see the padded-matrix test above
+    got = pd.DataFrame([model.predict_proba_one(x) for x in probes])
+    want = pd.DataFrame([registered.predict_proba_one(x) for x in probes])
+    np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), rtol=tol, atol=tol)
+    got, want = model.predict_proba_many(frame), registered.predict_proba_many(frame)
+    np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), rtol=tol, atol=tol)
+    assert [model.predict_one(x) for x in probes] == [registered.predict_one(x) for x in probes]
+    assert model.predict_many(frame).tolist() == registered.predict_many(frame).tolist()
+    if form.startswith("primal"):  # the mean: the rows without the unseen names
+        known = [{k: v for k, v in x.items() if k in names} for x in probes]
+        np.testing.assert_allclose(
+            model.estimator_.decision_function(_padded(model, known)),
+            registered.estimator_.decision_function(_padded(registered, probes)),
+            rtol=1e-12,
+        )
+    assert model.feature_names == names and pickle.dumps(model) == before
+    after = model.estimator_.engine_.state_dict()
+    assert after.keys() == state.keys()
+    for k, v in after.items():
+        np.testing.assert_array_equal(v, state[k], err_msg=k)
+
+
+def test_predicting_before_the_model_starts_adds_no_name():
+    model = Classifier()
+    model.learn_one({"a": 1.0}, "x")  # one label: the model waits for a second
+    before = pickle.dumps(model)
+    assert model.predict_one({"b": 1.0}) == "x"
+    assert model.predict_proba_many(pd.DataFrame({"c": [1.0]})).to_numpy().tolist() == [[1.0]]
+    assert model.feature_names == ["a"] and pickle.dumps(model) == before
+
+
 def test_predictions_before_learning():
     assert Classifier().predict_proba_one({"a": 1.0}) == {}
     assert Classifier().predict_one({"a": 1.0}) is None
