@@ -31,7 +31,6 @@ as negatives); declare ``classes`` when the labels are known in advance.
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 
 try:
@@ -45,7 +44,7 @@ import numpy as np
 from sklearn.base import clone
 
 from ._diag_stream import DiagStream, fast_engine, sum_of_squares
-from ._river_input import frame_values
+from ._river_input import dict_row, frame_values
 from .engines.base import learn_or_stabilise
 from .estimators import CWClassifier
 from .estimators._base import _FLOOR_WARNING, CWEstimator, warn_stabilised
@@ -239,7 +238,7 @@ class Classifier(_river_base.MiniBatchClassifier):
     def _sparse(self, x: dict) -> tuple[np.ndarray, np.ndarray] | None:
         """``x``'s columns (increasing; the intercept's last) and values for the fast
         path, or None where the general path must take it: a new name, a value that is
-        not a finite number, or a row too large."""
+        not a finite number (text included), or a row too large."""
         keys = tuple(x)
         last = self._last
         bias = self._fast.bias  # the intercept's (column, value), last in every row
@@ -256,10 +255,11 @@ class Classifier(_river_base.MiniBatchClassifier):
             if order is not None:
                 idx = idx[order]
             self._last = (keys, idx, order, bias)
-        try:
+        try:  # fsum takes real numbers only (fromiter reads "3.5" as 3.5), may overflow
+            math.fsum(x.values())
             values = x.values() if bias is None else (*x.values(), bias[1])
             val = np.fromiter(values, np.float64, idx.shape[0])
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None
         if order is not None:
             val = val[order]
@@ -276,15 +276,7 @@ class Classifier(_river_base.MiniBatchClassifier):
             cols, width = [index[k] for k in names], self._width
         except KeyError:
             cols, width = self._columns(names)
-        row = np.zeros((1, width))
-        try:
-            row[0, cols] = list(x.values())
-        except (TypeError, ValueError) as exc:
-            bad = next(k for k, v in x.items() if not isinstance(v, numbers.Real))
-            raise TypeError(
-                f"feature {bad!r} is {x[bad]!r}: kernelcw learns from numbers only "
-                "(encode categories first, e.g. river.preprocessing.OneHotEncoder)"
-            ) from exc
+        row = dict_row(x, cols, width)
         self._check(
             row, lambda i, j: f"feature {names[cols.index(j)]!r} is {x[names[cols.index(j)]]!r}"
         )

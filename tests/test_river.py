@@ -433,6 +433,48 @@ def test_predicting_before_the_model_starts_adds_no_name():
     assert model.feature_names == ["a"] and pickle.dumps(model) == before
 
 
+@pytest.mark.parametrize("form", ["primal_full", "primal_diag"])  # diag: the fast path
+def test_text_is_refused_even_where_it_reads_as_a_number(form):
+    """'3.5' as str, numpy's str_ or bytes is refused as 'red' is, though numpy reads
+    it as 3.5: from dicts on the fast path (known names) and the general one (a new
+    name), and from frames (object and string columns), learning and predicting; the
+    adapter is as it was."""
+    _, y, dicts = _stream(n=30)
+    model = Classifier(FORMS[form](), classes=(0, 1))
+    for x, v in zip(dicts, y.tolist(), strict=True):
+        model.learn_one(x, v)
+    before = pickle.dumps(model)
+    for text in ("3.5", np.str_("3.5"), b"3.5"):
+        for x, name in [({"f0": text}, "f0"), ({"f0": 1.0, "new": text}, "new")]:
+            want = re.escape(f"feature '{name}' is {text!r}: kernelcw learns from numbers only")
+            for call in (
+                model.predict_one,
+                model.predict_proba_one,
+                lambda x: model.learn_one(x, 1),
+            ):
+                with pytest.raises(TypeError, match=want):
+                    call(x)
+        frames = [
+            (pd.DataFrame({"f0": [1.0, text]}), f"row 1, column 'f0' is {text!r}"),
+            (pd.DataFrame({"f0": [1.0, 2.0], "f1": ["2", "3.5"]}), "row 0, column 'f1' is '2'"),
+        ]
+        for frame, where in frames:
+            want = re.escape(f"{where}: kernelcw learns from numbers only")
+            calls = (
+                model.predict_many,
+                model.predict_proba_many,
+                lambda X: model.learn_many(X, [0, 1]),
+            )
+            for call in calls:
+                with pytest.raises(TypeError, match=want):
+                    call(frame)
+    assert pickle.dumps(model) == before
+    fresh = Classifier()
+    with pytest.raises(TypeError, match="numbers only"):
+        fresh.learn_one({"a": "3.5"}, True)
+    assert fresh.feature_names == [] and fresh.labels == []
+
+
 def test_predictions_before_learning():
     assert Classifier().predict_proba_one({"a": 1.0}) == {}
     assert Classifier().predict_one({"a": 1.0}) is None
