@@ -20,18 +20,22 @@ extends the plain arrays and rebuilds the engine with
   the covariance unchanged), so the model of the other class is the one whose
   sign-carrying arrays (:data:`SIGNED`) are negated, bit for bit; the tests check
   this against learning the flipped labels for every engine form.
+- :func:`wider_margins`: what :func:`widen` would predict for rows with new features,
+  without widening (a prediction does not change the model).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
+import scipy.sparse as sp
 
 from .engines import Engine, build_engine, engine_class
 from .kernels import Kernel
 
-__all__ = ["SIGNED", "add_models", "mirror", "widen"]
+__all__ = ["SIGNED", "add_models", "mirror", "widen", "wider_margins"]
 
 #: The state arrays that change sign with the labels (the mean, in each form's
 #: terms); every other array (covariances, factors, support slots) is even.
@@ -92,6 +96,55 @@ def widen(engine: Engine, n_features: int) -> Engine:
         elif kind == 2:
             state["store.shape"] = np.array([state["store.shape"][0], n_features])
     return _rebuild(engine, new, state)
+
+
+def wider_margins(engine: Engine, X, U, variance: bool = True):
+    """(f, v), (n, K) each (v None unless ``variance``): the mean margins and margin
+    variances of the rows ``[X U]`` under the engine :func:`widen` would make for U's
+    columns (features that were 0 in every input it learnt from), without making it.
+    X: dense rows at the engine's width (a primal intercept column included), U: dense
+    (n, u).
+
+    Primal: the new coordinates have mean 0 and the prior variance ``a``, no
+    covariance with the others, so f is X's and v is X's plus ``a |u|^2``. Dual: the
+    support vectors are 0 there, but a kernel of them is not that of X (rbf and
+    laplacian distances grow, so does a poly kernel's ``k(x, x)``): the kernel blocks
+    of ``[X U]`` against the support vectors padded with zeros, through a shallow
+    copy of the engine (every factor shared; the support rows copied once a call,
+    no more values than a kernel block of them reads).
+    """
+    if not U.shape[1] or not U.any():
+        return engine.decision(X), engine.margin_variance(X) if variance else None
+    if engine.spec.form != "dual":
+        f = engine.decision(X)
+        if not variance:
+            return f, None
+        sq = np.einsum("ij,ij->i", U, U)
+        return f, engine.margin_variance(X) + engine.spec.a * sq[:, None]
+    view = _padded_view(engine, U.shape[1])
+    XU = np.hstack([X, U])
+    return view.decision(XU), view.margin_variance(XU) if variance else None
+
+
+def _padded_view(engine: Engine, u: int) -> Engine:
+    """A dual engine for inputs ``u`` features wider, for prediction only: a shallow
+    copy of ``engine`` (the same factor forms) whose store holds the support rows
+    with ``u`` zero columns and a kernel of the wider width (the same gamma)."""
+    spec, store = engine.spec, copy.copy(engine.store)
+    k, d = spec.kernel, spec.n_features
+    if k.precomputed:
+        raise ValueError("kernel='precomputed' has no features to widen")
+    store.kernel = Kernel(k.kernel, k.gamma, k.degree, k.coef0, d + u, k.offset)
+    if store.rows is not None:
+        R, n = store.rows[: store.n], store.n
+        if sp.issparse(R):
+            store.rows = sp.csr_matrix((R.data, R.indices, R.indptr), shape=(n, d + u))
+        else:
+            store.rows = np.hstack([R, np.zeros((n, u))])
+    view = copy.copy(engine)
+    view.spec = dataclasses.replace(spec, n_features=d + u, kernel=store.kernel)
+    view.store = store
+    return view
 
 
 def _model_keys(state: dict[str, np.ndarray], i: int) -> dict[str, np.ndarray]:

@@ -12,6 +12,9 @@ primal mean gets 0 and the covariance the prior ``a I`` in the new coordinates, 
 support vectors a 0 column (an intercept stays as it was): exactly the model that had
 the wider inputs from the start. The width grows by half at a time (amortised O(1)
 copies). A kernel's ``gamma=None`` is ``1 / n_features`` at the first width, then fixed.
+Only learning adds names: a prediction changes nothing, and predicts for a new name
+what the model that has it would (:func:`kernelcw.grow.wider_margins`: the prior
+variance ``a`` there; for a kernel model, the support vectors' 0 there).
 
 Labels. With ``classes`` given the model learns exactly as the estimator's
 ``partial_fit(X, y, classes=classes)`` on the zero-padded rows. Without it, labels are
@@ -28,7 +31,6 @@ as negatives); declare ``classes`` when the labels are known in advance.
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 
 try:
@@ -42,12 +44,13 @@ import numpy as np
 from sklearn.base import clone
 
 from ._diag_stream import DiagStream, fast_engine, sum_of_squares
+from ._river_input import dict_row, frame_values
 from .engines.base import learn_or_stabilise
 from .estimators import CWClassifier
 from .estimators._base import _FLOOR_WARNING, CWEstimator, warn_stabilised
 from .estimators._input import with_intercept
 from .estimators._mixins import margin_proba
-from .grow import add_models, mirror, widen
+from .grow import add_models, mirror, widen, wider_margins
 from .rules import VAR_FLOOR
 from .spec import check_memory, check_params, engine_spec
 
@@ -168,7 +171,7 @@ class Classifier(_river_base.MiniBatchClassifier):
                 if not self._floored and fast.counts.n_floored[0]:
                     self._warn_floor(int(fast.counts.n_floored[0]))
                 return
-        self._learn(self._row(x), [y])
+        self._learn(self._commit(*self._row(x)), [y])
 
     def learn_many(self, X, y) -> None:
         labels = list(y)
@@ -179,7 +182,7 @@ class Classifier(_river_base.MiniBatchClassifier):
             if bad:
                 raise ValueError(f"labels {bad[:5]!r} are not in classes={self.classes!r}")
         if labels:
-            self._learn(self._frame(X), labels)
+            self._learn(self._commit(*self._frame(X)), labels)
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
         fast = self._fast_path()
@@ -189,14 +192,14 @@ class Classifier(_river_base.MiniBatchClassifier):
                 f, v, _ = fast.margin(*row)
             P = margin_proba(np.array([[f]]), np.array([[v]]))
         else:
-            P = self._proba(self._row(x))
+            P = self._proba(self._row(x)[1])
         return {} if P is None else dict(zip(self._out_labels(), P[0].tolist(), strict=True))
 
     def predict_one(self, x: dict, **kwargs):
         fast = self._fast_path()
         row = None if fast is None else self._sparse(x)
         if row is None:
-            return self._predict(self._row(x))[0]
+            return self._predict(self._row(x)[1])[0]
         with fast.engine.lock:
             f = fast.margin(*row)[0]
         return self._labels[1] if f >= 0.0 else self._labels[0]
@@ -204,7 +207,7 @@ class Classifier(_river_base.MiniBatchClassifier):
     def predict_proba_many(self, X):
         import pandas as pd
 
-        P = self._proba(self._frame(X))
+        P = self._proba(self._frame(X)[1])
         if P is None:
             return pd.DataFrame(index=X.index)
         return pd.DataFrame(P, index=X.index, columns=self._out_labels())
@@ -212,7 +215,7 @@ class Classifier(_river_base.MiniBatchClassifier):
     def predict_many(self, X):
         import pandas as pd
 
-        return pd.Series(self._predict(self._frame(X)), index=X.index, dtype=object)
+        return pd.Series(self._predict(self._frame(X)[1]), index=X.index, dtype=object)
 
     # ------------------------------------------------------------ rows
 
@@ -235,7 +238,7 @@ class Classifier(_river_base.MiniBatchClassifier):
     def _sparse(self, x: dict) -> tuple[np.ndarray, np.ndarray] | None:
         """``x``'s columns (increasing; the intercept's last) and values for the fast
         path, or None where the general path must take it: a new name, a value that is
-        not a finite number, or a row too large."""
+        not a finite number (text included), or a row too large."""
         keys = tuple(x)
         last = self._last
         bias = self._fast.bias  # the intercept's (column, value), last in every row
@@ -252,10 +255,11 @@ class Classifier(_river_base.MiniBatchClassifier):
             if order is not None:
                 idx = idx[order]
             self._last = (keys, idx, order, bias)
-        try:
+        try:  # fsum takes real numbers only (fromiter reads "3.5" as 3.5), may overflow
+            math.fsum(x.values())
             values = x.values() if bias is None else (*x.values(), bias[1])
             val = np.fromiter(values, np.float64, idx.shape[0])
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None
         if order is not None:
             val = val[order]
@@ -263,49 +267,36 @@ class Classifier(_river_base.MiniBatchClassifier):
             return None
         return idx, val
 
-    def _row(self, x: dict) -> np.ndarray:
-        """``x`` as a (1, width) row, values checked, then new names added."""
+    def _row(self, x: dict) -> tuple[list, np.ndarray]:
+        """``x``'s names and ``x`` as a (1, width) row, values checked, its new names
+        placed after the index's (not added: see :meth:`_commit`)."""
         names = list(x)
         index = self._index
         try:
-            cols, width, new = [index[k] for k in names], self._width, False
+            cols, width = [index[k] for k in names], self._width
         except KeyError:
-            (cols, width), new = self._columns(names), True
-        row = np.zeros((1, width))
-        try:
-            row[0, cols] = list(x.values())
-        except (TypeError, ValueError) as exc:
-            bad = next(k for k, v in x.items() if not isinstance(v, numbers.Real))
-            raise TypeError(
-                f"feature {bad!r} is {x[bad]!r}: kernelcw learns from numbers only "
-                "(encode categories first, e.g. river.preprocessing.OneHotEncoder)"
-            ) from exc
+            cols, width = self._columns(names)
+        row = dict_row(x, cols, width)
         self._check(
             row, lambda i, j: f"feature {names[cols.index(j)]!r} is {x[names[cols.index(j)]]!r}"
         )
-        return self._commit(names, row) if new else row
+        return names, row
 
-    def _frame(self, X) -> np.ndarray:
-        """A pandas frame as (n, width) rows, its columns placed by name."""
-        names = list(X.columns)
+    def _frame(self, X) -> tuple[list, np.ndarray]:
+        """A pandas frame's names and its (n, width) rows, its columns placed by name
+        (new names after the index's, not added)."""
+        names, values = frame_values(X)
         cols, width = self._columns(names)
-        try:
-            values = X.to_numpy(dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(
-                "X holds values that are not numbers: kernelcw learns from numbers only "
-                "(encode categories first)"
-            ) from exc
         M = np.zeros((values.shape[0], width))
         M[:, cols] = values
         self._check(
             M, lambda i, j: f"row {i}, column {names[cols.index(j)]!r} is {float(M[i, j])!r}"
         )
-        return self._commit(names, M)
+        return names, M
 
     def _columns(self, names: list) -> tuple[list[int], int]:
-        """The columns of ``names`` (new ones after the index) and the width they
-        need, without changing the index."""
+        """The columns of ``names`` (unique; new ones after the index) and the width
+        they need, without changing the index."""
         index = self._index
         cols, n = [], len(index)
         for k in names:
@@ -317,7 +308,8 @@ class Classifier(_river_base.MiniBatchClassifier):
 
     def _commit(self, names: list, M: np.ndarray) -> np.ndarray:
         """Adds the new ``names`` of checked rows ``M`` to the index, widens the model
-        if they need it, and returns ``M`` at the model's width."""
+        if they need it, and returns ``M`` at the model's width. Learning only: a
+        prediction changes nothing (:meth:`_margins`)."""
         index = self._index
         if all(k in index for k in names):
             return M
@@ -470,12 +462,15 @@ class Classifier(_river_base.MiniBatchClassifier):
                 return None
             K = len(self._labels) if self._declared is None else len(self._declared)
             return np.full((X.shape[0], K), 1.0 / K)
-        engine = self._model._engine
-        X = with_intercept(X, engine.spec)
+        return margin_proba(*self._margins(X, variance=True))
+
+    def _margins(self, X: np.ndarray, variance: bool) -> tuple:
+        """(f, v) of rows of :meth:`_row` or :meth:`_frame` (v None unless asked for):
+        their new names, in the spare columns and past the model's width, as the model
+        that has them but never learnt from them would see them (:func:`wider_margins`)."""
+        engine, w = self._model._engine, self._width
         with engine.lock:
-            f = engine.decision(X)
-            v = engine.margin_variance(X)
-        return margin_proba(f, v)
+            return wider_margins(engine, with_intercept(X[:, :w], engine.spec), X[:, w:], variance)
 
     def _out_labels(self) -> list:
         """The labels predictions are over: those seen, or all declared ones."""
@@ -485,10 +480,7 @@ class Classifier(_river_base.MiniBatchClassifier):
         labels = self._out_labels()
         if self._model is None:
             return [labels[0] if labels else None] * X.shape[0]
-        engine = self._model._engine
-        X = with_intercept(X, engine.spec)
-        with engine.lock:
-            f = engine.decision(X)
+        f = self._margins(X, variance=False)[0]
         if f.shape[1] == 1:
             neg, pos = self._labels
             return [pos if v >= 0.0 else neg for v in f[:, 0].tolist()]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -332,6 +333,27 @@ def test_decision_and_margin_variance_shapes(case, n_classes):
     assert f.shape == (P.shape[0], K) and v.shape == (P.shape[0], K)
     assert np.all(np.isfinite(f)) and np.all(v >= 0)
     assert eng.decision(P[:0]).shape == (0, K)
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=ALL_IDS)
+def test_learn_refuses_rows_or_labels_of_another_shape(case):
+    """The compiled walks index the state by the model's width and the labels by
+    (row, model), unchecked: rows of another width (wider ones wrote past a diagonal
+    model's state) and labels that are not (n, K) are a ValueError, and the engine
+    is as it was."""
+    X, Y, _ = _data(case, 3)
+    eng = case.engine(3)
+    eng.learn(X[:50], Y[:50])
+    before = eng.state_dict()
+    rows, labels = X[50:60], Y[50:60]
+    wider = sp.hstack([rows, rows[:, :1]], format="csr") if case.csr else np.hstack([rows, rows])
+    for bad in (wider, rows[:, :-1]):
+        with pytest.raises(ValueError, match=f"has {bad.shape[1]} columns, the model {D}"):
+            eng.learn(bad, labels)
+    for bad in (labels[:, :1], labels[:-1], labels[:, 0]):
+        with pytest.raises(ValueError, match=re.escape(f"Y is {bad.shape}, not (10, 3)")):
+            eng.learn(rows, bad)
+    _assert_state_equal(eng.state_dict(), before, "after the refused calls")
 
 
 def _rss_bytes() -> int:

@@ -32,6 +32,7 @@ LAYERS = [
         "grow",
         "river",
         "_diag_stream",
+        "_river_input",
         "persistence",
         "combination",
     },

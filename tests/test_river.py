@@ -354,6 +354,127 @@ def test_bad_values_are_named_and_leave_the_model_unchanged(form):
     assert pickle.dumps(model) == before
 
 
+@pytest.mark.parametrize("form", ["primal_diag", "primal_full", "dual_panels"])
+def test_repeated_column_names_are_refused_before_anything_changes(form):
+    """A frame that names a column twice is a ValueError naming the repeats, from every
+    method that takes frames, on an adapter that keeps rows of one label and on a
+    started one, which stay as they were (the repeats of a new name took a column each
+    while the model widened by one: a diagonal model's walk wrote past its state)."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(5, 5)), columns=["b", "a", "a", "c", "c"])
+    labels = pd.Series([True, False, True, False, True])
+    waiting, started = Classifier(FORMS[form]()), Classifier(FORMS[form]())
+    waiting.learn_one({"b": 1.0}, True)
+    started.learn_many(pd.DataFrame({"b": [1.0, -1.0]}), pd.Series([True, False]))
+    for model in (waiting, started):
+        before = pickle.dumps(model)
+        calls = [
+            lambda m=model: m.learn_many(frame, labels),
+            lambda m=model: m.predict_many(frame),
+            lambda m=model: m.predict_proba_many(frame),
+        ]
+        for call in calls:
+            with pytest.raises(ValueError, match=r"names 'a', 'c' more than once"):
+                call()
+        assert pickle.dumps(model) == before
+    started.learn_many(frame.iloc[:, :2], labels)  # without the repeats: learnt
+    assert started.feature_names == ["b", "a"]
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+@pytest.mark.parametrize("form", list(FORMS))
+def test_predicting_changes_nothing_and_unseen_names_count_as_registered(form, intercept):
+    """river's convention: predicting does not change the model. A name first seen at
+    prediction time is not added, and the predictions are those of a model that has it
+    registered but never learnt from it (0 in every row: mean 0 and the prior variance
+    a there, a 0 coordinate of every support vector): a linear mean ignores it, a
+    kernel's mean and every variance do not. The first unseen name falls in the
+    model's spare column, the second past it."""
+    _, y, dicts = _stream(n=80, d=5)
+    make = lambda: FORMS[form]().set_params(fit_intercept=intercept)  # noqa: E731
+    model, registered = (Classifier(make(), classes=(0, 1)) for _ in range(2))
+    for i, (x, v) in enumerate(zip(dicts, y.tolist(), strict=True)):
+        model.learn_one(x, v)
+        registered.learn_one({**x, "u1": 0.0, "u2": 0.0} if i == 0 else x, v)
+    assert len(model.feature_names) == 5 and model.estimator_.n_features_in_ == 6
+    model.predict_proba_one(dicts[0])  # a dual form caches nu on its first prediction
+    names, before = model.feature_names, pickle.dumps(model)
+    state = model.estimator_.engine_.state_dict()
+    probes = [{**x, "u1": 0.8, "u2": -1.5} for x in dicts[::7]] + [{"u2": 2.0}]
+    frame = pd.DataFrame(probes).fillna(0.0)
+    tol = 1e-6 if form == "dual_project" else 1e-9  # see the padded-matrix test above
+    got = pd.DataFrame([model.predict_proba_one(x) for x in probes])
+    want = pd.DataFrame([registered.predict_proba_one(x) for x in probes])
+    np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), rtol=tol, atol=tol)
+    got, want = model.predict_proba_many(frame), registered.predict_proba_many(frame)
+    np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), rtol=tol, atol=tol)
+    assert [model.predict_one(x) for x in probes] == [registered.predict_one(x) for x in probes]
+    assert model.predict_many(frame).tolist() == registered.predict_many(frame).tolist()
+    if form.startswith("primal"):  # the mean: the rows without the unseen names
+        known = [{k: v for k, v in x.items() if k in names} for x in probes]
+        np.testing.assert_allclose(
+            model.estimator_.decision_function(_padded(model, known)),
+            registered.estimator_.decision_function(_padded(registered, probes)),
+            rtol=1e-12,
+        )
+    assert model.feature_names == names and pickle.dumps(model) == before
+    after = model.estimator_.engine_.state_dict()
+    assert after.keys() == state.keys()
+    for k, v in after.items():
+        np.testing.assert_array_equal(v, state[k], err_msg=k)
+
+
+def test_predicting_before_the_model_starts_adds_no_name():
+    model = Classifier()
+    model.learn_one({"a": 1.0}, "x")  # one label: the model waits for a second
+    before = pickle.dumps(model)
+    assert model.predict_one({"b": 1.0}) == "x"
+    assert model.predict_proba_many(pd.DataFrame({"c": [1.0]})).to_numpy().tolist() == [[1.0]]
+    assert model.feature_names == ["a"] and pickle.dumps(model) == before
+
+
+@pytest.mark.parametrize("form", ["primal_full", "primal_diag"])  # diag: the fast path
+def test_text_is_refused_even_where_it_reads_as_a_number(form):
+    """'3.5' as str, numpy's str_ or bytes is refused as 'red' is, though numpy reads
+    it as 3.5: from dicts on the fast path (known names) and the general one (a new
+    name), and from frames (object and string columns), learning and predicting; the
+    adapter is as it was."""
+    _, y, dicts = _stream(n=30)
+    model = Classifier(FORMS[form](), classes=(0, 1))
+    for x, v in zip(dicts, y.tolist(), strict=True):
+        model.learn_one(x, v)
+    before = pickle.dumps(model)
+    for text in ("3.5", np.str_("3.5"), b"3.5"):
+        for x, name in [({"f0": text}, "f0"), ({"f0": 1.0, "new": text}, "new")]:
+            want = re.escape(f"feature '{name}' is {text!r}: kernelcw learns from numbers only")
+            for call in (
+                model.predict_one,
+                model.predict_proba_one,
+                lambda x: model.learn_one(x, 1),
+            ):
+                with pytest.raises(TypeError, match=want):
+                    call(x)
+        frames = [
+            (pd.DataFrame({"f0": [1.0, text]}), f"row 1, column 'f0' is {text!r}"),
+            (pd.DataFrame({"f0": [1.0, 2.0], "f1": ["2", "3.5"]}), "row 0, column 'f1' is '2'"),
+        ]
+        for frame, where in frames:
+            want = re.escape(f"{where}: kernelcw learns from numbers only")
+            calls = (
+                model.predict_many,
+                model.predict_proba_many,
+                lambda X: model.learn_many(X, [0, 1]),
+            )
+            for call in calls:
+                with pytest.raises(TypeError, match=want):
+                    call(frame)
+    assert pickle.dumps(model) == before
+    fresh = Classifier()
+    with pytest.raises(TypeError, match="numbers only"):
+        fresh.learn_one({"a": "3.5"}, True)
+    assert fresh.feature_names == [] and fresh.labels == []
+
+
 def test_predictions_before_learning():
     assert Classifier().predict_proba_one({"a": 1.0}) == {}
     assert Classifier().predict_one({"a": 1.0}) is None

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Engine", "LearnResult", "Locked", "learn_or_stabilise"]
+__all__ = ["Engine", "LearnResult", "Locked", "check_shapes", "learn_or_stabilise"]
 
 
 class LearnResult(NamedTuple):
@@ -55,8 +55,9 @@ class Engine(Protocol):
 
         ``positions``: the rows' positions in the training data (the dual engine's
         ``support_`` and the ``"precomputed"`` kernel's columns); by default the
-        stream continues from the previous call. An exception may leave the state
-        part-way: callers restore a :meth:`checkpoint`."""
+        stream continues from the previous call. X of another width than the model's,
+        or Y not (n, K): a ValueError, nothing changed (:func:`check_shapes`). Another
+        exception may leave the state part-way: callers restore a :meth:`checkpoint`."""
 
     def decision(self, X) -> np.ndarray:
         """(n, K) mean margins ``mu . x``."""
@@ -105,6 +106,23 @@ class Locked:
         state = self.__dict__.copy()
         state.pop("_lock", None)
         return state
+
+
+def check_shapes(X, Y, n_features: int | None, n_models: int) -> None:
+    """ValueError unless X has ``n_features`` columns (None: any number) and Y is
+    (n, K): every :meth:`Engine.learn` checks this first. The compiled walks index
+    the state by column and the labels by (row, model) without bounds checks (rows
+    wider than the model wrote past a diagonal model's state). Shapes only, O(1): the
+    estimators have validated the values."""
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(
+            f"X has {X.shape[1]} columns, the model {n_features} (the features it was "
+            "built for; a primal model's intercept column is one of them)"
+        )
+    if Y.shape != (X.shape[0], n_models):
+        raise ValueError(
+            f"Y is {Y.shape}, not ({X.shape[0]}, {n_models}): one label a row and model"
+        )
 
 
 def learn_or_stabilise(engine, checkpoint, X, Y, positions=None):

@@ -51,14 +51,8 @@ from . import _diag_slots as ds
 from ._diag_exact import exact_zeta
 from ._diag_slots import place
 from ._prefetch import AHEAD, prefetch
-from ._primal_common import (
-    Counts,
-    check_same_a,
-    new_counts,
-    raise_nonfinite,
-    rule_record,
-)
-from .base import LearnResult, Locked
+from ._primal_common import Counts, check_same_a, new_counts, raise_nonfinite, rule_record
+from .base import LearnResult, Locked, check_shapes
 
 __all__ = ["PrimalDiagEngine", "diag_fit"]
 
@@ -423,6 +417,7 @@ class PrimalDiagEngine(Locked):
         self.rule = rule
 
     def learn(self, X, Y: np.ndarray, positions=None) -> LearnResult:
+        check_shapes(X, Y, self.spec.n_features, self.n_models)
         out = np.empty((X.shape[0], self.n_models))
         log, self._armed = self._armed, None
         self._prior = False

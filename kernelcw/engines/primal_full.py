@@ -39,7 +39,7 @@ from .._threads import BlasThreads
 from ..rules import VAR_FLOOR, RuleParams, negligible, step
 from ..spec import EngineSpec
 from ._primal_common import Counts, check_same_a, new_counts, raise_nonfinite, rule_record
-from .base import LearnResult, Locked
+from .base import LearnResult, Locked, check_shapes
 from .primal_diag import diag_fit
 
 __all__ = ["PrimalFullEngine", "default_block_size", "full_fit"]
@@ -223,6 +223,7 @@ class PrimalFullEngine(Locked):
 
     def learn(self, X, Y: np.ndarray, positions=None) -> LearnResult:
         K, d = self.mean.shape
+        check_shapes(X, Y, d, K)
         out = np.empty((X.shape[0], K))
         if self.rule.first_order:  # Sigma = a I never changes
             s = np.full((K, d), self.rule.a)

@@ -27,7 +27,7 @@ from numba import njit
 
 from ..._threads import BlasThreads
 from ...rules import RuleParams
-from ..base import LearnResult, Locked
+from ..base import LearnResult, Locked, check_shapes
 from .convert import explicit_to_pruned, initial_form, lazy_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form
@@ -117,6 +117,7 @@ class DualEngine(Locked):
         part-way leaves the state part-way: callers :meth:`restore` a checkpoint."""
         self.check_usable()
         K = self.n_models
+        check_shapes(X, Y, None if self.spec.kernel.precomputed else self.spec.n_features, K)
         n = X.shape[0]
         out = np.empty((n, K))
         store = self.store
