@@ -639,15 +639,24 @@ def test_a_dual_model_continues_across_sparse_and_dense_input():
 @pytest.mark.filterwarnings("ignore:SOPClassifier. the margin variance fell:RuntimeWarning")
 @pytest.mark.parametrize("covariance", ["full", "diag"])
 def test_an_error_part_way_leaves_the_primal_model_as_it_was(covariance, monkeypatch):
-    """Full: SOP on features of 1e10 leaves float64's range at row 85 of the second call,
-    blocks after the first. Diagonal: the walk changes every row in place, then reports
-    row 150 as the failing one."""
-    from kernelcw.engines import primal_diag
+    """Full: the walk of the third block of the second call reports a non-finite step
+    (blocks after the first changed the model). Diagonal: the walk changes every row in
+    place, then reports row 150 as the failing one."""
+    from kernelcw.engines import primal_diag, primal_full
 
     rng = np.random.default_rng(15)
     X = rng.normal(size=(300, 4)) * 1e10
     y = (X[:, 0] > 0).astype(int)
     m = SOPClassifier(covariance=covariance, block_size=16).fit(X[:100], y[:100])
+    if covariance == "full":
+        walk, calls = primal_full._full_walk, []
+
+        def failing_third(*args):
+            calls.append(1)
+            res = walk(*args)
+            return res._replace(bad_row=5) if len(calls) == 3 else res
+
+        monkeypatch.setattr(primal_full, "_full_walk", failing_third)
     if covariance == "diag":
         walk = primal_diag._diag_dense
 

@@ -314,6 +314,34 @@ def test_diagonal_l2_with_a_huge_prior_scale(make):
 # ---------------------------------------------------------------- found by tests/test_properties.py
 
 
+@pytest.mark.filterwarnings("ignore:.*variance fell below")
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: AROWClassifier(r=1e-20),
+        lambda: AROWClassifier(a=1e20),
+        lambda: AROWClassifier(a=1e150, fit_intercept=False),
+        lambda: SOPClassifier(a=1e20),
+        lambda: CWClassifier(rule="var", a=1e20),
+    ],
+    ids=["arow-r1e-20", "arow-a1e20", "arow-a1e150", "sop-a1e20", "cwvar-a1e20"],
+)
+def test_full_covariance_stays_positive_semi_definite_at_extreme_scales(make):
+    """With r / (a |x|^2) far below 1e-12, a round's downdate of Sigma would leave
+    less variance along x than float64 resolves, and Sigma came out indefinite
+    (negative diagonal entries, predict_proba refusing, accuracy 0.31). The full
+    covariance learner keeps at least the floor's variance along x: Sigma stays
+    positive semi-definite and the model usable."""
+    X, y = _stream(300, 5, seed=3)
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    m = make().fit(X, y)
+    S = m.covariance_
+    assert np.all(np.isfinite(S)) and np.all(np.diagonal(S) > 0.0)
+    assert np.linalg.eigvalsh(S).min() > -1e-9 * np.abs(S).max()
+    assert np.all(np.isfinite(m.predict_proba(X)))
+    assert m.score(X, y) > 0.8
+
+
 @pytest.mark.parametrize("clone", [lambda e: pickle.loads(pickle.dumps(e)), copy.deepcopy])
 def test_sparse_diagonal_model_copied_mid_stream_continues_exactly(clone):
     """The diagonal engine's mean and variance are views of one interleaved buffer;

@@ -110,7 +110,10 @@ def _full_walk(C0, F, sq, y, rp, w):
             return WalkResult(nu, nfl, t)
         if alpha > 0.0 and not negligible(alpha * v, f):
             ay[t] = alpha * y[t]
-            beta[t] = bet
+            # Sigma keeps the floor's variance along x, v - bet v^2 >= vmin: a downdate
+            # that leaves less is rounding noise (r / (a |x|^2) below ~1e-12) and
+            # made Sigma indefinite. Never binds above the floor on well-posed streams.
+            beta[t] = min(bet, (1.0 - vmin / v) / v) if v > vmin else 0.0
             for s in range(t, b):
                 Q[t, s] = C0[t, s]
             for s in range(b):
