@@ -75,6 +75,35 @@ def test_multiclass_smooth_rows_hermite_matches_adaptive_reference():
     np.testing.assert_allclose(multiclass_proba(F, V), R, rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("spread", [0.3, 3.0])
+def test_multiclass_rows_too_large_for_a_block_go_by_groups_of_classes(spread, monkeypatch):
+    """A row whose K x K x nodes floats exceed the block (the quadrature's are K^3: at
+    K = 80 one row took 800 MB) is computed in groups of classes, each K x nodes: the
+    same probabilities (both paths, smooth and not), and memory bounded by the block."""
+    import tracemalloc
+
+    from kernelcw.estimators import _proba
+
+    rng = np.random.default_rng(11)
+    n, K = 3, 9
+    F = rng.normal(scale=2.0, size=(n, K))
+    V = np.exp(rng.uniform(-2 * spread, 2 * spread, size=(n, K)))
+    whole = multiclass_proba(F, V)
+    monkeypatch.setattr(_proba, "_BLOCK_FLOATS", 3 * K * 1000)  # a few classes a group
+    np.testing.assert_allclose(multiclass_proba(F, V), whole, rtol=1e-12, atol=1e-300)
+    monkeypatch.undo()
+    K = 60  # unsplit: 60 x 60 x 2530 floats (73 MB) per array and row, several arrays
+    F = rng.normal(scale=3.0, size=(1, K))
+    V = np.exp(rng.uniform(-6, 6, size=(1, K)))
+    tracemalloc.start()
+    try:
+        P = multiclass_proba(F, V)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 8 * _proba._BLOCK_FLOATS and abs(P.sum() - 1.0) < 1e-9  # (was 211 MB)
+
+
 def test_multiclass_rows_sum_to_one_and_stay_inside_zero_one():
     rng = np.random.default_rng(1)
     F = rng.normal(scale=30.0, size=(200, 6))  # many classes far behind: tails underflow

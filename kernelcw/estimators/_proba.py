@@ -93,40 +93,44 @@ def binary_proba(f: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.column_stack([neg, pos])
 
 
-def _quadrature(M: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """Unnormalised P(k is the largest), (n, K). A zero s_j makes factor j an exact step
-    (``ndtr(+-inf)``) whose panel end sits on it; 0 / 0 (a tie of point masses) counts 1/2."""
+def _quadrature(M: np.ndarray, S: np.ndarray, cls=None) -> np.ndarray:
+    """Unnormalised P(k is the largest) for the classes ``cls`` (default all), (n, len(cls)).
+    A zero s_j makes factor j an exact step (``ndtr(+-inf)``) whose panel end sits on it;
+    0 / 0 (a tie of point masses) counts 1/2."""
     n, K = M.shape
+    cls = np.arange(K) if cls is None else np.asarray(cls)
+    Mk, Sk = M[:, cls], S[:, cls]  # the classes whose probability is computed
     with np.errstate(divide="ignore", invalid="ignore"):
-        C = (M[:, None, :] - M[:, :, None]) / S[:, :, None]  # [i, k, j]: step of j in t_k
-        W = S[:, None, :] / S[:, :, None]
+        C = (M[:, None, :] - Mk[:, :, None]) / Sk[:, :, None]  # [i, k, j]: step of j in t_k
+        W = S[:, None, :] / Sk[:, :, None]
     C = np.where(np.isnan(C), 0.0, C)
     W = np.where(np.isnan(W), 0.0, np.minimum(W, 1.0))  # wider than phi: no ends of its own
-    ends = np.clip((C[..., None] + W[..., None] * _STEP_ENDS).reshape(n, K, -1), -T, T)
-    ends = np.concatenate([np.broadcast_to(_BASE, (n, K, _BASE.size)), ends], axis=2)
+    c = cls.size
+    ends = np.clip((C[..., None] + W[..., None] * _STEP_ENDS).reshape(n, c, -1), -T, T)
+    ends = np.concatenate([np.broadcast_to(_BASE, (n, c, _BASE.size)), ends], axis=2)
     ends.sort(axis=2)
     lo, hi = ends[..., :-1], ends[..., 1:]
     half = (hi - lo) / 2.0
-    t = ((lo + hi) / 2.0)[..., None] + half[..., None] * _NODES  # (n, K, panels, nodes)
-    t = t.reshape(n, K, -1)
-    wt = (half[..., None] * _WEIGHTS).reshape(n, K, -1) * np.exp(-0.5 * t * t)
+    t = ((lo + hi) / 2.0)[..., None] + half[..., None] * _NODES  # (n, c, panels, nodes)
+    t = t.reshape(n, c, -1)
+    wt = (half[..., None] * _WEIGHTS).reshape(n, c, -1) * np.exp(-0.5 * t * t)
     wt /= np.sqrt(2.0 * np.pi)
-    s = M[:, :, None] + S[:, :, None] * t  # the largest score's value at class k's nodes
+    s = Mk[:, :, None] + Sk[:, :, None] * t  # the largest score's value at class k's nodes
     with np.errstate(divide="ignore", invalid="ignore"):
         z = (s[:, :, None, :] - M[:, None, :, None]) / S[:, None, :, None]
     factors = ndtr(np.where(np.isnan(z), 0.0, z))
-    diag = np.arange(K)
-    factors[:, diag, diag, :] = 1.0
+    factors[:, np.arange(c), cls, :] = 1.0
     return np.einsum("ikt,ikt->ik", factors.prod(axis=2), wt)
 
 
-def _hermite(M: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """Unnormalised P(k is the largest) by Gauss-Hermite, for rows with all s_k > 0 within
-    a factor SMOOTH_RATIO of each other, (n, K)."""
-    s = M[:, :, None] + S[:, :, None] * _GH_T
+def _hermite(M: np.ndarray, S: np.ndarray, cls=None) -> np.ndarray:
+    """Unnormalised P(k is the largest) for the classes ``cls`` (default all) by
+    Gauss-Hermite, for rows with all s_k > 0 within a factor SMOOTH_RATIO of each
+    other, (n, len(cls))."""
+    cls = np.arange(M.shape[1]) if cls is None else np.asarray(cls)
+    s = M[:, cls, None] + S[:, cls, None] * _GH_T
     factors = ndtr((s[:, :, None, :] - M[:, None, :, None]) / S[:, None, :, None])
-    diag = np.arange(M.shape[1])
-    factors[:, diag, diag, :] = 1.0
+    factors[:, np.arange(cls.size), cls, :] = 1.0
     return factors.prod(axis=2) @ _GH_W
 
 
@@ -149,10 +153,17 @@ def multiclass_proba(F: np.ndarray, V: np.ndarray) -> np.ndarray:
         (np.flatnonzero(smooth), _GH_T.size, _hermite),
         (np.flatnonzero(~smooth), (_BASE.size + 4 * K) * _NODES.size, _quadrature),
     ):
-        step = max(1, _BLOCK_FLOATS // (K * K * nodes))
-        for lo in range(0, rows.size, step):
-            r = rows[lo : lo + step]
-            P[r] = rule(F[r], S[r])
+        step = _BLOCK_FLOATS // (K * K * nodes)
+        for lo in range(0, rows.size, max(1, step)):
+            r = rows[lo : lo + max(1, step)]
+            if step:
+                P[r] = rule(F[r], S[r])
+                continue
+            # one row's K x K x nodes floats exceed the block (the quadrature's K^3
+            # nodes: 800 MB at K = 80): its classes in groups of K x nodes each
+            per = max(1, _BLOCK_FLOATS // (K * nodes))
+            for c0 in range(0, K, per):
+                P[r, c0 : c0 + per] = rule(F[r], S[r], np.arange(c0, min(K, c0 + per)))
     tot = P.sum(axis=1, keepdims=True)
     P = np.where(tot > 0, P / np.where(tot > 0, tot, 1.0), 1.0 / K)
     P[full] = np.clip(P[full], SMALLEST, LARGEST_BELOW_ONE)
