@@ -709,6 +709,10 @@ def test_a_fit_refused_for_memory_keeps_the_previous_fit():
             r"a=1e\+160 is outside \[1e-100, 1e\+100\], the range the dual engine supports",
         ),
         (lambda X, y: AROWClassifier(a=1e-200, kernel="rbf").fit(X, y), "is outside"),
+        (
+            lambda X, y: AROWClassifier().fit(X, np.array([1, "a", 2.5, "b", 1, "a"], object)),
+            r"y mixes label types \(float, int, str\) that cannot be sorted",
+        ),
     ],
 )
 def test_labels_and_prior_scale_are_checked(call, message):

@@ -113,6 +113,7 @@ def _check_targets(y: np.ndarray) -> None:
                 "which expects discrete classes on a regression target with continuous values."
             )
         return
+    _unique_labels(y, "y")  # labels that cannot be sorted: our message, not "unknown"
     check_classification_targets(y)
 
 
