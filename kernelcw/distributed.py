@@ -20,6 +20,7 @@ import numbers
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .combination import METHODS, combine
@@ -258,6 +259,7 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "combined_")
         return self.combined_.predict(X)
 
+    @available_if(lambda self: _has_proba(self))
     def predict_proba(self, X):
         check_is_fitted(self, "combined_")
         return self.combined_.predict_proba(X)
@@ -268,6 +270,12 @@ def _submitter(client):
         return client.submit(combine_pair, a, b, method, wa, wb, start, pure=False)
 
     return pair
+
+
+def _has_proba(clf) -> bool:
+    """The combined model's (or the learner's) predict_proba is there: a learner of
+    kernel="precomputed" has none (rows of K(X, X_train) do not hold k(x, x))."""
+    return hasattr(getattr(clf, "combined_", clf.estimator), "predict_proba")
 
 
 def _without_names(model):

@@ -188,6 +188,13 @@ def test_clear_errors(client):
         CombinedClassifier(CWClassifier()).predict(X)
 
 
+def test_predict_proba_is_there_when_the_estimator_has_it():
+    """A kernel="precomputed" learner has no predict_proba (rows of K(X, X_train) lack
+    k(x, x)): neither has the classifier that combines it."""
+    assert hasattr(CombinedClassifier(SCWClassifier(kernel="rbf")), "predict_proba")
+    assert not hasattr(CombinedClassifier(SCWClassifier(kernel="precomputed")), "predict_proba")
+
+
 def test_importing_kernelcw_does_not_import_dask():
     code = "import sys, kernelcw, kernelcw.distributed; print('dask' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
