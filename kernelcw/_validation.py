@@ -41,3 +41,12 @@ def check_eta(eta) -> float:
             "of a correct classification the update enforces"
         )
     return float(eta)
+
+
+def check_positive_int(name: str, value, allow_none: bool = False) -> None:
+    """value must be an integer >= 1 (bools are not integers), or None if allowed."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        what = "None or an integer >= 1" if allow_none else "an integer >= 1"
+        raise ValueError(f"{name}={value!r} must be {what}")

@@ -48,7 +48,9 @@ def combine(estimators: Sequence, method: str = "kl", *, weights=None, start=Non
     ----------
     estimators : sequence of fitted estimators
         Of one class, rule, kernel (and its parameters), prior scale ``a``,
-        covariance form, ``classes_`` and feature count.
+        covariance form, ``classes_``, feature count and feature names
+        (``feature_names_in_``: the same columns in the same order, or none in any);
+        the result has their ``feature_names_in_``.
     method : {"kl", "bayes", "average"}, default="kl"
         With ``Lambda_c``, ``h_c`` the parts' natural parameters and ``w_c`` their
         weights (``W = sum w_c``):
@@ -190,6 +192,39 @@ def _same(ref, est, where: str) -> None:
         raise ValueError(
             f"{where} has classes_ {est.classes_!r} but estimators[0] has {ref.classes_!r}"
         )
+    _same_names(ref, est, where)
+
+
+def _same_names(ref, est, where: str) -> None:
+    """ValueError unless both were fitted on the same columns, in the same order, or
+    both without names: the weights of column j are added up, whatever it held."""
+    n0 = getattr(ref, "feature_names_in_", None)
+    n1 = getattr(est, "feature_names_in_", None)
+    if n0 is None and n1 is None:
+        return
+    if n0 is None or n1 is None:
+        named, unnamed = (where, "estimators[0]") if n0 is None else ("estimators[0]", where)
+        names = (n0 if n1 is None else n1).tolist()
+        raise ValueError(
+            f"{named} was fitted with feature names {names!r} and {unnamed} without: "
+            "their columns cannot be matched (fit all parts on frames of the same "
+            "columns, or all on arrays)"
+        )
+    l0, l1 = n0.tolist(), n1.tolist()
+    if l0 == l1:
+        return
+    if sorted(l0) == sorted(l1):
+        j = next(j for j, (a, b) in enumerate(zip(l0, l1, strict=True)) if a != b)
+        diff = f"the same names in another order: column {j} is {l1[j]!r} there, {l0[j]!r} here"
+    else:
+        diff = (
+            f"only in {where}: {[c for c in l1 if c not in l0]!r}, only in "
+            f"estimators[0]: {[c for c in l0 if c not in l1]!r}"
+        )
+    raise ValueError(
+        f"{where} has feature_names_in_ {l1!r} but estimators[0] has {l0!r} ({diff}): "
+        "combining would add up the weights of different features"
+    )
 
 
 def _weights(weights, n: int) -> np.ndarray:

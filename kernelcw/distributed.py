@@ -20,7 +20,8 @@ import numbers
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .combination import METHODS, combine
 from .estimators._base import CWEstimator
@@ -127,6 +128,11 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     classes_ : ndarray
     n_parts_ : int
         Parts in the last call.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        The column names, if X had them (a pandas or dask dataframe). The parts learn
+        arrays in this column order; the combined model holds the same names, so
+        frames given later must have these columns, in this order.
     """
 
     def __init__(
@@ -144,6 +150,8 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     def fit(self, X, y, classes=None):
         """Learn from the parts of (X, y) from scratch, ``n_epochs`` passes."""
         self._check_params()
+        # names and width recorded here: the parts learn arrays, in these columns' order
+        validate_data(self, _columns_of(X), reset=True, skip_check_array=True)
         template = clone(self.estimator)
         with _Session(self.client) as client:
             parts = self._parts(client, X, y)
@@ -159,10 +167,11 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         (the shared-prior rule relative to it); the first call starts from the prior."""
         self._check_params()
         fitted = hasattr(self, "combined_")
+        validate_data(self, _columns_of(X), reset=not fitted, skip_check_array=True)
         with _Session(self.client) as client:
             parts = self._parts(client, X, y)
-            if fitted:
-                start = client.scatter(self.combined_, hash=False)
+            if fitted:  # the parts learn arrays, already checked against the names
+                start = client.scatter(_without_names(self.combined_), hash=False)
                 model = self._epoch(client, None, start, parts, self.classes_, False)
             else:
                 classes = self._classes(client, y, classes)
@@ -183,6 +192,8 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         return out
 
     def _finish(self, model, n_parts: int) -> None:
+        if hasattr(self, "feature_names_in_"):  # the combined model checks frames itself
+            model.feature_names_in_ = self.feature_names_in_.copy()
         self.combined_ = model
         self.classes_ = model.classes_
         self.n_features_in_ = model.n_features_in_
@@ -237,18 +248,21 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         return np.unique(np.asarray(y))
 
     # ------------------------------------------------------------ prediction
+    # X goes to the combined model as it is: a frame's columns are checked against
+    # feature_names_in_ there (another order or a missing one raises, as in fit)
 
     def decision_function(self, X):
         check_is_fitted(self, "combined_")
-        return self.combined_.decision_function(_as_array(X))
+        return self.combined_.decision_function(X)
 
     def predict(self, X):
         check_is_fitted(self, "combined_")
-        return self.combined_.predict(_as_array(X))
+        return self.combined_.predict(X)
 
+    @available_if(lambda self: _has_proba(self))
     def predict_proba(self, X):
         check_is_fitted(self, "combined_")
-        return self.combined_.predict_proba(_as_array(X))
+        return self.combined_.predict_proba(X)
 
 
 def _submitter(client):
@@ -256,6 +270,29 @@ def _submitter(client):
         return client.submit(combine_pair, a, b, method, wa, wb, start, pure=False)
 
     return pair
+
+
+def _has_proba(clf) -> bool:
+    """The combined model's (or the learner's) predict_proba is there: a learner of
+    kernel="precomputed" has none (rows of K(X, X_train) do not hold k(x, x))."""
+    return hasattr(getattr(clf, "combined_", clf.estimator), "predict_proba")
+
+
+def _without_names(model):
+    """``model`` (shallow copy) without ``feature_names_in_``, for parts that learn arrays."""
+    if not hasattr(model, "feature_names_in_"):
+        return model
+    out = copy.copy(model)
+    del out.feature_names_in_
+    return out
+
+
+def _columns_of(X):
+    """What scikit-learn's checks of the names and width read: X, or for a dask
+    dataframe (which they do not recognise) its empty pandas frame of the same columns."""
+    if _is_dask_collection(X) and not hasattr(X, "chunks") and hasattr(X, "_meta"):
+        return X._meta
+    return X
 
 
 def _is_dask_collection(x) -> bool:

@@ -254,8 +254,9 @@ class Kernel:
     """A validated kernel: ``block(A, B)`` and ``diag(A)``.
 
     ``precomputed`` kernels are handled by the engine (rows of a Gram matrix).
-    A callable is used as ``k(A, B) -> (len(A), len(B))`` and its diagonal is
-    evaluated row by row, one ``k(a, a)`` call per row.
+    A callable is used as ``k(A, B) -> (len(A), len(B))`` (an array, or a sparse
+    matrix, densified) and its diagonal is evaluated row by row, one ``k(a, a)``
+    call per row.
     """
 
     def __init__(self, kernel, gamma, degree, coef0, n_features: int, offset: float = 0.0):
@@ -311,7 +312,7 @@ class Kernel:
 
     def block(self, A, B) -> np.ndarray:
         if self._f is not None:
-            K = np.asarray(self._f(A, B), dtype=np.float64)
+            K = self._callable_block(A, B)
             if K.shape != (A.shape[0], B.shape[0]):
                 raise ValueError(
                     f"kernel {self.name} returned shape {K.shape} for inputs of "
@@ -330,6 +331,20 @@ class Kernel:
                 "values overflow: rescale X or lower gamma/degree)"
             )
         return K
+
+    def _callable_block(self, A, B) -> np.ndarray:
+        """The callable's K(A, B) as a float64 array: a sparse result densified (a Gram
+        block is dense, its zeros are values; ``A @ B.T`` of CSR inputs is CSR)."""
+        K = self._f(A, B)
+        if sp.issparse(K):
+            K = K.toarray()
+        try:
+            return np.asarray(K, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise ValueError(
+                f"kernel {self.name} returned a {type(K).__name__}, not a matrix of "
+                f"numbers of shape ({A.shape[0]}, {B.shape[0]}): {err}"
+            ) from None
 
     def diag(self, A) -> np.ndarray:
         if self._f is not None:

@@ -13,6 +13,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 
+from ._validation import check_positive_int
+
 __all__ = ["OnlineResult", "run_online"]
 
 
@@ -89,7 +91,8 @@ def run_online(
         Show a tqdm progress bar, labelled with the estimator's class name or with
         the string given.
     chunk_size : int, default=1024
-        Rows handed to the learner at a time (results do not depend on it).
+        Rows handed to the learner at a time, an integer >= 1 (results do not depend
+        on it).
     fresh : bool, default=True
         Learn from a clone of ``estimator`` (an unfitted copy) instead of
         continuing from its current state.
@@ -104,6 +107,7 @@ def run_online(
             f"{type(estimator).__name__} has none (a Pipeline, for one, learns only in batch: "
             "scale the stream beforehand and pass the classifier itself)"
         )
+    check_positive_int("chunk_size", chunk_size)
     est = clone(estimator) if fresh else estimator
     if sp.issparse(X):
         X = X.tocsr()  # COO and others cannot be sliced by rows
@@ -116,7 +120,7 @@ def run_online(
     if classes is None:
         classes = np.unique(y) if not hasattr(est, "classes_") else est.classes_
     classes = np.asarray(classes)
-    chunk = max(1, int(chunk_size))
+    chunk = int(chunk_size)
     own = hasattr(est, "partial_fit_margins")  # kernelcw: returns the margins it saw
     if not own:
         chunk = 1

@@ -9,13 +9,12 @@ The one memory estimate (:meth:`EngineSpec.memory_bytes`) and the one limit
 
 from __future__ import annotations
 
-import numbers
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_option, check_positive
+from ._validation import check_option, check_positive, check_positive_int
 from .budget import POLICIES
 from .kernels import KERNELS, Kernel
 from .options import COVARIANCES, MODES, SOLVERS
@@ -115,18 +114,10 @@ def check_memory(spec: EngineSpec) -> None:
     )
 
 
-def _check_int(name: str, value, allow_none: bool) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        what = "None or an integer >= 1" if allow_none else "an integer >= 1"
-        raise ValueError(f"{name}={value!r} must be {what}")
-
-
 def _check_batch(est, rule: RuleParams) -> None:
     """``budget_batch``: an integer in [1, budget]; q > 1 only where it is built."""
     q = est.budget_batch
-    _check_int("budget_batch", q, allow_none=False)
+    check_positive_int("budget_batch", q, allow_none=False)
     if q == 1:
         return
     if est.budget is not None and q > est.budget:
@@ -152,14 +143,14 @@ def check_params(est) -> tuple[RuleParams, str]:
         check_option("kernel", est.kernel, KERNELS)
     check_option("mode", est.mode, MODES)
     check_option("solver", est.solver, SOLVERS)
-    _check_int("block_size", est.block_size, allow_none=True)
+    check_positive_int("block_size", est.block_size, allow_none=True)
     check_option("covariance", est.covariance, COVARIANCES)
     check_option("diag_method", est.diag_method, tuple(DIAG_METHODS))
-    _check_int("n_iter", est.n_iter, allow_none=False)
+    check_positive_int("n_iter", est.n_iter, allow_none=False)
     if not isinstance(est.shuffle, bool | np.bool_):
         raise ValueError(f"shuffle={est.shuffle!r} must be True or False")
     _check_intercept(est)
-    _check_int("budget", est.budget, allow_none=True)
+    check_positive_int("budget", est.budget, allow_none=True)
     check_option("budget_policy", est.budget_policy, POLICIES)
     _check_batch(est, rule)
     # gamma, degree and coef0 are checked whatever the kernel, as scikit-learn's SVC does

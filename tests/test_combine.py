@@ -377,6 +377,45 @@ def test_mismatches_are_named():
         combine([base, object()])
 
 
+@pytest.mark.parametrize("kw", [{}, {"covariance": "diag"}, {"kernel": "rbf"}])
+def test_parts_with_other_feature_names_are_refused(kw):
+    """Parts fitted on frames whose columns differ (another order, another name, or
+    names in one part only) are refused with both parts and the difference named,
+    start= included; parts of the same columns combine into a model that carries
+    their feature_names_in_ and checks frames as any fitted estimator does."""
+    pd = pytest.importorskip("pandas")
+    X, y = stream(n=240)
+    df = pd.DataFrame(X, columns=list("abcd"))
+    make = lambda: SCWClassifier(**kw)  # noqa: E731
+    p0, p1 = make().fit(df[:120], y[:120]), make().fit(df[120:], y[120:])
+    reordered = make().fit(df[120:][list("dcba")], y[120:])
+    renamed = make().fit(df[120:].rename(columns={"d": "e"}), y[120:])
+    unnamed = make().fit(X[120:], y[120:])
+    cases = [
+        ([p0, reordered], r"estimators\[1\] has feature_names_in_ \['d', 'c', 'b', 'a'\].*"
+         r"estimators\[0\] has \['a', 'b', 'c', 'd'\].*another order"),
+        ([p0, p1, renamed], r"estimators\[2\].*only in estimators\[2\]: \['e'\].*\['d'\]"),
+        ([p0, unnamed], r"estimators\[0\] was fitted with feature names.*estimators\[1\] "
+         "without"),
+        ([unnamed, p0], r"estimators\[1\] was fitted with feature names.*estimators\[0\] "
+         "without"),
+    ]  # fmt: skip
+    for parts, match in cases:
+        with pytest.raises(ValueError, match=match):
+            combine(parts)
+    with pytest.raises(ValueError, match=r"start.*another order"):
+        combine([p0, p1], "bayes", start=reordered)
+    combined = combine([p0, p1])
+    assert combined.feature_names_in_.tolist() == list("abcd")
+    with pytest.raises(ValueError, match="same order"):
+        combined.predict(df[list("dcba")])
+    plain = combine([make().fit(X[:120], y[:120]), unnamed])  # the same model, unnamed
+    assert not hasattr(plain, "feature_names_in_")
+    np.testing.assert_allclose(  # to rounding: a frame's values arrive column-major
+        combined.decision_function(df), plain.decision_function(X), rtol=1e-12, atol=1e-12
+    )
+
+
 def test_kernelcw_combine_is_the_function_whatever_was_imported_first():
     import kernelcw
     import kernelcw.combination

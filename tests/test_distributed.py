@@ -105,6 +105,45 @@ def test_dataframe_input_one_part_per_partition(client):
     assert_same_state(clf.combined_, sequential(CWClassifier(covariance="diag"), pieces, "kl"))
 
 
+def test_feature_names_are_recorded_at_fit_and_checked_after(client):
+    """As a scikit-learn estimator: a frame's columns become feature_names_in_ (of the
+    combined model too), the parts learn them in that order, and a frame with the
+    columns in another order or one missing is refused by predict, predict_proba,
+    decision_function and partial_fit, instead of being scored silently."""
+    pd = pytest.importorskip("pandas")
+    X, y = data()
+    df = pd.DataFrame(X, columns=list("abcde"))
+    est = CWClassifier(covariance="diag")
+    clf = CombinedClassifier(est, n_parts=2).fit(df, y)
+    assert clf.feature_names_in_.tolist() == list("abcde")
+    assert clf.combined_.feature_names_in_.tolist() == list("abcde")
+    ref = sequential(est, split(X, y, 2), "kl")
+    assert_same_state(clf.combined_, ref)
+    np.testing.assert_allclose(  # to rounding: a frame's values arrive column-major
+        clf.predict_proba(df), ref.predict_proba(X), rtol=1e-12, atol=1e-15
+    )
+    for method in (clf.predict, clf.predict_proba, clf.decision_function):
+        with pytest.raises(ValueError, match="same order"):
+            method(df[list("edcba")])
+        with pytest.raises(ValueError, match="missing"):
+            method(df.drop(columns="c"))
+    with pytest.raises(ValueError, match="same order"):
+        clf.partial_fit(df[list("edcba")], y)
+    assert_same_state(clf.combined_, ref)  # the refused call changed nothing
+    clf.partial_fit(df, y)  # the start travels without names: the parts learn arrays
+    assert_same_state(clf.combined_, sequential(est, split(X, y, 2), "kl", start=ref))
+    assert clf.combined_.feature_names_in_.tolist() == list("abcde")
+    clf.fit(X, y)
+    assert not hasattr(clf, "feature_names_in_")
+    assert not hasattr(clf.combined_, "feature_names_in_")
+    dd = pytest.importorskip("dask.dataframe")
+    dX = dd.from_pandas(df, npartitions=2)
+    lazy = CombinedClassifier(est).fit(dX, dd.from_pandas(pd.Series(y), npartitions=2))
+    assert lazy.feature_names_in_.tolist() == list("abcde")
+    with pytest.raises(ValueError, match="same order"):
+        lazy.predict(df[list("edcba")])
+
+
 def _bounds(ddf):
     sizes = ddf.map_partitions(len).compute().tolist()
     ends = np.cumsum([0] + sizes)
@@ -147,6 +186,13 @@ def test_clear_errors(client):
 
     with pytest.raises(NotFittedError):
         CombinedClassifier(CWClassifier()).predict(X)
+
+
+def test_predict_proba_is_there_when_the_estimator_has_it():
+    """A kernel="precomputed" learner has no predict_proba (rows of K(X, X_train) lack
+    k(x, x)): neither has the classifier that combines it."""
+    assert hasattr(CombinedClassifier(SCWClassifier(kernel="rbf")), "predict_proba")
+    assert not hasattr(CombinedClassifier(SCWClassifier(kernel="precomputed")), "predict_proba")
 
 
 def test_importing_kernelcw_does_not_import_dask():

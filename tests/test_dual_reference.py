@@ -850,12 +850,16 @@ def test_variance_collapse_is_floored_or_refused_never_nan(seed, solver):
 
 def test_precomputed_predict_proba_needs_the_diagonal():
     """Rows of K(X_new, X_train) do not carry k(x, x): predict_proba must refuse rather
-    than guess (decision_function and predict work)."""
+    than guess (decision_function and predict work). The estimator hides the method
+    (AttributeError); the engine refuses the margin variance itself (ValueError)."""
     K, y, K_new, *_ = stream_for("precomputed", 27)
     est = make_estimator("arow", "precomputed").fit(K, y)
     assert est.decision_function(K_new).shape == (len(K_new),)
-    with pytest.raises(ValueError):
+    with pytest.raises(AttributeError) as err:
         est.predict_proba(K_new)
+    assert "k(x, x)" in str(err.value.__cause__)
+    with pytest.raises(ValueError, match="k\\(x, x\\)"):
+        est.engine_.margin_variance(K_new)
     with pytest.raises(ValueError):
         est.decision_function(K_new[:, :-1])  # rows must span the training inputs
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -42,6 +43,8 @@ CHECKED = [
     SOPClassifier(),
     SOPClassifier(covariance="diag", diag_method="exact"),
     SOPClassifier(kernel="rbf", solver="explicit"),
+    SCWClassifier(kernel="precomputed"),
+    PAClassifier(kernel="precomputed"),
 ]
 
 _PROBA_REASON = (
@@ -57,10 +60,34 @@ _MULTI_REASON = (
     "differ. The accuracy part of this check is asserted in "
     "test_multiclass_training_accuracy_and_consistency."
 )
+#: The checks a precomputed kernel fails by design (rows of a Gram matrix against the
+#: training inputs, in stream order); predict_proba is hidden, so the proba checks pass.
+_PRECOMPUTED_REASONS = {
+    "check_fit_score_takes_y": (
+        "partial_fit continues the stream: after fit on the n x n Gram matrix, its rows "
+        "are training inputs n..2n-1 and need kernel columns against all 2n inputs; the "
+        "check passes the same n x n matrix again"
+    ),
+    "check_positive_only_tag_during_fit": (
+        "the check subtracts the mean from the Gram matrix X X', which is then no longer "
+        "positive semi-definite: refused, as CW's variances need a Mercer kernel"
+    ),
+    "check_estimators_dtypes": (
+        "the check also casts the Gram matrix X X' to integers; the truncation breaks "
+        "Cauchy-Schwarz (|k(x_i, x_j)| > sqrt(k(x_i, x_i) k(x_j, x_j))), so fit refuses "
+        "it as no Mercer kernel (the float32 and float64 matrices pass)"
+    ),
+    "check_estimators_nan_inf": (
+        "the check predicts on a 10 x 3 X holding NaN after a fit on a 10 x 10 Gram "
+        "matrix: the width error (3 columns, 10 expected) comes first"
+    ),
+}
 
 
 def _expected_failures(est):
     """Exactly the checks each configuration fails, and why."""
+    if est.kernel == "precomputed":
+        return dict(_PRECOMPUTED_REASONS)
     first_order = isinstance(est, FIRST_ORDER)  # Sigma = a I: v = a k(x, x)
     unit_diag = est.kernel in ("rbf", "laplacian")  # k(x, x) = 1
     fails = {}
@@ -103,13 +130,16 @@ def _blobs():
 @pytest.mark.filterwarnings("ignore:.*margin variance fell below")
 @pytest.mark.parametrize("est", CHECKED, ids=repr)
 def test_multiclass_training_accuracy_and_consistency(est):
-    """check_classifiers_train's accuracy bar (0.83) on its own data, one pass.
+    """check_classifiers_train's accuracy bar (0.83) on its own data, one pass (a
+    precomputed kernel gets its linear Gram matrix).
 
     CW-Stdev's hard constraint on the 3 overlapping blobs (no bias term, so the
     one-vs-rest problems are not separable) reaches 0.82: 0.80 is its bar there.
     """
     X, y = _blobs()
     for Xs, ys in ((X, y), (X[y != 2], y[y != 2])):
+        if est.kernel == "precomputed":
+            Xs = Xs @ Xs.T
         clf = est.fit(Xs, ys)
         pred = clf.predict(Xs)
         hard = isinstance(clf, CWClassifier) and clf.rule == "stdev" and len(clf.classes_) > 2
@@ -118,8 +148,9 @@ def test_multiclass_training_accuracy_and_consistency(est):
         if dec.ndim == 1:
             by_sign = np.where(dec >= 0, clf.classes_[1], clf.classes_[0])
             np.testing.assert_array_equal(by_sign, pred)
-            proba = clf.predict_proba(Xs)
-            np.testing.assert_array_equal(clf.classes_[np.argmax(proba, axis=1)], pred)
+            if hasattr(clf, "predict_proba"):
+                proba = clf.predict_proba(Xs)
+                np.testing.assert_array_equal(clf.classes_[np.argmax(proba, axis=1)], pred)
         else:
             np.testing.assert_array_equal(clf.classes_[np.argmax(dec, axis=1)], pred)
 
@@ -547,6 +578,39 @@ def test_precomputed_kernel_is_pairwise_for_scikit_learn_splitters():
     with pytest.raises(ValueError, match=r"square Gram matrix .* shape \(100, 120\)"):
         m.fit(K[:100], y[:100])
     assert not hasattr(m, "n_features_in_")  # the failed fit changed nothing
+
+
+@pytest.mark.parametrize(
+    "cls", [CWClassifier, SCWClassifier, AROWClassifier, SOPClassifier, *FIRST_ORDER]
+)
+def test_precomputed_kernel_has_no_predict_proba(cls):
+    """predict_proba needs each new input's margin variance a k(x, x) + k' Pi k, and rows
+    of K(X_new, X_train) do not hold k(x, x): with kernel="precomputed" the method is
+    hidden (hasattr False, fitted or not, as SVC hides it for probability=False), a
+    direct call says why (the cause of scikit-learn's AttributeError), and probability
+    scorers fail at once instead of on every split. Every other kernel keeps it."""
+    from sklearn.metrics.pairwise import rbf_kernel
+    from sklearn.model_selection import cross_val_score
+
+    X, y = make_blobs(n_samples=90, centers=2, random_state=0)
+    K = rbf_kernel(X, gamma=0.5)
+    for kernel in ("linear", "rbf"):
+        assert hasattr(cls(kernel=kernel), "predict_proba")
+        assert hasattr(cls(kernel=kernel).fit(X, y), "predict_proba")
+    pre = cls(kernel="precomputed")
+    assert not hasattr(pre, "predict_proba")
+    pre.fit(K, y)
+    assert not hasattr(pre, "predict_proba") and "predict_proba" not in dir(pre)
+    with pytest.raises(AttributeError, match="predict_proba") as err:
+        pre.predict_proba(K)
+    assert re.search(r"kernel='precomputed'.*k\(x, x\)", str(err.value.__cause__))
+    pre.set_params(kernel="rbf")  # the fitted model is still one of a precomputed kernel
+    assert not hasattr(pre, "predict_proba")
+    assert pre.set_params(kernel="precomputed").score(K, y) > 0.9  # predict still works
+    with pytest.raises(AttributeError, match="predict_proba"):
+        cross_val_score(
+            cls(kernel="precomputed"), K, y, cv=3, scoring="neg_log_loss", error_score="raise"
+        )
 
 
 @pytest.mark.parametrize(

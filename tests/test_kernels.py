@@ -267,6 +267,40 @@ def test_callable_kernel_with_wrong_shape_is_a_value_error():
         AROWClassifier(kernel=one_row_too_many).fit(X, y)
 
 
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_callable_kernel_may_return_a_sparse_matrix(fmt):
+    """A callable whose Gram block is sparse (``A @ B.T`` of CSR inputs, or a kernel
+    that returns CSR) is densified: fit, predict, predict_proba and partial_fit give
+    the linear dual model's values, on dense and CSR input alike."""
+    X, y = _stream(np.random.default_rng(12), n=60)
+    X[np.abs(X) < 0.5] = 0.0
+    Xf = sp.csr_matrix(X) if fmt == "csr" else X
+
+    def sparse_dot(A, B):
+        return sp.csr_matrix(A @ B.T)
+
+    ref = SCWClassifier(kernel="linear", mode="dual").fit(X[:40], y[:40])
+    for kernel in (lambda A, B: A @ B.T, sparse_dot):
+        est = SCWClassifier(kernel=kernel).fit(Xf[:40], y[:40])
+        np.testing.assert_allclose(est.decision_function(Xf), ref.decision_function(X))
+        np.testing.assert_allclose(est.predict_proba(Xf), ref.predict_proba(X))
+        np.testing.assert_array_equal(est.predict(Xf), ref.predict(X))
+        est.partial_fit(Xf[40:], y[40:])
+        assert est.n_support_ >= ref.n_support_
+
+
+def test_callable_kernel_returning_no_matrix_is_named():
+    """A callable whose result is no matrix of numbers: a ValueError naming it and the
+    type it returned (not numpy's "setting an array element with a sequence")."""
+    X, y = _stream(np.random.default_rng(13), n=20)
+
+    def ragged(A, B):
+        return [[1.0] * (j + 1) for j in range(A.shape[0])]
+
+    with pytest.raises(ValueError, match="kernel ragged returned a list"):
+        AROWClassifier(kernel=ragged).fit(X, y)
+
+
 def test_kernel_name_helper():
     def my_kernel(A, B):
         return A @ B.T

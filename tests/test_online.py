@@ -94,6 +94,18 @@ def test_length_mismatch_is_an_error():
         run_online(CWClassifier(), X, y[:-1])
 
 
+@pytest.mark.parametrize("bad", [0, -3, 2.7, 2.0, True, "8", None])
+def test_chunk_size_must_be_an_integer_of_at_least_one(bad):
+    """chunk_size is checked like the estimators' integer parameters: anything but an
+    integer >= 1 (a bool is not one) is a ValueError naming it, not coerced; a numpy
+    integer is an integer."""
+    X, y = _data(5, n=20)
+    with pytest.raises(ValueError, match=rf"chunk_size={bad!r} must be an integer >= 1"):
+        run_online(CWClassifier(), X, y, chunk_size=bad)
+    res = run_online(CWClassifier(), X, y, chunk_size=np.int64(7))
+    assert res.n_mistakes == run_online(CWClassifier(), X, y, chunk_size=1).n_mistakes
+
+
 def test_run_online_needs_an_online_learner():
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler

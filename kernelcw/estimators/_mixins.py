@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ._input import validate_X
@@ -30,6 +31,23 @@ def margin_proba(f: np.ndarray, v: np.ndarray) -> np.ndarray:
     return multiclass_proba(f, v)
 
 
+def _has_proba(est) -> bool:
+    """``predict_proba`` is there unless the kernel is "precomputed" (the parameter, or
+    the fitted model's kernel): it needs each input's margin variance v = a k(x, x) +
+    k' Pi k, and rows of K(X, X_train) do not hold k(x, x). ``available_if`` turns the
+    AttributeError into a missing method, as SVC's is for ``probability=False``."""
+    fitted = est.__dict__.get("_engine")
+    if (isinstance(est.kernel, str) and est.kernel == "precomputed") or (
+        fitted is not None and fitted.spec.form == "dual" and fitted.spec.kernel.precomputed
+    ):
+        raise AttributeError(
+            "predict_proba is not available with kernel='precomputed': it needs the margin "
+            "variance a k(x, x) + k' Pi k of each input, and rows of K(X, X_train) do not "
+            "hold k(x, x) (decision_function and predict work)"
+        )
+    return True
+
+
 class PredictionMixin:
     """decision_function, predict, predict_proba and the primal attributes."""
 
@@ -47,6 +65,7 @@ class PredictionMixin:
         with self._engine.lock:
             return self._engine.decision(X), self._engine.margin_variance(X)
 
+    @available_if(_has_proba)
     def predict_proba(self, X):
         """Probability of each class under the model's Gaussian N(mu, Sigma) over weights.
 
@@ -56,7 +75,8 @@ class PredictionMixin:
         model's own beliefs, not calibrated frequencies (wrap the estimator in
         ``CalibratedClassifierCV`` for those), and with v varying between inputs they do not
         rank inputs as ``decision_function`` does. Never exactly 0 or 1 unless v = 0: see
-        :mod:`kernelcw.estimators._proba`.
+        :mod:`kernelcw.estimators._proba`. Not available with ``kernel="precomputed"``
+        (rows of K(X, X_train) do not hold k(x, x), which v needs).
 
         Returns
         -------
