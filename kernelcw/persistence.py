@@ -33,6 +33,7 @@ import zipfile
 import zlib
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import __version__
 from ._atomic import write_atomically
@@ -386,6 +387,8 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
         seed, block = eng.get("seed"), eng.get("block_size")
         if type(seed) is not int or not 0 <= seed < 2**63 or type(block) is not int or block < 1:
             raise bad("the dual engine's seed and block_size must be integers >= 0, >= 1")
+        if block > 2**20:  # (work buffers are block_size x block_size)
+            raise bad(f"the dual engine's block_size {block} is beyond 2**20")
         spec.seed, spec.block_size = seed, block
     K = spec.n_models
     counters = []
@@ -394,6 +397,8 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
         shape = () if K == 1 else (K,)
         if arr is None or arr.shape != shape or arr.dtype.kind not in "iu" or np.any(arr < 0):
             raise bad(f"{c} must be non-negative integers of shape {shape}")
+        if np.any(arr > 2**62):  # (a stream's counts; more would wrap while learning)
+            raise bad(f"{c} must be at most 2**62")
         counters.append(int(arr) if K == 1 else arr.astype(np.int64))
     names = arrays.get("feature_names_in_")
     if names is not None and (names.shape != (d,) or names.dtype.kind != "U"):
@@ -402,7 +407,7 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
     _check_engine_state(spec, state, bad)
     try:
         engine = engine_class(spec.form).from_state(spec, state)
-        probe = with_intercept(np.zeros((1, d)), spec)  # the rebuilt engine must predict
+        probe = with_intercept(sp.csr_matrix((1, d)), spec)  # the rebuilt engine predicts
         f = engine.decision(probe)
         # (with kernel="precomputed" no variance without k(x, x) of the probe)
         precomputed = spec.kernel is not None and spec.kernel.precomputed
@@ -418,63 +423,40 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
 
 
 def _check_engine_state(spec, state: dict[str, np.ndarray], bad) -> None:
-    """Plain numeric arrays whose shapes fit the parameters (the primal forms in full;
-    the dual form's support rows and counts here, the rest by its ``from_state``)."""
+    """Plain numeric arrays whose shapes fit the parameters: the primal forms here, the
+    dual form by :func:`kernelcw.engines.dual.state_check.check_state` (its store,
+    slots, factor forms and counters)."""
+    from .engines.dual.state_check import check_state
+
     K, d = spec.n_models, spec.n_features
     for k, v in state.items():
         if v.dtype.kind not in "biuf":
             raise bad(f"engine.{k} has dtype {v.dtype}, not a numeric one")
-        if v.dtype.kind == "f" and not np.all(np.isfinite(v)) and spec.form != "dual":
+    if spec.form == "dual":
+        if _shape(state, "n_models") != () or int(state["n_models"]) != K:
+            raise bad(f"engine.n_models must be {K} (the classes' binary models)")
+        try:
+            check_state(spec, state)
+        except ValueError as e:
+            raise bad(str(e)) from None
+        return
+    for k, v in state.items():
+        if v.dtype.kind == "f" and not np.all(np.isfinite(v)):
             raise bad(f"engine.{k} holds NaN or infinity")
+    shapes = {"mean": (K, d), "variance": (K, d)}
     if spec.form == "primal_full":
         shapes = {"mean": (K, d), "covariance": (K, d, d)}
-    elif spec.form == "primal_diag":
-        shapes = {"mean": (K, d), "variance": (K, d)}
-    else:
-        shapes = {"n_models": ()}
-        kind = state.get("store.kind")
-        if kind is not None and kind.shape == () and int(kind) == 1:
-            shapes["store.rows"] = (int(state.get("store.n", -1)), d)
     for k, shape in shapes.items():
         if k not in state:
             raise bad(f"member engine.{k} is missing")
         if state[k].shape != shape:
             raise bad(f"engine.{k} has shape {state[k].shape}; the parameters need {shape}")
-    if spec.form == "dual" and int(state["n_models"]) != K:
-        raise bad(f"engine.n_models is {int(state['n_models'])}; the classes need {K}")
-    if spec.form == "dual":
-        if "store.shape" in state and (
-            state["store.shape"].shape != (2,) or int(state["store.shape"][1]) != d
-        ):
-            raise bad(f"engine.store.shape must be (n, {d})")
-        n_store = int(state["store.n"]) if state.get("store.n", np.zeros(1)).shape == () else -1
-        for k in range(K):
-            n = _check_dual_model(state, f"model{k}.", n_store, bad)
-            if spec.budget is not None and n > spec.budget:  # (buffers hold the budget)
-                raise bad(f"model {k} holds {n} support vectors; the budget is {spec.budget}")
+    if spec.form == "primal_full":
+        S = state["covariance"]
+        diag = np.diagonal(S, axis1=1, axis2=2)
+        if np.any(diag <= 0.0) or np.abs(S - S.transpose(0, 2, 1)).max() > 1e-10 * diag.max():
+            raise bad("engine.covariance must be symmetric with a positive diagonal")
 
 
-#: The dual forms' arrays of the support set's length n (each axis n, or 0 where the
-#: form or policy keeps none); the "oldest" queue form keeps whole buffers.
-_SLOTS = ("idx", "entry", "kap")
-
-
-def _check_dual_model(state: dict[str, np.ndarray], prefix: str, n_store: int, bad) -> int:
-    """One dual model's arrays: slots pointing into the store, arrays of length n;
-    returns n."""
-    idx = state.get(prefix + "idx")
-    if idx is None or idx.ndim != 1:
-        raise bad(f"engine.{prefix}idx is missing or not a vector")
-    n = idx.shape[0]
-    if n and (idx.dtype.kind not in "iu" or idx.min() < 0 or idx.max() >= n_store):
-        raise bad(f"engine.{prefix}idx must index the {n_store} stored support inputs")
-    queue = prefix + "nO" in state
-    for key, arr in state.items():
-        if not key.startswith(prefix) or arr.ndim == 0:
-            continue
-        name = key[len(prefix) :]
-        if queue and name not in _SLOTS + ("zeta", "qv"):
-            continue
-        if any(m not in (n, 0) for m in arr.shape) or (name in _SLOTS and arr.shape != (n,)):
-            raise bad(f"engine.{key} has shape {arr.shape}; the model has {n} support vectors")
-    return n
+def _shape(state, key: str):
+    return state[key].shape if key in state else None

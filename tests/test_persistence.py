@@ -433,7 +433,7 @@ def test_arrays_that_do_not_fit_the_parameters(tmp_path):
         kernelcw.load(path)
     path = _saved(tmp_path)
     _rewrite(path, arrays_edit=lambda a: a.update({"engine.model0.form": np.array(99)}))
-    with pytest.raises(ValueError, match="dual engine's arrays are inconsistent"):
+    with pytest.raises(ValueError, match="form 99 is a factor form this version .* not know"):
         kernelcw.load(path)
     path = _saved(tmp_path)
     _rewrite(path, arrays_edit=lambda a: a.update(n_updates_=np.array(-1)))
@@ -478,6 +478,85 @@ def test_save_refuses_parameters_the_model_was_not_learnt_with(tmp_path):
     back = kernelcw.load(_saved(tmp_path, est))
     assert back.C == 0.25
     _assert_same(back, est, X)
+
+
+def _set(key, index, value):
+    """An arrays edit: arrays[key][index] = value (a new 0-d array for index None)."""
+
+    def edit(a):
+        if index is None:
+            a[key] = np.array(value, dtype=a[key].dtype if key in a else np.int64)
+        else:
+            a[key] = a[key].copy()
+            a[key][index] = value
+
+    return edit
+
+
+_RBF = dict(kernel="rbf")
+#: (model, arrays edit, the message): hand edits a fuzzer of kernelcw.load found that
+#: crashed the process (the sparse store), loaded NaN silently, or failed later with
+#: ZeroDivisionError, OverflowError, IndexError, MemoryError or a numpy message.
+_EDITS = {
+    "csr indices out of range": (
+        ("arow", dict(_RBF), True), _set("engine.store.indices", 0, 2**31 - 1),
+        r"engine.store.indices must lie in \[0, 4\)"),
+    "csr indptr beyond the data": (
+        ("arow", dict(_RBF), True), _set("engine.store.indptr", 1, 1000), "engine.store.indptr"),
+    "csr indptr falling": (
+        ("arow", dict(_RBF), True), _set("engine.store.indptr", 2, 0), "engine.store.indptr"),
+    "NaN in nu": (("pa1", dict(_RBF), False), _set("engine.model0.nu", 0, np.nan),
+                  "engine.model0.nu holds NaN"),
+    "NaN in r": (("scw1", dict(_RBF), False), _set("engine.model0.r", 0, np.nan),
+                 "engine.model0.r holds NaN"),
+    "zeta zero": (("scw1", dict(kernel="rbf", budget=5, budget_policy="oldest"), False),
+                  _set("engine.model0.zeta", 0, 0.0), "engine.model0.zeta must be positive"),
+    "kap negative": (("scw1", dict(_RBF), False), _set("engine.model0.kap", 0, -1.0),
+                     "negative k"),
+    "clock overflowing": (("scw1", dict(_RBF), False), _set("engine.model0.clock", None, 2**63 - 1),
+                          "engine.model0.clock must be an integer"),
+    "n_seen below the store": (("scw1", dict(_RBF), False), _set("engine.store.n_seen", None, 1),
+                               "engine.store.n must be an integer"),
+    "store position negative": (("scw1", dict(_RBF), False), _set("engine.store.pos", 0, -3),
+                                "engine.store.pos must lie in"),
+    "capacity huge": (("scw1", dict(_RBF), False), _set("engine.model0.capacity", None, 10**9),
+                      "engine.model0.capacity must be an integer"),
+    "Gram diagonal zero": (
+        ("scw1", dict(kernel="rbf", budget=5, budget_policy="project", budget_batch=3), False),
+        _set("engine.model0.G", (0, 0), 0.0), "G's diagonal must be the kap"),
+    "asymmetric covariance": (("arow", {}, False), _set("engine.covariance", (0, 0, 1), 5.0),
+                              "engine.covariance must be symmetric"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(_EDITS))
+def test_hand_edited_states_are_a_value_error_at_load(case, tmp_path):
+    (name, params, sparse), edit, message = _EDITS[case]
+    path = _saved(tmp_path, make(name, **params).fit(*_data(60, sparse=sparse)))
+    _rewrite(path, arrays_edit=edit)
+    with pytest.raises(ValueError, match=message):
+        kernelcw.load(path)
+
+
+def test_form_that_the_rule_or_budget_cannot_have_is_refused(tmp_path):
+    """A second-order factor form under a first-order estimator (renamed in the JSON),
+    and a budgeted form whose budget was removed: a ValueError at load, not a
+    ZeroDivisionError or TypeError at the next partial_fit; and a counter near int64's
+    limit, which wrapped negative while learning."""
+    path = _saved(tmp_path, make("scw1", kernel="rbf").fit(*_data()))
+    _rewrite(path, lambda m: m.update(estimator="PAClassifier", params={"kernel": "rbf"}))
+    with pytest.raises(ValueError, match="form 0 is a second-order form; the rule is first"):
+        kernelcw.load(path)
+    path = _saved(
+        tmp_path, make("scw1", kernel="rbf", budget=5, budget_policy="oldest").fit(*_data())
+    )
+    _rewrite(path, lambda m: m["params"].update(budget=None))
+    with pytest.raises(ValueError, match="form 2 is a budgeted form; the model has no budget"):
+        kernelcw.load(path)
+    path = _saved(tmp_path, make("arow").fit(*_data()))
+    _rewrite(path, arrays_edit=_set("n_updates_", None, 2**63 - 1))
+    with pytest.raises(ValueError, match="n_updates_ must be at most 2"):
+        kernelcw.load(path)
 
 
 def test_invalid_or_unknown_parameters(tmp_path):
