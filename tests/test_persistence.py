@@ -559,6 +559,23 @@ def test_form_that_the_rule_or_budget_cannot_have_is_refused(tmp_path):
         kernelcw.load(path)
 
 
+@pytest.mark.parametrize(
+    "edit", [dict(kernel="poly"), dict(degree=2, kernel="poly"), dict(fit_intercept=False)]
+)
+def test_kernel_parameters_edited_in_the_file_are_refused(edit, tmp_path):
+    """A kernel, degree or intercept edited in the JSON no longer gives the k(x, x) the
+    state holds at its support vectors: a ValueError at load, where the model used to
+    load and fail later (not positive semi-definite, or LinAlgError)."""
+    if "degree" in edit:
+        est = make("scw1", kernel="poly", degree=3, coef0=1.0)
+    else:  # (the tests' default is fit_intercept=False: tests/conftest.py)
+        est = make("scw1", kernel="linear", mode="dual", fit_intercept=True)
+    path = _saved(tmp_path, est.fit(*_data(60)))
+    _rewrite(path, lambda m: m["params"].update(edit))
+    with pytest.raises(ValueError, match="kap is not k\\(x, x\\) .* learnt with another kernel"):
+        kernelcw.load(path)
+
+
 def test_invalid_or_unknown_parameters(tmp_path):
     path = _saved(tmp_path)
     _rewrite(path, lambda m: m["params"].update(r=-1.0))

@@ -56,6 +56,35 @@ def check_state(spec, state: dict[str, np.ndarray]) -> None:
         n = _check_model(spec, state, f"model{k}.", n_store, n_seen, block)
         if spec.budget is not None and n > spec.budget:  # (the buffers hold the budget)
             raise ValueError(f"model {k} holds {n} support vectors; the budget is {spec.budget}")
+    _check_self_kernels(spec, state)
+
+
+def _check_self_kernels(spec, state) -> None:
+    """Each model's k(x, x) at its support vectors (kap) is what the kernel of the
+    parameters gives on the stored rows: a kernel, degree, coef0 or intercept that is
+    not the one the state was learnt with shows here (callables and precomputed
+    matrices keep no way to recompute it)."""
+    kernel = spec.kernel
+    kind = int(state["store.kind"])
+    if kernel is None or kernel.precomputed or kernel._f is not None or kind == 0:
+        return
+    n, d = int(state["store.n"]), spec.n_features
+    if kind == 1:
+        rows = state["store.rows"]
+    else:
+        import scipy.sparse as sp
+
+        arrays = (state["store.data"], state["store.indices"], state["store.indptr"])
+        rows = sp.csr_matrix(arrays, shape=(n, d))
+    diag = kernel.diag(rows)
+    for k in range(spec.n_models):
+        idx, kap = state[f"model{k}.idx"], state[f"model{k}.kap"]
+        if idx.size and not np.allclose(kap, diag[idx], rtol=1e-9, atol=1e-12 * diag.max()):
+            raise ValueError(
+                f"engine.model{k}.kap is not k(x, x) of the stored support vectors under "
+                f"kernel {kernel.name!r} with these parameters: the state was learnt with "
+                "another kernel"
+            )
 
 
 def _check_store(spec, state) -> tuple[int, int]:
