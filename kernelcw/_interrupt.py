@@ -9,6 +9,7 @@ computations stay interruptible: only the commit is guarded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -18,7 +19,7 @@ try:  # the C module under ``signal``: the same calls without the enum conversio
 except ImportError:  # pragma: no cover - an interpreter without it
     _sig = signal
 
-__all__ = ["deferred_interrupt"]
+__all__ = ["deferred_interrupt", "restore_on_error"]
 
 
 class deferred_interrupt:  # noqa: N801 - used as a function: ``with deferred_interrupt():``
@@ -51,3 +52,22 @@ class deferred_interrupt:  # noqa: N801 - used as a function: ``with deferred_in
                 previous(signal.SIGINT, None)  # Python's default raises KeyboardInterrupt
             elif previous == signal.SIG_DFL:  # pragma: no cover - a process without Python's
                 os.kill(os.getpid(), signal.SIGINT)
+
+
+@contextlib.contextmanager
+def restore_on_error(obj, before: dict | None = None):
+    """On any error or interrupt inside, ``obj``'s attributes go back to ``before``
+    (default: as on entry), Ctrl-C held back while they do: a call that builds a new
+    state aside (a ``fit``, a first ``partial_fit``) and fails part-way leaves the
+    object as it was."""
+    if before is None:
+        before = obj.__dict__.copy()
+    try:
+        yield
+    except BaseException:
+        with deferred_interrupt():
+            d = obj.__dict__
+            for k in [k for k in d if k not in before]:
+                del d[k]
+            d.update(before)
+        raise

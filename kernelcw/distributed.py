@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clo
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._interrupt import restore_on_error
 from .combination import METHODS, combine
 from .estimators._base import CWEstimator
 
@@ -150,16 +151,17 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     def fit(self, X, y, classes=None):
         """Learn from the parts of (X, y) from scratch, ``n_epochs`` passes."""
         self._check_params()
-        # names and width recorded here: the parts learn arrays, in these columns' order
-        validate_data(self, _columns_of(X), reset=True, skip_check_array=True)
-        template = clone(self.estimator)
-        with _Session(self.client) as client:
-            parts = self._parts(client, X, y)
-            classes = self._classes(client, y, classes)
-            model = None
-            for epoch in range(self.n_epochs):
-                model = self._epoch(client, template, model, parts, classes, epoch == 0)
-            self._finish(client.gather(model), len(parts))
+        with restore_on_error(self):  # a failed fit keeps the names and model it had
+            # names and width recorded here: the parts learn arrays, in these columns' order
+            validate_data(self, _columns_of(X), reset=True, skip_check_array=True)
+            template = clone(self.estimator)
+            with _Session(self.client) as client:
+                parts = self._parts(client, X, y)
+                classes = self._classes(client, y, classes)
+                model = None
+                for epoch in range(self.n_epochs):
+                    model = self._epoch(client, template, model, parts, classes, epoch == 0)
+                self._finish(client.gather(model), len(parts))
         return self
 
     def partial_fit(self, X, y, classes=None):
@@ -167,16 +169,17 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         (the shared-prior rule relative to it); the first call starts from the prior."""
         self._check_params()
         fitted = hasattr(self, "combined_")
-        validate_data(self, _columns_of(X), reset=not fitted, skip_check_array=True)
-        with _Session(self.client) as client:
-            parts = self._parts(client, X, y)
-            if fitted:  # the parts learn arrays, already checked against the names
-                start = client.scatter(_without_names(self.combined_), hash=False)
-                model = self._epoch(client, None, start, parts, self.classes_, False)
-            else:
-                classes = self._classes(client, y, classes)
-                model = self._epoch(client, clone(self.estimator), None, parts, classes, True)
-            self._finish(client.gather(model), len(parts))
+        with restore_on_error(self):  # a failed first call records no names
+            validate_data(self, _columns_of(X), reset=not fitted, skip_check_array=True)
+            with _Session(self.client) as client:
+                parts = self._parts(client, X, y)
+                if fitted:  # the parts learn arrays, already checked against the names
+                    start = client.scatter(_without_names(self.combined_), hash=False)
+                    model = self._epoch(client, None, start, parts, self.classes_, False)
+                else:
+                    classes = self._classes(client, y, classes)
+                    model = self._epoch(client, clone(self.estimator), None, parts, classes, True)
+                self._finish(client.gather(model), len(parts))
         return self
 
     def _epoch(self, client, template, start, parts, classes, first: bool):

@@ -133,6 +133,11 @@ def test_feature_names_are_recorded_at_fit_and_checked_after(client):
     clf.partial_fit(df, y)  # the start travels without names: the parts learn arrays
     assert_same_state(clf.combined_, sequential(est, split(X, y, 2), "kl", start=ref))
     assert clf.combined_.feature_names_in_.tolist() == list("abcde")
+    bad = pd.DataFrame(np.vstack([X[:, :4], np.full((1, 4), np.nan)]), columns=list("pqrs"))
+    with pytest.raises(ValueError, match="NaN"):  # a failed refit keeps names and model
+        clf.fit(bad, np.r_[y, 0])
+    assert clf.feature_names_in_.tolist() == list("abcde") and clf.n_features_in_ == 5
+    clf.partial_fit(df, y)
     clf.fit(X, y)
     assert not hasattr(clf, "feature_names_in_")
     assert not hasattr(clf.combined_, "feature_names_in_")

@@ -115,3 +115,45 @@ def test_estimators_fitted_in_parallel_threads_equal_sequential_fits():
     for est, make in zip(parallel, makers, strict=True):
         ref = make().fit(X, y)
         np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))
+
+
+def test_a_failed_first_call_does_not_drop_a_call_that_waited_for_it():
+    """Thread A's first partial_fit fails inside its kernel while thread B, which found
+    the model started, waits for it: B then starts the model itself, and the estimator
+    ends as B's data alone would make it (A's failure leaves nothing behind, and
+    drops nothing of B's)."""
+    rng = np.random.default_rng(3)
+    XA, XB = rng.normal(size=(20, 3)), rng.normal(size=(30, 3))
+    XA[:, 0] = 99.0  # the kernel recognises A's rows
+    yA, yB = rng.integers(0, 2, 20), rng.integers(0, 2, 30)
+    b_started = threading.Event()
+
+    def kernel(A, B):
+        if np.any(A[:, 0] == 99.0) or np.any(B[:, 0] == 99.0):
+            b_started.wait(5.0)
+            threading.Event().wait(0.2)  # B reaches the engine's lock meanwhile
+            raise ValueError("A's rows are refused")
+        return np.exp(-0.5 * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+
+    est = AROWClassifier(kernel=kernel)
+    errors = {}
+
+    def run(name, X, y):
+        try:
+            if name == "B":
+                b_started.set()
+            est.partial_fit(X, y, classes=[0, 1])
+        except Exception as e:  # noqa: BLE001 - recorded for the assertions
+            errors[name] = e
+
+    a = threading.Thread(target=run, args=("A", XA, yA))
+    a.start()
+    threading.Event().wait(0.05)
+    b = threading.Thread(target=run, args=("B", XB, yB))
+    b.start()
+    a.join()
+    b.join()
+    assert "B" not in errors and "refused" in str(errors["A"])
+    ref = AROWClassifier(kernel=kernel).partial_fit(XB, yB, classes=[0, 1])
+    np.testing.assert_array_equal(est.decision_function(XB), ref.decision_function(XB))
+    assert est.n_updates_ == ref.n_updates_

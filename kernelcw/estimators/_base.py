@@ -8,7 +8,6 @@ fitted attributes are the mixins of :mod:`._mixins`.
 
 from __future__ import annotations
 
-import contextlib
 import operator
 import threading
 import warnings
@@ -17,7 +16,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 
-from .._interrupt import deferred_interrupt
+from .._interrupt import deferred_interrupt, restore_on_error
 from ..engines import build_engine
 from ..engines.base import learn_or_stabilise
 from ..rules import VAR_FLOOR
@@ -95,7 +94,7 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         papers; ``n_mistakes_`` counts the mistakes over all passes.
         """
         checked = check_params(self)
-        with _all_or_nothing(self):  # a failed or interrupted fit keeps the model it had
+        with restore_on_error(self):  # a failed or interrupted fit keeps the model it had
             X, y, classes_, spec = self._validate(X, y, None, True, checked, square=True)
             self._start(classes_, spec)
             Y = self._label_matrix(y)
@@ -136,12 +135,17 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
                 starts = not hasattr(self, "classes_")
                 if starts:
                     before = self.__dict__.copy()
-                    with _all_or_nothing(self, before):
-                        X, y, classes_, spec = self._validate(X, y, classes, True, checked)
+                    with restore_on_error(self, before):
+                        Xv, yv, classes_, spec = self._validate(X, y, classes, True, checked)
                         self._start(classes_, spec)
+                    engine = self._engine
+                    engine.lock.acquire()  # calls that continue it wait for this one
             if starts:  # learning holds the engine's lock only
-                with _all_or_nothing(self, before):  # a failed first call: still unfitted
-                    return self._learn(X, self._label_matrix(y), checked[0])
+                try:  # a failed first call leaves the estimator unfitted
+                    with restore_on_error(self, before):
+                        return self._learn(Xv, self._label_matrix(yv), checked[0])
+                finally:
+                    engine.lock.release()
         self._check_structure()
         if checked[1] != self._engine.spec.form:
             raise ValueError(
@@ -149,8 +153,11 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
                 f"{_engine_word(checked[1])} engine but this model was started in the "
                 f"{_engine_word(self._engine.spec.form)} one; call fit to start over"
             )
-        X, y, _, _ = self._validate(X, y, classes, False, checked)
-        return self._learn(X, self._label_matrix(y), checked[0])
+        Xv, yv, _, _ = self._validate(X, y, classes, False, checked)
+        try:
+            return self._learn(Xv, self._label_matrix(yv), checked[0])
+        except _Dropped:  # the model's first call failed while this one waited for it
+            return self.partial_fit_margins(X, y, classes)
 
     def _checked_params(self):
         """:func:`kernelcw.spec.check_params` of the current parameters, reused while they
@@ -254,6 +261,8 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         values before each update."""
         engine = self._engine
         with engine.lock:  # learning and prediction on one model never interleave
+            if self.__dict__.get("_engine") is not engine:
+                raise _Dropped  # (a failed first call, waited for, left it unfitted)
             engine.set_rule(rule)  # eta, C, r may be set_params'd between calls
             checkpoint = engine.checkpoint(X)
             floored = self.n_variance_floored_
@@ -301,22 +310,8 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         return tags
 
 
-@contextlib.contextmanager
-def _all_or_nothing(est, before: dict | None = None):
-    """On any error or interrupt inside, ``est``'s attributes go back to ``before``
-    (default: as on entry), so a ``fit`` or first ``partial_fit`` that fails part-way
-    leaves the model it had (a fit builds a new engine: the old one is not touched)."""
-    if before is None:
-        before = est.__dict__.copy()
-    try:
-        yield
-    except BaseException:
-        with deferred_interrupt():
-            d = est.__dict__
-            for k in [k for k in d if k not in before]:
-                del d[k]
-            d.update(before)
-        raise
+class _Dropped(Exception):
+    """The engine a call waited for was dropped: the model's first call failed."""
 
 
 _PLAIN = frozenset((int, float, str, bool, type(None)))

@@ -91,7 +91,7 @@ def _check_store(spec, state) -> tuple[int, int]:
     """The support store: (its row count, the inputs seen)."""
     d = spec.n_features
     n_seen = _int(state, "store.n_seen", 0, COUNT_MAX)
-    n = _int(state, "store.n", 0, n_seen)
+    n = _int(state, "store.n", 0, COUNT_MAX)  # (more than n_seen after passes of a fit)
     _ints_in(state, "store.pos", 0, max(n_seen, 1), (n,))
     kind = _int(state, "store.kind", 0, 2)
     precomputed = spec.kernel is not None and spec.kernel.precomputed
@@ -126,7 +126,7 @@ def _check_model(spec, state, prefix: str, n_store: int, n_seen: int, block: int
         raise ValueError(f"engine.{prefix}idx must index the {n_store} stored support inputs")
     clock = _int(state, prefix + "clock", n, COUNT_MAX)
     _ints_in(state, prefix + "entry", 0, max(clock, 1), (n,))
-    cap_max = 2 * (n_seen + block) + 64  # what growth allocates for the inputs seen
+    cap_max = 2 * (n_store + n_seen + block) + 64  # what growth allocates at most
     if form == PANELS:
         _int(state, prefix + "capacity", n, cap_max)
     if form == QUEUE:
