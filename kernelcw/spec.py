@@ -76,17 +76,38 @@ class EngineSpec:
         return self.rule.a
 
     def memory_bytes(self) -> int:
-        """The state's size before any support vector (the primal forms' whole size):
-        K d^2 doubles for full covariances, 2 K d for diagonal ones, and for the
-        dual form, if bounded, the budget's worth of factor (or nu/Pi) and the copy
-        a call keeps to undo itself (2 B^2 doubles per model)."""
+        """The memory a model needs at most (the primal forms' whole size): K d^2
+        doubles for full covariances, 2 K d for diagonal ones, and for the dual form,
+        if bounded, ``(c K + p) B^2`` doubles: c B^2 kept per model (factor or nu/Pi,
+        Gram caches, the spare a call's rollback copies into) and p B^2 of one call's
+        temporaries, by the form the budget binds into (:data:`DUAL_MEMORY`), plus a
+        block's worth (``8 K B b + 16 b^2``, which dominates only at small budgets)."""
         K, d = self.n_models, self.n_features
         if self.form == "primal_full":
             return K * d * d * 8 + K * d * 8
         if self.form == "primal_diag":
             return 2 * K * d * 8
         B = self.budget or 0
-        return 2 * K * B * B * 8
+        if self.budget_batch > 1:
+            form = "pruned-project" if self.budget_policy == "project" else "pruned"
+        else:
+            form = {"oldest": "queue", "random": "lazy"}.get(self.budget_policy, "explicit")
+        kept, call = DUAL_MEMORY[form]
+        b = self.block_size or 256  # a block's kernel rows and b x b work arrays besides
+        return int((kept * K + call) * B * B * 8 + (8 * K * B * b + 16 * b * b) * 8)
+
+
+#: (kept per model, one call's peak) in B^2 doubles for each form a binding budget
+#: leaves a dual model in: engine.nbytes after the budget bound, and tracemalloc's
+#: peak over a call of 300 rounds, at B = 300 (AROW, RBF, every round updating),
+#: rounded up (tests/test_budget_memory.py checks them at B = 150).
+DUAL_MEMORY = {
+    "queue": (6.0, 9.5),  # "oldest": blocks and their rollback copies
+    "lazy": (3.0, 3.0),  # "random"
+    "explicit": (3.2, 3.0),  # "smallest", "project" (Pi, the inverse Gram matrix, G)
+    "pruned": (2.2, 5.5),  # budget_batch > 1
+    "pruned-project": (3.2, 8.5),
+}
 
 
 def memory_limit() -> int | None:
