@@ -262,7 +262,7 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "combined_")
         return self.combined_.predict(X)
 
-    @available_if(lambda self: _has_proba(self))
+    @available_if(lambda self: _has_proba(self))  # (defined below the class)
     def predict_proba(self, X):
         check_is_fitted(self, "combined_")
         return self.combined_.predict_proba(X)

@@ -432,17 +432,17 @@ def _check_engine_state(spec, state: dict[str, np.ndarray], bad) -> None:
     for k, v in state.items():
         if v.dtype.kind not in "biuf":
             raise bad(f"engine.{k} has dtype {v.dtype}, not a numeric one")
+        if v.dtype.kind == "f" and not np.all(np.isfinite(v)):
+            raise bad(f"engine.{k} holds NaN or infinity")
     if spec.form == "dual":
-        if _shape(state, "n_models") != () or int(state["n_models"]) != K:
+        n_models = state.get("n_models")
+        if n_models is None or n_models.shape != () or int(n_models) != K:
             raise bad(f"engine.n_models must be {K} (the classes' binary models)")
         try:
             check_state(spec, state)
         except ValueError as e:
             raise bad(str(e)) from None
         return
-    for k, v in state.items():
-        if v.dtype.kind == "f" and not np.all(np.isfinite(v)):
-            raise bad(f"engine.{k} holds NaN or infinity")
     shapes = {"mean": (K, d), "variance": (K, d)}
     if spec.form == "primal_full":
         shapes = {"mean": (K, d), "covariance": (K, d, d)}
@@ -456,7 +456,3 @@ def _check_engine_state(spec, state: dict[str, np.ndarray], bad) -> None:
         diag = np.diagonal(S, axis1=1, axis2=2)
         if np.any(diag <= 0.0) or np.abs(S - S.transpose(0, 2, 1)).max() > 1e-10 * diag.max():
             raise bad("engine.covariance must be symmetric with a positive diagonal")
-
-
-def _shape(state, key: str):
-    return state[key].shape if key in state else None

@@ -153,15 +153,12 @@ def multiclass_proba(F: np.ndarray, V: np.ndarray) -> np.ndarray:
         (np.flatnonzero(smooth), _GH_T.size, _hermite),
         (np.flatnonzero(~smooth), (_BASE.size + 4 * K) * _NODES.size, _quadrature),
     ):
-        step = _BLOCK_FLOATS // (K * K * nodes)
-        for lo in range(0, rows.size, max(1, step)):
-            r = rows[lo : lo + max(1, step)]
-            if step:
-                P[r] = rule(F[r], S[r])
-                continue
-            # one row's K x K x nodes floats exceed the block (the quadrature's K^3
-            # nodes: 800 MB at K = 80): its classes in groups of K x nodes each
-            per = max(1, _BLOCK_FLOATS // (K * nodes))
+        step = max(1, _BLOCK_FLOATS // (K * K * nodes))
+        for lo in range(0, rows.size, step):
+            r = rows[lo : lo + step]
+            # all classes at once, unless one row's K x K x nodes floats exceed the block
+            # (the quadrature's K^3 nodes: 800 MB at K = 80): then groups of classes
+            per = max(1, _BLOCK_FLOATS // (r.size * K * nodes))
             for c0 in range(0, K, per):
                 P[r, c0 : c0 + per] = rule(F[r], S[r], np.arange(c0, min(K, c0 + per)))
     tot = P.sum(axis=1, keepdims=True)

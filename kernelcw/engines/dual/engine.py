@@ -131,6 +131,7 @@ class DualEngine(Locked):
         n_upd, n_mis, n_fl = np.zeros((3, K), dtype=np.int64)
         b = self._ctx.block_size
         d = 0 if self.spec.kernel.precomputed else X.shape[1]
+        mercer = not self._ctx.known_psd  # (a callable, or a precomputed matrix)
         with BlasThreads() as threads:  # the BLAS threads of each block (kernelcw._threads)
             for lo in range(0, n, b):
                 hi = min(n, lo + b)
@@ -139,18 +140,13 @@ class DualEngine(Locked):
                 cols = positions[lo:hi]
                 Kbb, kap = store.kernel_block(XB, cols)
                 Ks = store.kernel_store(XB)
-                mercer = not self._ctx.known_psd  # (a callable, or a precomputed matrix)
                 if mercer:
-                    check_mercer(Kbb, kap, kap, cols, cols, self.spec.kernel.name)
+                    self._check_mercer(Kbb, kap, Ks, cols)
                 entered: list[np.ndarray] = []
                 slots: list[np.ndarray] = []
                 for k in range(K):
                     yk = np.ascontiguousarray(Y[lo:hi, k])
-                    form = self.forms[k]
-                    blk = BlockData(_rows(Ks, form), Kbb, kap, yk)
-                    if mercer and form.n:
-                        pos = store.pos[form.idx]
-                        check_mercer(blk.K0, form.kap, kap, pos, cols, self.spec.kernel.name)
+                    blk = BlockData(_rows(Ks, self.forms[k]), Kbb, kap, yk)
                     f_blk, src, ks, nfl = self._walk_model(k, blk, cols, n - hi)
                     out[lo:hi, k] = f_blk
                     if hi - lo == 1:  # one row (a call per row): no array temporaries
@@ -163,6 +159,19 @@ class DualEngine(Locked):
                     slots.append(ks)
                 self._place(XB, cols, entered, slots)
         return LearnResult(out, n_upd, n_mis, n_fl)
+
+    def _check_mercer(self, Kbb, kap, Ks, cols) -> None:
+        """:func:`.status.check_mercer` on a block's own kernel and, once for every
+        model, on its kernel against the stored support vectors (their k(x, x) from the
+        models' slots; a row no model holds is not read)."""
+        name = self.spec.kernel.name
+        check_mercer(Kbb, kap, kap, cols, cols, name)
+        n = Ks.shape[0]
+        if n:
+            kap_store = np.full(n, np.inf)  # (inf: a row no model uses never breaks it)
+            for f in self.forms:
+                kap_store[f.idx] = f.kap
+            check_mercer(Ks, kap_store, kap, self.store.pos[:n], cols, name)
 
     def _walk_model(self, k: int, blk: BlockData, cols: np.ndarray, rows_after: int):
         """Walk one block for model k, switching its form where a budget binds.

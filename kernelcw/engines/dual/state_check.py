@@ -3,7 +3,7 @@
 :func:`kernelcw.load` runs :func:`check_state` on a file's arrays: shapes that fit the
 parameters and the support size, indices in range (the sparse store's CSR arrays
 included: scipy and the compiled walks trust them), the values the forms assume
-(finite numbers, positive step weights ``zeta``, non-negative self-kernels ``kap``,
+(positive step weights ``zeta``, non-negative self-kernels ``kap``,
 counters in range, buffer capacities bounded by the inputs seen), and a factor form
 the rule and the budget allow. A state that broke one of these crashed the process,
 divided by zero, exhausted memory or predicted NaN silently later. Each error names
@@ -13,6 +13,8 @@ the member (``engine.<key>``).
 from __future__ import annotations
 
 import numpy as np
+
+from .store import SupportStore
 
 __all__ = ["check_state"]
 
@@ -42,11 +44,9 @@ def _ints_in(state, key: str, lo: int, hi: int, shape) -> np.ndarray:
 
 
 def check_state(spec, state: dict[str, np.ndarray]) -> None:
-    """ValueError naming the member if ``state`` (a :meth:`DualEngine.state_dict`,
-    dtypes already plain numbers) does not fit ``spec`` or breaks an invariant."""
-    for k, v in state.items():
-        if v.dtype.kind == "f" and not np.all(np.isfinite(v)):
-            raise ValueError(f"engine.{k} holds NaN or infinity")
+    """ValueError naming the member if ``state`` (a :meth:`DualEngine.state_dict`
+    whose arrays the caller found plain and finite numbers) does not fit ``spec`` or
+    breaks an invariant."""
     for flag in ("factor_only", "nu_pi_models"):
         if flag in state:
             _int(state, flag, 0, 1)
@@ -68,14 +68,8 @@ def _check_self_kernels(spec, state) -> None:
     kind = int(state["store.kind"])
     if kernel is None or kernel.precomputed or kernel._f is not None or kind == 0:
         return
-    n, d = int(state["store.n"]), spec.n_features
-    if kind == 1:
-        rows = state["store.rows"]
-    else:
-        import scipy.sparse as sp
-
-        arrays = (state["store.data"], state["store.indices"], state["store.indptr"])
-        rows = sp.csr_matrix(arrays, shape=(n, d))
+    store = {k[len("store.") :]: v for k, v in state.items() if k.startswith("store.")}
+    rows = SupportStore.from_state(kernel, store).rows  # (its arrays checked above)
     diag = kernel.diag(rows)
     for k in range(spec.n_models):
         idx, kap = state[f"model{k}.idx"], state[f"model{k}.kap"]
