@@ -109,6 +109,13 @@ def fits():
         'dual budget: AROW RBF "random" B=3000, 4000 x 50': lambda: AROWClassifier(
             kernel="rbf", budget=3000, budget_policy="random", random_state=0
         ).fit(Xb, yb),
+        # the batch-pruned form (budget_batch > 1): its block solves and banded-QR
+        # prunes are BLAS-3 calls that "auto" sizes by the solve (n^2 b)
+        'dual budget: AROW RBF "smallest" B=3000, budget_batch=375, 4000 x 50': lambda: (
+            AROWClassifier(
+                kernel="rbf", budget=3000, budget_policy="smallest", budget_batch=375
+            ).fit(Xb, yb)  # fmt: skip
+        ),
     }
 
 
