@@ -239,11 +239,11 @@ class DualEngine(Locked):
         largest call is one ``Pi K`` per sub-block (n_k^2 64): between those calls it
         works input by input in compiled code while BLAS's idle threads busy-wait, and
         with the other core busy BLAS's threads made a fit at B = 3000 1.36x slower than
-        one thread (``python -m benchmarks under_load``). The lazy form (.lazy) is counted
-        alike: between a walk's solves it works input by input too, and its purges are
-        a dozen band-sized LAPACK calls; with BLAS's threads, a fit at B = 3000 took
-        5.0-6.7 s against 1.1-1.6 s on one thread with the other core busy (timed by
-        hand)."""
+        one thread (``python -m benchmarks under_load``). The batch-pruned and lazy forms
+        (.pruned, .lazy) are counted alike: between their solves they work input by
+        input too, and their prunes are band-sized LAPACK calls; with BLAS's threads,
+        fits at B = 3000 took 1.48x ("random") and 1.83x ("smallest", q = 375) the time
+        on one thread with the other core busy (the same command, session 11)."""
         big = 0.0
         for f in self.forms:
             per_input = learning and f.learns_per_input

@@ -76,7 +76,6 @@ class LazyForm(PrunedForm):
 
     name = "lazy"
     code = 4
-    learns_per_input = True  # between its walks' solves; its purges are band-sized
 
     def __init__(self, policy: str, budget: int, batch: int, seed: int):
         if policy != "random" or batch != 1:

@@ -127,6 +127,12 @@ class PrunedForm(Form):
 
     name = "pruned"
     code = 3
+    #: Between its block solves it walks input by input and prunes in band-sized
+    #: LAPACK calls: with BLAS's threads ("auto" sized it by the solve) a fit at
+    #: B = 3000, budget_batch = 375 took 1.83x one thread with the other core busy
+    #: (``python -m benchmarks under_load``), so it learns on one thread, as the lazy
+    #: form and the blocked nu/Pi walk do.
+    learns_per_input = True
 
     def __init__(self, policy: str, budget: int, batch: int, seed: int):
         super().__init__()
