@@ -260,3 +260,31 @@ def test_dual_attributes_run_under_the_setting_and_restore(
     assert Pi.shape == (nu.shape[-1], nu.shape[-1])
     assert seen == [inside, inside]
     assert _blas_threads() == [2, 2]
+
+
+def test_a_form_switched_mid_block_learns_under_its_own_thread_choice(two_threads, monkeypatch):
+    """The block's threads are chosen for the forms at its start; when a budget binds
+    part-way and the model continues in the batch-pruned form (which learns on one
+    thread), the rest of the block, its first prune included, runs on one thread, not
+    on the threads chosen for the append-only form's large solve."""
+    import kernelcw._threads as threads_module
+    from kernelcw.engines.dual import pruned
+
+    # the append-only solve at the binding block's start (n >= 14: n^2 b >= 3136) above
+    # the threshold; the pruned form's per-input n^2 <= 961 and its kernel block
+    # (stored rows x b x d <= 60 x 16) below it
+    monkeypatch.setattr(threads_module, "AUTO_MIN_FLOPS", 3000.0)
+    seen = []
+    real = pruned.PrunedForm._prune
+
+    def spy(self, a, ks):
+        seen.append(_blas_threads())
+        return real(self, a, ks)
+
+    monkeypatch.setattr(pruned.PrunedForm, "_prune", spy)
+    X, y = _data(300, d=1)
+    est = AROWClassifier(kernel="rbf", budget=30, budget_batch=5, block_size=16)
+    with kernelcw.config_context(blas_threads="auto"):
+        est.fit(X, y)
+    assert est._engine.factor_forms() == ["pruned"]
+    assert seen and all(s == [1, 1] for s in seen), seen

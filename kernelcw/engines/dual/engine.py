@@ -22,6 +22,8 @@ semi-definite, and learning raises a ``ValueError`` naming it.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from numba import njit
 
@@ -147,7 +149,8 @@ class DualEngine(Locked):
                 for k in range(K):
                     yk = np.ascontiguousarray(Y[lo:hi, k])
                     blk = BlockData(_rows(Ks, self.forms[k]), Kbb, kap, yk)
-                    f_blk, src, ks, nfl = self._walk_model(k, blk, cols, n - hi)
+                    retune = partial(self._retune, threads, hi - lo, d)
+                    f_blk, src, ks, nfl = self._walk_model(k, blk, cols, n - hi, retune)
                     out[lo:hi, k] = f_blk
                     if hi - lo == 1:  # one row (a call per row): no array temporaries
                         n_mis[k] += (f_blk[0] >= 0.0) != (yk[0] > 0.0)
@@ -173,8 +176,13 @@ class DualEngine(Locked):
                 kap_store[f.idx] = f.kap
             check_mercer(Ks, kap_store, kap, self.store.pos[:n], cols, name)
 
-    def _walk_model(self, k: int, blk: BlockData, cols: np.ndarray, rows_after: int):
-        """Walk one block for model k, switching its form where a budget binds.
+    def _retune(self, threads: BlasThreads, b: int, d: int) -> None:
+        """The block's BLAS threads chosen again for the forms as they are now."""
+        threads.block(self._call_flops(b, d, learning=True))
+
+    def _walk_model(self, k: int, blk: BlockData, cols: np.ndarray, rows_after: int, retune):
+        """Walk one block for model k, switching its form where a budget binds (then
+        ``retune()``: the threads chosen for the old form need not suit the new one).
         Returns (f, the block inputs that entered, each slot's kernel source after
         the block, floored rounds)."""
         ctx = self._ctx
@@ -195,6 +203,7 @@ class DualEngine(Locked):
                 break
             form, ks = on_budget(form, ctx, ks, b - w.index)
             self.forms[k] = form
+            retune()
             t0 = w.index
         if w.status != OK:
             row = int(cols[w.index]) if w.index >= 0 else -1
