@@ -117,7 +117,7 @@ def blas_libraries() -> list:
 
 _lock = threading.Lock()
 _active = 0  # BlasThreads limits entered and not yet left, in all Python threads
-_base: list = []  # (library, its thread count) before the first of them was entered
+_base: list = []  # (get, set, the thread count) of each library before the first was entered
 
 
 def _setter(lib):
@@ -127,6 +127,31 @@ def _setter(lib):
     the main thread was a no-op, and fits ran with all threads (4-30x slower on a busy
     machine). The limit of an engine call must hold whichever thread makes it."""
     return getattr(lib, "_real_set_num_threads", lib.set_num_threads)
+
+
+_handles: list | None = None
+
+
+def _pools() -> list:
+    """(library, get, set) for each BLAS library: for OpenBLAS its own C functions,
+    the symbols threadpoolctl calls (resolved once: through threadpoolctl's methods a
+    one-row ``partial_fit`` spent about 2 us per call looking them up again), else
+    threadpoolctl's methods."""
+    global _handles
+    if _handles is None:
+        out = []
+        for lib in blas_libraries():
+            get, put = lib.get_num_threads, _setter(lib)
+            symbol = getattr(lib, "_get_symbol", None)
+            if getattr(lib, "internal_api", None) == "openblas" and symbol is not None:
+                omp = getattr(lib, "threading_layer", None) == "openmp"
+                fast_get = symbol("omp_get_max_threads" if omp else "openblas_get_num_threads")
+                fast_put = symbol("omp_set_num_threads" if omp else "openblas_set_num_threads")
+                if fast_get is not None and fast_put is not None:
+                    get, put = fast_get, fast_put
+            out.append((lib, get, put))
+        _handles = out
+    return _handles
 
 
 class BlasThreads:
@@ -153,10 +178,10 @@ class BlasThreads:
         self._now = None
         if mode is None:
             return self
-        libs = blas_libraries()
+        pools = _pools()
         with _lock:
             if _active == 0:
-                _base = [(lib, lib.get_num_threads()) for lib in libs]
+                _base = [(get, put, get()) for _, get, put in pools]
             _active += 1
         if mode == "auto":
             self.block(self._flops)
@@ -174,10 +199,10 @@ class BlasThreads:
         """n threads in every library; 0: each library's count before any limit."""
         if n == self._now:
             return
-        for lib, base in _base:
+        for get, put, base in _base:
             want = base if n == 0 else n
-            if want is not None and lib.get_num_threads() != want:
-                _setter(lib)(want)
+            if want is not None and get() != want:
+                put(want)
         self._now = n
 
     def __exit__(self, *exc) -> None:
@@ -187,7 +212,7 @@ class BlasThreads:
         with _lock:
             _active -= 1
             if _active == 0:
-                for lib, base in _base:
-                    if base is not None and lib.get_num_threads() != base:
-                        _setter(lib)(base)
+                for get, put, base in _base:
+                    if base is not None and get() != base:
+                        put(base)
         self._now = None
