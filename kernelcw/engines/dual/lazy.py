@@ -49,24 +49,11 @@ from ...budget import splitmix64_uniform
 from .form import Walked, entered_inputs
 from .lazy_block import append_rows, lazy_products
 from .pruned import STAIR_GROUP, PrunedForm
-from .queue import Candidates, QueueRows, queue_walk
+from .queue import Candidates, QueueRows, part_size, queue_walk
 from .status import OK, STOP
 from .steps import Block
 
 __all__ = ["STAIR_GROUP", "LazyForm", "part_size"]
-
-
-def part_size(n: int) -> int:
-    """Inputs per walk of a model of n support vectors: ``(2 n^2)^(1/3)``, at least 16
-    (43 at n = 200, 126 at n = 1000, 318 at n = 4000; a walk also ends with its
-    block). A walk's low-rank correction costs O(D^2) scalar work per input with D
-    leavers so far, its purge moves about n^2 / 2 numbers and makes a dozen LAPACK
-    calls whose efficiency grows with D. Timed by hand (SCW-I fits of 8,000 rows at
-    B = 200-2000, and AROW at B = 4000 with every round removing), against walks of
-    1, 1.5 and 3 times this length: these were 2-20 % faster than the shorter ones
-    and as fast as the longer ones; whole blocks of 256 at B = 200 several times
-    slower."""
-    return max(16, round((2.0 * n * n) ** (1.0 / 3.0)))
 
 
 class LazyForm(PrunedForm):

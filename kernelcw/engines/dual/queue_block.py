@@ -44,15 +44,15 @@ def gather_kernels(K0, Kbb, ks, t0, t1):
 
 
 @njit(cache=True)
-def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, c):
-    """For block inputs t0.. on the support ``ks`` (row ks of K0, or for ks < 0 block
+def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1, c):
+    """For block inputs t0..t1-1 on the support ``ks`` (row ks of K0, or for ks < 0 block
     input -1-ks), with the factor buffers ``bufs = (LO, LNO, LN, rO, rN)`` (O rows
     nO, N rows nN) and ``c`` candidates: (K0c, Kss, WO, X, G, rW, P0, H0, rho0), W0
     split at O | N as :meth:`.queue.QueueForm.forward` makes it and the candidates'
     products of :class:`.queue.Candidates`. ``fns``: a :class:`kernelcw._blas.TriBlas`."""
     LO, LNO, LN, rO, rN = bufs
-    bs = Kbb.shape[0] - t0
-    K0c, Kss = gather_kernels(K0, Kbb, ks, t0, t0 + bs)
+    bs = t1 - t0
+    K0c, Kss = gather_kernels(K0, Kbb, ks, t0, t1)
     # W0 = L^-1 K0 over [O, N] (forward)
     WO = K0c[:nO].copy()
     trsm_lower_left_c(fns, LO[:nO, :nO], WO, False)
