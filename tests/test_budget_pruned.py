@@ -290,7 +290,9 @@ def test_stabilised_call_that_fails_again_leaves_the_model_unchanged(monkeypatch
 
     X, y = _hard_streams()["contradictory"]
     est = _hard_est("stdev", "smallest", "cholesky", 1)
-    est.fit(X[:60], y[:60])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # v floored (drift): this stream's
+        est.fit(X[:60], y[:60])
     assert est._engine.factor_forms() == ["explicit"]
     before = {k: v.copy() for k, v in est._engine.state_dict().items()}
     counts = (est.n_updates_, est.n_mistakes_)

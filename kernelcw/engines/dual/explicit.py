@@ -256,7 +256,7 @@ class ExplicitForm(Form):
         if self.blocked and B is not None:
             dw = self._dw
             if dw is None or dw.Kold.shape[0] < cap:
-                dw = self._dw = deferred_scratch(self.capacity, self.policy.tracks_kinv)
+                dw = self._dw = deferred_scratch(self.capacity, self.policy.tracks_kinv, B)
             res = deferred_walk(data, t0, sup, n_now, self.clock, rec, ctx.rule, psd_tol,
                                 scr, undo, dw)  # fmt: skip
         else:
