@@ -37,7 +37,7 @@ from scipy.linalg import solve_triangular
 from ... import _blas, _cholupdate
 from ...rules import VAR_FLOOR
 from .form import Form, Walked, entered_inputs
-from .queue_block import append_rows, block_products, drop_columns
+from .queue_block import append_rows, block_products, drop_oldest, drop_slots
 from .queue_state import (
     QueueCheckpoint,
     load_queue_state,
@@ -231,6 +231,46 @@ def assemble_precision(KO, nO, KNO, KN, nN, kap, perm, a, zeta, out):
         out[i, i] = a * kap[si] + 1.0 / zeta[i]
 
 
+@njit(cache=True)
+def queue_part(fns, bufs, sizes, data, rule, slots, f_blk):
+    """One walk of :meth:`QueueForm._walk_part` in one compiled call (from Python, the
+    products, the walk's records and the rows' bookkeeping were two dozen small numpy
+    calls: a third of a one-row ``partial_fit``). Block inputs t0..t1-1 on the
+    support ``ks``: :func:`.queue_block.block_products`, :func:`queue_walk` (margins
+    into ``f_blk[t0:t1]``) and, unless it failed, the rows it appended written into the
+    buffers (:func:`.queue_block.append_rows`). ``bufs = (LO, LNO, KNO, LN, rO, rN)``,
+    ``sizes = (nO, nN, t0, t1, c, budget, clock)``, ``data = (K0, Kbb, kap, y)`` (the
+    block's), ``slots = (entry, kap, zeta, qv, ks)``. Returns (QueueResult, the block
+    inputs that entered, the slots after the append: new arrays if rows were appended,
+    as rollback needs, else the same)."""
+    LO, LNO, KNO, LN, rO, rN = bufs
+    nO, nN, t0, t1, c, budget, clock = sizes
+    K0, Kbb, kap_blk, y_blk = data
+    entry, kap, zeta, qv, ks = slots
+    K0c, Kss, WO, X, G, rW, P0, H0, rho0 = block_products(
+        fns, (LO, LNO, LN, rO, rN), nO, nN, K0, Kbb, ks, t0, t1, c
+    )
+    bs = t1 - t0
+    rows = QueueRows(np.empty((bs, bs)), np.empty(bs), np.empty(bs), np.empty(bs),
+                     np.empty(bs), np.empty(bs, dtype=np.int64), np.empty((bs, c)))  # fmt: skip
+    cand = Candidates(P0, H0, rho0, np.full(c, -1, dtype=np.int64))
+    kap_t, y_t = kap_blk[t0:t1], y_blk[t0:t1]
+    blk = Block(G, np.ascontiguousarray(rW[:, 0]), Kss, kap_t, y_t)
+    res = queue_walk(blk, cand, rule, nO + nN, budget, rows, f_blk[t0:t1])
+    u = res.n_new
+    S = rows.src[:u]
+    if u == 0 or (res.status != OK and res.status != STOP):
+        return res, S + t0, slots
+    a = rule.a
+    append_rows((LNO, KNO, LN, rN), nO, nN, a, S, rows.E, rows.Ld, rows.rn, WO, X, K0c, Kss)
+    entry = np.concatenate((entry, clock + np.arange(u)))
+    kap = np.concatenate((kap, kap_t[S]))
+    zeta = np.concatenate((zeta, rows.zt[:u]))
+    qv = np.concatenate((qv, rows.qn[:u]))
+    ks = np.concatenate((ks, -1 - (t0 + S)))
+    return res, S + t0, (entry, kap, zeta, qv, ks)
+
+
 class QueueForm(Form):
     """The queue (module docstring); ``zeta`` and ``qv`` (g / zeta) by slot."""
 
@@ -372,7 +412,7 @@ class QueueForm(Form):
             if res.status not in (OK, STOP):
                 return Walked(entered_inputs(entered), ks, nfl, t0 + res.index, res.status)
             if S.size:
-                entered.append(t0 + S)
+                entered.append(S)
             if res.status == STOP:
                 t0 += res.index
                 ks = self.rebuild(ctx, ks)
@@ -384,54 +424,28 @@ class QueueForm(Form):
 
     def _walk_part(self, ctx, blk, t0: int, t1: int, ks: np.ndarray, f_blk: np.ndarray):
         """One walk over block inputs t0..t1-1, or to the next rebuild; the new rows
-        appended and the leavers dropped. Returns (QueueResult, ks, new rows' inputs
-        relative to t0)."""
-        a, B = ctx.a, ctx.budget
+        appended and the leavers dropped. Returns (QueueResult, ks, the block inputs
+        of the new rows)."""
+        B = ctx.budget
         bs = t1 - t0
         nO, nN = self.nO, self.nN
-        n = nO + nN
         if nN + bs > self.LN.shape[0]:
             self._alloc(nN + bs + max(16, nN // 2))
-        c = min(nO, bs, max(0, n + bs - B))
-        # W0 = L^-1 K0 over [O, N] (leavers included), G, rW and the candidates' products
-        bufs = (self.LO, self.LNO, self.LN, self.rO, self.rN)
-        K0c, Kss, WO, X, G, rW, P0, H0, rho0 = block_products(
-            _blas.TRI_BLAS, bufs, nO, nN, blk.K0, blk.Kbb, ks, t0, t1, c
-        )
-        cand = Candidates(P0, H0, rho0, np.full(c, -1, dtype=np.int64))
-        rows = QueueRows(
-            np.empty((bs, bs)),
-            *(np.empty(bs) for _ in range(4)),
-            np.empty(bs, dtype=np.int64),
-            np.empty((bs, c)),
-        )
-        f_sub = np.empty(bs)
-        kap, y = np.ascontiguousarray(blk.kap[t0:t1]), np.ascontiguousarray(blk.y[t0:t1])
-        walk_blk = Block(G, np.ascontiguousarray(rW[:, 0]), Kss, kap, y)
-        res = queue_walk(walk_blk, cand, ctx.rule, n, B, rows, f_sub)
-        f_blk[t0:t1] = f_sub
-        S = rows.src[: res.n_new]
+        c = min(nO, bs, max(0, nO + nN + bs - B))
+        bufs = (self.LO, self.LNO, self.KNO, self.LN, self.rO, self.rN)
+        slots = (self.entry, self.kap, self.zeta, self.qv, ks)
+        sizes = (nO, nN, t0, t1, c, B, self.clock)
+        data = (blk.K0, blk.Kbb, blk.kap, blk.y)
+        res, S, slots = queue_part(_blas.TRI_BLAS, bufs, sizes, data, ctx.rule, slots, f_blk)
         if res.status not in (OK, STOP):
             return res, ks, S
-        if res.n_new:
-            ks = self._append_rows(a, rows, res.n_new, WO, X, K0c, Kss, kap, t0, ks)
+        if res.n_new:  # new slot arrays (a checkpoint holds the old ones)
+            self.nN = nN + res.n_new
+            self.clock += res.n_new
+            self.entry, self.kap, self.zeta, self.qv, ks = slots
         if res.deaths:
             ks = self._drop_oldest(res.deaths, ks)
         return res, ks, S
-
-    def _append_rows(self, a, rows, u, WO, X, K0c, Kss, kap, t0, ks) -> np.ndarray:
-        """The u new rows extend the factor of everything at the block's start."""
-        nO, nN = self.nO, self.nN
-        S = rows.src[:u]
-        bufs = (self.LNO, self.KNO, self.LN, self.rN)
-        append_rows(bufs, nO, nN, a, S, rows.E, rows.Ld, rows.rn, WO, X, K0c, Kss)
-        self.nN = nN + u
-        self.entry = np.concatenate([self.entry, self.clock + np.arange(u)])
-        self.clock += u
-        self.kap = np.concatenate([self.kap, kap[S]])
-        self.zeta = np.concatenate([self.zeta, rows.zt[:u]])
-        self.qv = np.concatenate([self.qv, rows.qn[:u]])
-        return np.concatenate([ks, -1 - (t0 + S)])
 
     def _drop_oldest(self, D: int, ks: np.ndarray) -> np.ndarray:
         """O's last D rows (the D oldest) leave: L_O truncated, L_N refactored with
@@ -439,16 +453,16 @@ class QueueForm(Form):
         nO, nN = self.nO, self.nN
         nO2 = nO - D
         save_leading(self, nO2, nO)
+        slots = (self.entry, self.kap, self.zeta, self.qv, ks)
         if D <= _cholupdate.GIVENS_MAX_RANK:  # (a few: one compiled call, the same steps)
             bufs = (self.LN, self.LNO, self.rO, self.rN)
-            drop_columns(_blas.TRI_BLAS, bufs, nN, nO2, nO, self.qv[nO:])
+            slots = drop_oldest(_blas.TRI_BLAS, bufs, nN, nO2, nO, slots)
         else:
             _cholupdate.tpqrt_update(self.LN[:nN, :nN], self.LNO[:nN, nO2:nO])
             self.LNO[:nN, nO2:nO] = 0.0
+            slots = drop_slots(slots, nO2, nO)
         self.nO = nO2
-        keep = np.concatenate((np.arange(nO2), np.arange(nO, ks.shape[0])))
-        self.entry, self.kap = self.entry[keep], self.kap[keep]
-        self.zeta, self.qv, ks = self.zeta[keep], self.qv[keep], ks[keep]
+        self.entry, self.kap, self.zeta, self.qv, ks = slots
         if D > _cholupdate.GIVENS_MAX_RANK:
             self.refresh_rN(self.qv[nO2:])
         return ks

@@ -10,7 +10,9 @@ Here they are one compiled call making the same BLAS calls with the same argumen
 (:func:`kernelcw._blas.trsm_lower_left_c`, :func:`kernelcw._blas.gemm_sub_c`), so
 the results are the same to the bit. Likewise the rows a walk appends are written
 into the buffers by one compiled call (:func:`append_rows`), not eight numpy ones,
-and the oldest leave in one (:func:`drop_columns`), not five.
+and the oldest leave the buffers and the slot arrays in one (:func:`drop_oldest`),
+not a dozen. :func:`.queue.queue_part` makes the products, the walk and the append
+in one call.
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ from numba import njit
 from ..._blas import gemm_sub_c, trsm_lower_left_c
 from ..._cholupdate import givens_update
 
-__all__ = ["append_rows", "block_products", "drop_columns", "gather_kernels"]
+__all__ = [
+    "append_rows",
+    "block_products",
+    "drop_columns",
+    "drop_oldest",
+    "drop_slots",
+    "gather_kernels",
+]
 
 
 @njit(cache=True)
@@ -139,3 +148,29 @@ def drop_columns(fns, bufs, nN, nO2, nO, qN):
         rN[i, 0] = qN[i]
     gemm_sub_c(fns, -1.0, LNO[:nN, :nO2], rO[:nO2], 1.0, rN[:nN], False)
     trsm_lower_left_c(fns, LN[:nN, :nN], rN[:nN], False)
+
+
+@njit(cache=True)
+def _without(x, lo, hi):
+    """A new array: ``x`` without its entries lo..hi-1."""
+    out = np.empty(x.shape[0] - (hi - lo), dtype=x.dtype)
+    out[:lo] = x[:lo]
+    out[lo:] = x[hi:]
+    return out
+
+
+@njit(cache=True)
+def drop_slots(slots, lo, hi):
+    """The slot arrays ``(entry, kap, zeta, qv, ks)`` without slots lo..hi-1 (O's
+    leavers), as new arrays (a checkpoint holds the old ones)."""
+    entry, kap, zeta, qv, ks = slots
+    return (_without(entry, lo, hi), _without(kap, lo, hi), _without(zeta, lo, hi),
+            _without(qv, lo, hi), _without(ks, lo, hi))  # fmt: skip
+
+
+@njit(cache=True)
+def drop_oldest(fns, bufs, nN, nO2, nO, slots):
+    """:func:`drop_columns` (with q_N from the slots' ``qv``) and :func:`drop_slots`
+    in one compiled call: the few oldest, O's rows nO2..nO-1, leave."""
+    drop_columns(fns, bufs, nN, nO2, nO, slots[3][nO:])
+    return drop_slots(slots, nO2, nO)
