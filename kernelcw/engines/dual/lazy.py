@@ -47,11 +47,10 @@ import numpy as np
 from ... import _blas
 from ...budget import splitmix64_uniform
 from .form import Walked, entered_inputs
-from .lazy_block import append_rows, lazy_products
+from .lazy_block import lazy_part
 from .pruned import STAIR_GROUP, PrunedForm
-from .queue import Candidates, QueueRows, part_size, queue_walk
+from .queue import part_size
 from .status import OK, STOP
-from .steps import Block
 
 __all__ = ["STAIR_GROUP", "LazyForm", "part_size"]
 
@@ -92,7 +91,7 @@ class LazyForm(PrunedForm):
             if res.status == STOP:  # pragma: no cover - a walk knows all its leavers
                 raise RuntimeError("the lazy form's walk ran out of leavers")
             if S.size:
-                entered.append(t0 + S)
+                entered.append(S)
             t0 = t1
         return Walked(entered_inputs(entered), ks, nfl, -1, OK)
 
@@ -121,36 +120,24 @@ class LazyForm(PrunedForm):
         return np.array(slots, dtype=np.int64), np.array(new, dtype=np.int64)
 
     def _walk_part(self, ctx, blk, t0: int, t1: int, ks: np.ndarray, f_blk: np.ndarray):
-        a, B = ctx.a, ctx.budget
-        bs = t1 - t0
+        """One walk of block inputs t0..t1-1 (:func:`.lazy_block.lazy_part`) and the
+        purge of its leavers. Returns (QueueResult, ks, the block inputs of the new
+        rows)."""
+        B = ctx.budget
         n = self.n  # n + bs <= budget + part_size(budget) < capacity
-        V, new = self._candidates(n, bs, B)
-        c = V.shape[0]
-        Kss, W, G, rW, P0, H0, rho0 = lazy_products(
-            _blas.TRI_BLAS, self.L, self.r, blk.K0, blk.Kbb, ks, t0, t1, V, new, STAIR_GROUP
+        V, new = self._candidates(n, t1 - t0, B)
+        bufs = (self.L, self.r, self.qv, self.zeta)
+        sizes = (n, t0, t1, B, self.clock, STAIR_GROUP)
+        data = (blk.K0, blk.Kbb, blk.kap, blk.y)
+        slots = (self.entry, self.kap, ks)
+        res, S, slots = lazy_part(
+            _blas.TRI_BLAS, bufs, sizes, data, ctx.rule, (V, new), slots, f_blk
         )
-        rows = QueueRows(
-            np.empty((bs, bs)),
-            *(np.empty(bs) for _ in range(4)),
-            np.empty(bs, dtype=np.int64),
-            np.empty((bs, c)),
-        )
-        f_sub = np.empty(bs)
-        kap, y = blk.kap[t0:t1], blk.y[t0:t1]
-        res = queue_walk(
-            Block(G, rW, Kss, kap, y), Candidates(P0, H0, rho0, new), ctx.rule, n, B, rows, f_sub
-        )
-        f_blk[t0:t1] = f_sub
-        u = res.n_new
-        S = rows.src[:u].copy()
         if res.status not in (OK, STOP):
             return res, ks, S
-        if u:
-            append_rows((self.L, self.r, self.qv, self.zeta), n, a, W, rows, u)
-            self.entry = np.concatenate([self.entry, self.clock + np.arange(u)])
-            self.clock += u
-            self.kap = np.concatenate([self.kap, kap[S]])
-            ks = np.concatenate([ks, -1 - (t0 + S)])
+        if res.n_new:  # new slot arrays (a checkpoint holds the old ones)
+            self.clock += res.n_new
+            self.entry, self.kap, ks = slots
         if res.deaths:
             ks = self._purge(np.sort(V[: res.deaths]), ks)
         return res, ks, S

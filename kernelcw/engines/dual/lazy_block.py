@@ -4,7 +4,8 @@
 numpy operations; a one-row ``partial_fit`` with a budget of a few hundred spent most
 of its time in their Python and dispatch overhead. Here they are one compiled call
 each, making the same BLAS calls (:func:`kernelcw._blas.trsm_lower_left_c`,
-:func:`kernelcw._blas.gemm_sub_c`), as :mod:`.queue_block` does for the queue form.
+:func:`kernelcw._blas.gemm_sub_c`), as :mod:`.queue_block` does for the queue form;
+:func:`lazy_part` makes the products, the walk and the append in one call.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ from numba import njit
 
 from ..._blas import gemm_sub_c, trsm_lower_left_c
 from ..._cholupdate import givens_update
+from .queue import Candidates, QueueRows, queue_walk
 from .queue_block import gather_kernels
+from .status import OK, STOP
+from .steps import Block
 
 __all__ = [
     "append_rows",
     "compact_rows",
     "copy_lower",
+    "lazy_part",
     "lazy_products",
     "purge_rows",
     "refresh_r",
@@ -163,3 +168,40 @@ def append_rows(bufs, n, a, W, rows, u):
         r[i] = rows.rn[k]
         qv[i] = rows.qn[k]
         zeta[i] = rows.zt[k]
+
+
+@njit(cache=True)
+def lazy_part(fns, bufs, sizes, data, rule, cands, slots, f_blk):
+    """One walk of :meth:`.lazy.LazyForm._walk_part` in one compiled call (from Python,
+    the walk's records and the rows' bookkeeping were a dozen small numpy calls):
+    block inputs t0..t1-1 on the support ``ks``, :func:`lazy_products`,
+    :func:`.queue.queue_walk` (margins into ``f_blk[t0:t1]``) and, unless it failed,
+    the rows it appended written into the buffers (:func:`append_rows`).
+    ``bufs = (L, r, qv, zeta)``, ``sizes = (n, t0, t1, budget, clock, group)``,
+    ``data = (K0, Kbb, kap, y)`` (the block's), ``cands = (V, new)`` (the walk's
+    leavers, :meth:`.lazy.LazyForm._candidates`), ``slots = (entry, kap, ks)``.
+    Returns (QueueResult, the block inputs that entered, the slots after the append:
+    new arrays if rows were appended, as rollback needs, else the same)."""
+    n, t0, t1, budget, clock, group = sizes
+    K0, Kbb, kap_blk, y_blk = data
+    V, new = cands
+    entry, kap, ks = slots
+    Kss, W, G, rW, P0, H0, rho0 = lazy_products(
+        fns, bufs[0], bufs[1], K0, Kbb, ks, t0, t1, V, new, group
+    )
+    bs = t1 - t0
+    c = V.shape[0]
+    rows = QueueRows(np.empty((bs, bs)), np.empty(bs), np.empty(bs), np.empty(bs),
+                     np.empty(bs), np.empty(bs, dtype=np.int64), np.empty((bs, c)))  # fmt: skip
+    kap_t, y_t = kap_blk[t0:t1], y_blk[t0:t1]
+    blk = Block(G, rW, Kss, kap_t, y_t)
+    res = queue_walk(blk, Candidates(P0, H0, rho0, new), rule, n, budget, rows, f_blk[t0:t1])
+    u = res.n_new
+    S = rows.src[:u]
+    if u == 0 or (res.status != OK and res.status != STOP):
+        return res, S + t0, slots
+    append_rows(bufs, n, rule.a, W, rows, u)
+    entry = np.concatenate((entry, clock + np.arange(u)))
+    kap = np.concatenate((kap, kap_t[S]))
+    ks = np.concatenate((ks, -1 - (t0 + S)))
+    return res, S + t0, (entry, kap, ks)
