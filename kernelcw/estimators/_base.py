@@ -164,8 +164,10 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         stay the same (same types and equal values) and are all plain scalars or strings:
         a call of ``partial_fit`` on one row spent a tenth of its time re-checking them.
         Any other value (a callable kernel, a RandomState, ...) is checked every call."""
-        key = _params_key(self)
         cached = self.__dict__.get("_checked_for")
+        if cached is not None and _same_objects(_param_getter(type(self)), self, cached[0][1]):
+            return cached[1]  # the same (immutable) objects as the cached ones: the same key
+        key = _params_key(self)
         if key is not None and cached is not None and cached[0] == key:
             return cached[1]
         checked = check_params(self)
@@ -222,8 +224,7 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         began = self.__dict__.get("_began_with")
         if began is None:
             return ""
-        d = self.__dict__
-        if all(d.get(k, _MISSING) is v for k, v in began.items()):
+        if tuple(began) == STRUCTURAL and _same_objects(_STRUCTURE, self, _STRUCTURE(began)):
             return ""  # the same objects (every call of a stream): nothing changed
         now = self._structure()
         changed = [
@@ -252,8 +253,11 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
 
     def _label_matrix(self, y) -> np.ndarray:
         """(n, K) targets in {-1, +1} for the K binary models."""
-        if len(self.classes_) == 2:
-            return np.where(y == self.classes_[1], 1.0, -1.0)[:, None]
+        classes_ = self.classes_
+        if len(classes_) == 2:
+            if y.shape[0] == 1 and y.dtype == classes_.dtype:  # a row: numpy's scalar ==
+                return np.array([[1.0 if y[0] == classes_[1] else -1.0]])
+            return np.where(y == classes_[1], 1.0, -1.0)[:, None]
         return np.where(y[:, None] == self.classes_[None, :], 1.0, -1.0)
 
     def _learn(self, X, Y, rule, positions=None) -> np.ndarray:
@@ -316,17 +320,31 @@ class _Dropped(Exception):
 
 _PLAIN = frozenset((int, float, str, bool, type(None)))
 _PARAM_NAMES: dict[type, operator.itemgetter] = {}
-_MISSING = object()
+_STRUCTURE = operator.itemgetter(*STRUCTURAL)
+
+
+def _param_getter(cls) -> operator.itemgetter:
+    """The class's parameters, in order, from an instance's ``__dict__``."""
+    getter = _PARAM_NAMES.get(cls)
+    if getter is None:  # scikit-learn reads the signature with inspect on every call
+        getter = _PARAM_NAMES[cls] = operator.itemgetter(*cls._get_param_names())
+    return getter
+
+
+def _same_objects(getter: operator.itemgetter, est, values: tuple) -> bool:
+    """Whether ``getter(est.__dict__)`` are the very objects ``values`` (False if one
+    is not set as an attribute): two cheap C calls where every call of a stream passes."""
+    try:
+        return all(map(operator.is_, getter(est.__dict__), values))
+    except KeyError:
+        return False
 
 
 def _params_key(est) -> tuple | None:
     """The parameters as a hashable key, (their types, their values) in the class's
     parameter order, or None if one is not a plain scalar or string (whose checks could
     depend on more than its value)."""
-    cls = type(est)
-    getter = _PARAM_NAMES.get(cls)
-    if getter is None:  # scikit-learn reads the signature with inspect on every call
-        getter = _PARAM_NAMES[cls] = operator.itemgetter(*cls._get_param_names())
+    getter = _param_getter(type(est))
     try:
         values = getter(est.__dict__)
     except KeyError:  # a parameter not set as an attribute: check it every call

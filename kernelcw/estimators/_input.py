@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
@@ -60,7 +61,27 @@ def _extremes(X) -> tuple[float, float] | None:
     v = _values(X)
     if v.size == 0:
         return None
+    if v.size <= _SMALL and v.dtype == np.float64:  # (a row or a few: one compiled pass)
+        return _max_min(v)
     return float(v.max()), float(v.min())
+
+
+#: Values up to which :func:`_extremes` takes one compiled pass: numpy's max and min
+#: cost about 1.4 us each for a row, most of it the reductions' setup.
+_SMALL = 4096
+
+
+@njit(cache=True)
+def _max_min(v):
+    """(max, min) of v, both NaN if any value is (numpy's max and min propagate NaN)."""
+    hi = -np.inf
+    lo = np.inf
+    for x in v.flat:
+        if x != x:
+            return np.nan, np.nan
+        hi = max(hi, x)
+        lo = min(lo, x)
+    return hi, lo
 
 
 def _first_overflowing_row(X, a: float, extremes=None) -> int:
@@ -191,9 +212,8 @@ def validate_training(est, X, y, classes, first_call: bool, square: bool = False
     if anything fails, ``n_features_in_`` and ``feature_names_in_``, which
     ``validate_data(reset=True)`` writes, are put back.
     """
-    saved = {
-        k: est.__dict__[k] for k in ("n_features_in_", "feature_names_in_") if k in est.__dict__
-    }
+    d = est.__dict__
+    saved = {k: d[k] for k in ("n_features_in_", "feature_names_in_") if k in d}
     try:
         plain = None if first_call else _plain_arrays(est, X, y)
         if plain is None:
@@ -279,6 +299,8 @@ def resolve_classes(est, y, classes, first_call: bool) -> np.ndarray:
         if y.dtype == classes_.dtype and y.dtype.kind in "iub" and y.shape[0] <= 8:
             # a row or a few (a call per row): Python's exact comparisons of ints
             known = classes_.tolist()
+            if all(v in known for v in y.tolist()):
+                return classes_
             unknown = np.array(sorted({v for v in y.tolist() if v not in known}), y.dtype)
         elif y.dtype == classes_.dtype and y.dtype.kind in "iub":
             # classes_ is sorted and unique: a binary search of y itself (no np.unique
