@@ -24,10 +24,10 @@ from numba import njit
 
 from ..._blas import sym_mv, sym_r1
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
-from ...budget.kernels import lower_symmetric
+from ...budget.kernels import PolicyState, lower_symmetric
 from ...budget.policies import grown
 from ...rules import FIRST_ORDER, VAR_FLOOR, negligible, step
-from .deferred import deferred_scratch, deferred_walk
+from .deferred import Deferred, deferred_scratch, deferred_walk
 from .form import BlockData, Form, Walked
 from .status import NONFINITE, NOT_PSD, OK, PSD_TOL
 from .steps import ExplicitResult, Undo, checked_step, save_model
@@ -153,6 +153,45 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
     return ExplicitResult(n, counter, clock, u, nfl, -1, OK)
 
 
+@njit(cache=True)
+def _walk_out(res, sup, src):
+    """What :meth:`ExplicitForm.walk` keeps of a walk: (res, new arrays of the slots'
+    kap and entry, the inputs that entered and the slots' ks, and whether nu and Pi
+    stayed finite after an update that went through)."""
+    n = res.n
+    finite = True
+    if res.status == OK and res.n_new:
+        finite = all_finite(sup.nu, sup.Pi, n)
+    kap, entry, ks = sup.kap[:n].copy(), sup.entry[:n].copy(), sup.ks[:n].copy()
+    return res, kap, entry, src[: res.n_new].copy(), ks, finite
+
+
+@njit(cache=True)
+def blocked_part(data, counts, sup, slots, rec, rule, psd_tol, scr, undo, dw):
+    """:func:`.deferred.deferred_walk` from plain tuples (``counts = (t0, n, clock)``,
+    ``slots = (kap, entry, ks)`` the model's, copied into the walk's slot buffers
+    first, :func:`_fill_slots`), in one compiled call with what the form keeps of
+    it (:func:`_walk_out`)."""
+    t0, n, clock = counts
+    s = Support(*sup)
+    _fill_slots(s.kap, slots[0], s.entry, slots[1], s.ks, slots[2])
+    res = deferred_walk(BlockData(*data), t0, s, n, clock, PolicyState(*rec), rule, psd_tol,
+                        Scratch(*scr), Undo(*undo), Deferred(*dw))  # fmt: skip
+    return _walk_out(res, s, scr[1])
+
+
+@njit(cache=True)
+def explicit_part(data, counts, sup, slots, rec, rule, psd_tol, scr, undo, flags):
+    """:func:`explicit_walk` as :func:`blocked_part` makes the blocked walk;
+    ``flags = (second, budgeted)``."""
+    t0, n, clock = counts
+    s = Support(*sup)
+    _fill_slots(s.kap, slots[0], s.entry, slots[1], s.ks, slots[2])
+    res = explicit_walk(BlockData(*data), t0, s, n, clock, PolicyState(*rec), rule, flags[0],
+                        psd_tol, Scratch(*scr), Undo(*undo), flags[1])  # fmt: skip
+    return _walk_out(res, s, scr[1])
+
+
 class ExplicitForm(Form):
     """nu, Pi (second-order rules only), zsv and gsv in capacity buffers (the leading
     n in use) and the budget policy (:class:`kernelcw.budget.Unbounded` for none).
@@ -238,42 +277,42 @@ class ExplicitForm(Form):
         cap = n_now + (b - t0) + 1 if B is None else min(n_now + (b - t0), B) + 1
         self.ensure_capacity(cap)
         kap, entry, ks_now, src, kv, c, work = self._buffers(cap, b)
-        _fill_slots(kap, self.kap, entry, self.entry, ks_now, ks)
-        sup = Support(self._nu, self._Pi, self.zsv, self.gsv, kap, entry, ks_now)
-        scr = Scratch(f_blk, src, kv, c, work)
+        # plain tuples, made records inside the compiled call (numba types a namedtuple
+        # argument slowly: ~1 us each, for the seven records of a one-row call)
+        sup = (self._nu, self._Pi, self.zsv, self.gsv, kap, entry, ks_now)
+        slots = (self.kap, self.entry, ks)
+        scr = (f_blk, src, kv, c, work)
         # Pi's recursion drifts in floating point: a v below zero from a kernel known to
         # be positive semi-definite is that drift, floored (and counted), not an error
         psd_tol = np.inf if ctx.known_psd else PSD_TOL
-        data = BlockData(np.ascontiguousarray(blk.K0), blk.Kbb, blk.kap, blk.y)
+        data = (np.ascontiguousarray(blk.K0), blk.Kbb, blk.kap, blk.y)
         rec = self.policy.record()
-        budgeted = None if B is None else True
         undo = _UNARMED
         if self._armed is not None:
             # the checkpoint holds the buffers before the walk saves into them, so that
             # an error raised inside the walk after its save still restores the model
             undo = self._armed.undo = self._spares(cap, rec)
-        second = True if self.second else None  # None: numba drops the second-order code
+        counts = (t0, n_now, self.clock)
         if self.blocked and B is not None:
             dw = self._dw
             if dw is None or dw.Kold.shape[0] < cap:
                 dw = self._dw = deferred_scratch(self.capacity, self.policy.tracks_kinv, B)
-            res = deferred_walk(data, t0, sup, n_now, self.clock, rec, ctx.rule, psd_tol,
-                                scr, undo, dw)  # fmt: skip
+            out = blocked_part(data, counts, sup, slots, tuple(rec), ctx.rule, psd_tol, scr,
+                               tuple(undo), tuple(dw))  # fmt: skip
         else:
-            res = explicit_walk(data, t0, sup, n_now, self.clock, rec, ctx.rule, second,
-                                psd_tol, scr, undo, budgeted)  # fmt: skip
+            # None: numba drops the second-order code, or the eviction (explicit_walk)
+            flags = (True if self.second else None, None if B is None else True)
+            out = explicit_part(data, counts, sup, slots, tuple(rec), ctx.rule, psd_tol, scr,
+                                tuple(undo), flags)  # fmt: skip
+        res, self.kap, self.entry, entered, ks_end, finite = out
         if undo.saved[0] >= 0:  # saved: nothing more for this call to save
             self._armed = None
-        n_end = res.n
         self.policy.counter = int(res.counter)
         self.clock = int(res.clock)
-        self.kap = sup.kap[:n_end].copy()
-        self.entry = sup.entry[:n_end].copy()
-        entered = scr.src[: res.n_new].copy()
         status, index = res.status, res.index
-        if status == OK and res.n_new and not all_finite(self._nu, self._Pi, n_end):
+        if not finite:
             status, index = NONFINITE, int(entered[-1])  # Pi overflowed: no quiet inf
-        return Walked(entered, sup.ks[:n_end].copy(), res.n_floored, index, status)
+        return Walked(entered, ks_end, res.n_floored, index, status)
 
     def _buffers(self, cap: int, b: int) -> tuple:
         """The walk's slot arrays (kap, entry, ks) and :class:`Scratch` arrays (src, kv,
