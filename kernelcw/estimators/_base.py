@@ -283,7 +283,9 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
                 if not counted:  # (a Ctrl-C held back until the count: the call is done)
                     engine.restore(checkpoint)
                 raise
-            first_floor = first_floor and res.n_floored.any()
+            if first_floor:  # none before: the counters now hold this call's alone
+                floored = self.n_variance_floored_
+                first_floor = bool(floored.any() if isinstance(floored, np.ndarray) else floored)
         if failed is not None:
             warn_stabilised(self, failed, stacklevel=3)
         if first_floor:

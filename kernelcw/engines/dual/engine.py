@@ -22,8 +22,6 @@ semi-definite, and learning raises a ``ValueError`` naming it.
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 from numba import njit
 
@@ -149,7 +147,7 @@ class DualEngine(Locked):
                 for k in range(K):
                     yk = np.ascontiguousarray(Y[lo:hi, k])
                     blk = BlockData(_rows(Ks, self.forms[k]), Kbb, kap, yk)
-                    retune = partial(self._retune, threads, hi - lo, d)
+                    retune = (threads, hi - lo, d)  # self._retune's, if a form switches
                     f_blk, src, ks, nfl = self._walk_model(k, blk, cols, n - hi, retune)
                     out[lo:hi, k] = f_blk
                     if hi - lo == 1:  # one row (a call per row): no array temporaries
@@ -182,7 +180,8 @@ class DualEngine(Locked):
 
     def _walk_model(self, k: int, blk: BlockData, cols: np.ndarray, rows_after: int, retune):
         """Walk one block for model k, switching its form where a budget binds (then
-        ``retune()``: the threads chosen for the old form need not suit the new one).
+        ``self._retune(*retune)``: the threads chosen for the old form need not suit the
+        new one).
         Returns (f, the block inputs that entered, each slot's kernel source after
         the block, floored rounds)."""
         ctx = self._ctx
@@ -203,7 +202,7 @@ class DualEngine(Locked):
                 break
             form, ks = on_budget(form, ctx, ks, b - w.index)
             self.forms[k] = form
-            retune()
+            self._retune(*retune)
             t0 = w.index
         if w.status != OK:
             row = int(cols[w.index]) if w.index >= 0 else -1
@@ -303,7 +302,7 @@ class DualEngine(Locked):
         store's. (None, from a form that could not be restored, would mark the engine
         unusable on an error; no form returns it today.)"""
         cps = [f.checkpoint() for f in self.forms]
-        if any(cp is None for cp in cps):
+        if None in cps:  # (tuples and checkpoint objects: none equals None)
             return None
         forms = list(zip(self.forms, cps, strict=True))
         return self.store.checkpoint(), forms, self._ctx.factor_only

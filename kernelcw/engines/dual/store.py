@@ -67,7 +67,7 @@ class SupportStore:
                 Kbb += self.kernel.offset
             return Kbb, np.ascontiguousarray(np.diagonal(Kbb))
         if XB.shape[0] == 1 and self.kernel.unit_diagonal:  # k(x, x) = 1 (+ offset)
-            kap = self.kernel.diag(XB)
+            kap = np.full(1, 1.0 + self.kernel.offset)  # (what kernel.diag adds up)
             return kap.reshape(1, 1), kap
         Kbb = self.kernel.block(XB, XB)
         if Kbb.shape[0] > 1:
@@ -105,6 +105,11 @@ class SupportStore:
         k = rows.shape[0]
         first = self.n
         self.pos = np.concatenate([self.pos, cols[rows]])
+        if type(XB) is np.ndarray and type(self.rows) is np.ndarray:  # dense, as before
+            if first + k <= self.rows.shape[0]:  # (room: no format to settle, no copy)
+                self.rows[first : first + k] = XB[rows]
+                self.n += k
+                return np.arange(first, first + k)
         if not self.kernel.precomputed:
             new = XB[rows]
             if self.rows is not None:  # the store keeps the format it began with
