@@ -96,6 +96,46 @@ def cholesky_walk(blk, rule, limit, rows, f_out, e):
 
 
 @njit(cache=True)
+def panel_walk(data, rule, limit, src, f_blk, ks):
+    """:func:`cholesky_walk` from plain tuples (numba types namedtuple arguments
+    slowly): ``data = (G, rW, Kbb, kap, y)``, the rows' records made here. Returns
+    (WalkResult, the rows as a plain tuple (E, Ld, rn, zt, src), the inputs that
+    entered, ks with them appended)."""
+    b = data[3].shape[0]
+    rows = NewRows(np.empty((b, b)), np.empty(b), np.empty(b), np.empty(b), src)
+    res = cholesky_walk(Block(*data), rule, limit, rows, f_blk, np.empty(b))
+    s = src[: res.n_new]
+    return res, (rows.E, rows.Ld, rows.rn, rows.zt, src), s.copy(), np.concatenate((ks, -1 - s))
+
+
+@njit(cache=True)
+def panel_append(LK, n0, WT, blk, rows, u, a, slots, clock):
+    """The u new rows of L (and columns of K) written past the leading block of LK
+    (:func:`write_block`, and their own block as ``triu(K_ss, 1) + a tril(E, -1)``
+    with diagonal ``Ld``, the same sums), and the slot arrays with them appended, as
+    new arrays (a checkpoint holds the old ones): ``blk = (K0, Kbb, kap)``,
+    ``rows`` as :func:`panel_walk` returns them, ``slots = (r, zeta, kap, entry)``."""
+    K0, Kbb, kap_blk = blk
+    E, Ld, rn, zt, src = rows
+    s = src[:u]
+    write_block(LK, n0, WT, K0, s, a)
+    for i in range(u):
+        for j in range(u):
+            if j > i:
+                LK[n0 + i, n0 + j] = Kbb[s[i], s[j]] + a * 0.0
+            elif j < i:
+                LK[n0 + i, n0 + j] = 0.0 + a * E[i, j]
+            else:
+                LK[n0 + i, n0 + j] = Ld[i]
+    r, zeta, kap, entry = slots
+    r = np.concatenate((r, rn[:u]))
+    zeta = np.concatenate((zeta, zt[:u]))
+    kap = np.concatenate((kap, kap_blk[s]))
+    entry = np.concatenate((entry, clock + np.arange(u)))
+    return r, zeta, kap, entry
+
+
+@njit(cache=True)
 def lower_times(LK, n, r, out):
     """out = L r for L the lower triangle of the leading n x n block of LK."""
     for i in range(n):
@@ -249,13 +289,12 @@ class PanelForm(Form):
         limit = b if ctx.budget is None else ctx.budget - self.n
         src = np.empty(b, dtype=np.int64)
         self._nu_cache = None
-        res = self._walk_block(ctx, blk, limit, src, f_blk)
-        u = res.n_new
-        return Walked(
-            src[:u].copy(), np.concatenate([ks, -1 - src[:u]]), res.n_floored, res.index, res.status
-        )
+        res, entered, ks = self._walk_block(ctx, blk, limit, src, f_blk, ks)
+        return Walked(entered, ks, res.n_floored, res.index, res.status)
 
-    def _walk_block(self, ctx, blk, limit: int, src, f_blk) -> WalkResult:
+    def _walk_block(self, ctx, blk, limit: int, src, f_blk, ks):
+        """The walk (:func:`panel_walk`) and the append of its rows. Returns
+        (WalkResult, the inputs that entered, ks with them)."""
         a = ctx.a
         K0, Kbb, kap = blk.K0, blk.Kbb, blk.kap
         b = blk.y.shape[0]
@@ -271,11 +310,10 @@ class PanelForm(Form):
             rW2 = np.empty((b, 1))
             _blas.gemm_sub(1.0, WT, self.r.reshape(-1, 1), 0.0, rW2)
             rW = rW2[:, 0]
-        rows = NewRows(np.empty((b, b)), np.empty(b), np.empty(b), np.empty(b), src)
-        walk_blk = Block(G, rW, Kbb, kap, blk.y)
-        res = cholesky_walk(walk_blk, ctx.rule, limit, rows, f_blk, np.empty(b))
+        walked = panel_walk((G, rW, Kbb, kap, blk.y), ctx.rule, limit, src, f_blk, ks)
+        res, rows, entered, ks = walked
         if res.status not in (OK, STOP):
-            return res
+            return res, entered, ks
         u = res.n_new
         if u:
             # the call's later rows are expected to update at this block's rate
@@ -283,23 +321,16 @@ class PanelForm(Form):
             if ctx.budget is not None:
                 expected = min(expected, ctx.budget)
             self._append(a, rows, u, WT, K0, Kbb, kap, expected)
-        return res
+        return res, entered, ks
 
     def _append(self, a, rows, u, WT, K0, Kbb, kap, expected: int = 0) -> None:
-        """The u new rows of L (and columns of K) written past the leading block."""
-        s = rows.src[:u]
+        """The u new rows of L (and columns of K) written past the leading block
+        (:func:`panel_append`); ``rows`` as :func:`panel_walk` returns them."""
         n0 = self.n
-        n1 = n0 + u
-        self._reserve(n1, expected)
-        LK = self.LK
-        write_block(LK, n0, WT, K0, s, float(a))
-        D = np.triu(Kbb[np.ix_(s, s)], 1) + a * np.tril(rows.E[:u, :u], -1)
-        D[np.diag_indices(u)] = rows.Ld[:u]
-        LK[n0:n1, n0:n1] = D
-        self.r = np.concatenate([self.r, rows.rn[:u]])
-        self.zeta = np.concatenate([self.zeta, rows.zt[:u]])
-        self.kap = np.concatenate([self.kap, kap[s]])
-        self.entry = np.concatenate([self.entry, self.clock + np.arange(u)])
+        self._reserve(n0 + u, expected)
+        slots = (self.r, self.zeta, self.kap, self.entry)
+        out = panel_append(self.LK, n0, WT, (K0, Kbb, kap), rows, u, float(a), slots, self.clock)
+        self.r, self.zeta, self.kap, self.entry = out
         self.clock += u
 
     # ------------------------------------------------------------ rollback, state
