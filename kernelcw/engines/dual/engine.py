@@ -150,8 +150,8 @@ class DualEngine(Locked):
                     retune = (threads, hi - lo, d)  # self._retune's, if a form switches
                     f_blk, src, ks, nfl = self._walk_model(k, blk, cols, n - hi, retune)
                     out[lo:hi, k] = f_blk
-                    if hi - lo == 1:  # one row (a call per row): no array temporaries
-                        n_mis[k] += (f_blk[0] >= 0.0) != (yk[0] > 0.0)
+                    if hi - lo == 1:  # one row (a call per row): Python's floats
+                        n_mis[k] += (f_blk.item(0) >= 0.0) != (yk.item(0) > 0.0)
                     else:
                         n_mis[k] += np.count_nonzero((f_blk >= 0.0) != (yk > 0.0))
                     n_upd[k] += src.shape[0]
@@ -219,18 +219,18 @@ class DualEngine(Locked):
             union = entered[0]
         else:
             union = np.unique(np.concatenate(entered)) if entered else np.zeros(0, int)
-        where = None
+        first = self.store.n  # the new inputs' first store row
         if union.size:
-            where = np.full(XB.shape[0], -1, dtype=np.int64)
-            where[union] = self.store.append(XB, union, cols)
+            self.store.append(XB, union, cols)  # (rows first, first + 1, ... in union's order)
         for form, ks in zip(self.forms, slots, strict=True):
-            old = form.idx
-            if where is None:  # nothing entered: every slot is a store row already
-                form.idx = old[ks]
-                continue
-            form.idx = _store_rows(old, ks, where)
+            if union.size:
+                form.idx = _store_rows(form.idx, ks, union, first, XB.shape[0])
+            else:  # nothing entered: every slot is a store row already
+                form.idx = form.idx[ks]
         # compaction keeps at most half the rows: not while one model uses more
-        if self._ctx.budget is not None and max(f.n for f in self.forms) <= self.store.n // 2:
+        forms = self.forms
+        most = forms[0].n if len(forms) == 1 else max(f.n for f in forms)
+        if self._ctx.budget is not None and most <= self.store.n // 2:
             used = np.unique(np.concatenate([f.idx for f in self.forms]))
             new_pos = self.store.compact(used)
             if new_pos is not None:
@@ -439,9 +439,14 @@ def _rows(Ks: np.ndarray, form: Form) -> np.ndarray:
 
 
 @njit(cache=True, boundscheck=True)  # a broken invariant raises, as numpy indexing did
-def _store_rows(old, ks, where):
-    """Each slot's store row after a block: ``old[ks]`` for a slot whose kernel source
-    is a row of K0 (ks >= 0), ``where[-1 - ks]`` for a block input that entered."""
+def _store_rows(old, ks, union, first, b):
+    """Each slot's store row after a block of b inputs: ``old[ks]`` for a slot whose
+    kernel source is a row of K0 (ks >= 0), ``first + i`` for the block input
+    ``union[i]`` (the block's inputs that entered the store, sorted: rows first,
+    first + 1, ...)."""
+    where = np.full(b, -1, dtype=np.int64)
+    for i in range(union.shape[0]):
+        where[union[i]] = first + i
     out = np.empty(ks.shape[0], dtype=np.int64)
     for i in range(ks.shape[0]):
         s = ks[i]

@@ -74,7 +74,10 @@ class Walked(NamedTuple):
 
 
 def entered_inputs(parts: list[np.ndarray]) -> np.ndarray:
-    """The block inputs that entered over a walk's parts (:attr:`Walked.entered`)."""
+    """The block inputs that entered over a walk's parts (:attr:`Walked.entered`; one
+    part: itself, an array the walk made for it)."""
+    if len(parts) == 1:
+        return parts[0]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 

@@ -27,6 +27,7 @@ in place, and copies them first, once per call (:mod:`.queue_state`).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -55,6 +56,7 @@ __all__ = ["QUEUE_REBUILD", "QueueForm", "assemble_precision", "part_size", "que
 QUEUE_REBUILD = 0.5
 
 
+@functools.lru_cache(maxsize=256)  # (every walk asks; a model's size repeats)
 def part_size(n: int) -> int:
     """Inputs per walk of a model of n support vectors (the queue and the lazy form):
     ``(2 n^2)^(1/3)``, at least 16 (43 at n = 200, 126 at n = 1000, 318 at n = 4000;
