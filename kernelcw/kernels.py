@@ -324,11 +324,11 @@ class Kernel:
                 )
         else:
             K = kernel_matrix(A, B, self.kernel, self.gamma, self.degree, self.coef0)
-        own = self._f is None and K.dtype == np.float64 and K.flags.writeable
-        if self.offset and not own:
-            K = K + self.offset  # a new array: a callable's result may be the caller's own
-        # our own new array: the offset added in place, in the finiteness pass
-        if not _all_finite(K, self.offset if own else 0.0):
+        offset = self.offset  # our own new array: added in place, in the finiteness pass
+        if offset and self._f is not None:
+            K = K + offset  # a new array: a callable's result may be the caller's own
+            offset = 0.0
+        if not _all_finite(K, offset):
             raise ValueError(
                 f"kernel {self.name!r} returned NaN or infinity (e.g. a poly kernel whose "
                 "values overflow: rescale X or lower gamma/degree)"

@@ -214,6 +214,7 @@ class ExplicitForm(Form):
         self.blocked = bool(blocked and second and policy.name in BLOCKED_POLICIES)
         self._dw = None  # the blocked walk's work space, kept between calls
         self._bufs = None  # the walks' slot and scratch arrays, kept between calls
+        self._views = None  # (sizes, _bufs, the views of those sizes) of the last call
         self._nu = np.zeros(0)
         self._Pi = np.zeros((0, 0))
         self.zsv = np.zeros(0)
@@ -224,7 +225,7 @@ class ExplicitForm(Form):
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_armed"] = state["_spare"] = state["_dw"] = None  # scratch, not the model
-        state["_bufs"] = None
+        state["_bufs"] = state["_views"] = None
         return state
 
     @property
@@ -327,8 +328,12 @@ class ExplicitForm(Form):
             bufs = self._bufs = (np.empty(c), np.empty(c, dtype=i64), np.empty(c, dtype=i64),
                                  np.empty(nb, dtype=i64), np.empty(c), np.empty(c),
                                  np.empty(2 * c))  # fmt: skip
-        kap, entry, ks, src, kv, c, work = bufs
-        return kap[:cap], entry[:cap], ks[:cap], src[:b], kv[:cap], c[:cap], work[: 2 * cap]
+        views = self.__dict__.get("_views")  # the last call's, if of the same sizes
+        if views is None or views[0] != (cap, b) or views[1] is not bufs:
+            kap, entry, ks, src, kv, c, work = bufs
+            out = kap[:cap], entry[:cap], ks[:cap], src[:b], kv[:cap], c[:cap], work[: 2 * cap]
+            views = self._views = ((cap, b), bufs, out)
+        return views[2]
 
     # ------------------------------------------------------------ rollback, state
 
