@@ -45,9 +45,8 @@ from __future__ import annotations
 import numpy as np
 
 from ... import _blas
-from ...budget import splitmix64_uniform
 from .form import Walked, entered_inputs
-from .lazy_block import lazy_part
+from .lazy_block import lazy_candidates, lazy_part
 from .pruned import STAIR_GROUP, PrunedForm
 from .queue import part_size
 from .status import OK, STOP
@@ -99,25 +98,7 @@ class LazyForm(PrunedForm):
         """The walk's leavers in leaving order (at most bs): their slots after the
         walk's rows are appended (slot n + k for its k-th row), and for each the k of
         a row the walk appends, or -1 (:class:`.queue.Candidates`)."""
-        alive = list(range(n))  # slots are in entry order
-        fresh: list[int] = []  # the walk's rows that can leave now (all but the newest)
-        made = 0
-        slots, new = [], []
-        first = budget - n  # updates before the first death
-        for d in range(max(0, bs - first)):
-            while made < first + d:  # death d comes after the walk's row first + d
-                fresh.append(made)
-                made += 1
-            u = splitmix64_uniform(self.seed, self.counter + d)
-            i = min(int(u * budget), budget - 1)
-            if i < len(alive):
-                slots.append(alive.pop(i))
-                new.append(-1)
-            else:
-                k = fresh.pop(i - len(alive))
-                slots.append(n + k)
-                new.append(k)
-        return np.array(slots, dtype=np.int64), np.array(new, dtype=np.int64)
+        return lazy_candidates(n, bs, budget, self.seed, self.counter)
 
     def _walk_part(self, ctx, blk, t0: int, t1: int, ks: np.ndarray, f_blk: np.ndarray):
         """One walk of block inputs t0..t1-1 (:func:`.lazy_block.lazy_part`) and the

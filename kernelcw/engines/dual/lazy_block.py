@@ -15,6 +15,7 @@ from numba import njit
 
 from ..._blas import gemm_sub_c, trsm_lower_left_c
 from ..._cholupdate import givens_update
+from ...budget import splitmix64_uniform
 from .queue import Candidates, QueueRows, queue_walk
 from .queue_block import gather_kernels
 from .status import OK, STOP
@@ -24,6 +25,7 @@ __all__ = [
     "append_rows",
     "compact_rows",
     "copy_lower",
+    "lazy_candidates",
     "lazy_part",
     "lazy_products",
     "purge_rows",
@@ -205,3 +207,43 @@ def lazy_part(fns, bufs, sizes, data, rule, cands, slots, f_blk):
     kap = np.concatenate((kap, kap_t[S]))
     ks = np.concatenate((ks, -1 - (t0 + S)))
     return res, S + t0, (entry, kap, ks)
+
+
+@njit(cache=True)
+def lazy_candidates(n, bs, budget, seed, counter):
+    """:meth:`.lazy.LazyForm._candidates` compiled (from Python: a list of the n slots
+    and a few small arrays every walk): the walk's leavers in leaving order, their
+    slots after its rows are appended (n + k for its k-th row), and for each the k of
+    a row the walk appends, or -1. The d-th death comes after the walk's row
+    ``budget - n + d`` and takes ``floor(U budget)`` of the alive slots (entry order)
+    followed by the walk's rows that can leave (all but the newest)."""
+    first = budget - n  # updates before the first death
+    D = max(0, bs - first)
+    slots = np.empty(D, dtype=np.int64)
+    new = np.empty(D, dtype=np.int64)
+    alive = np.arange(n)  # slots are in entry order; the first na are alive
+    na = n
+    fresh = np.empty(max(bs, 0), dtype=np.int64)  # the walk's rows that can leave now
+    nf = 0
+    made = 0
+    for d in range(D):
+        while made < first + d:  # death d comes after the walk's row first + d
+            fresh[nf] = made
+            nf += 1
+            made += 1
+        u = splitmix64_uniform(seed, counter + d)
+        i = min(int(u * budget), budget - 1)
+        if i < na:
+            slots[d] = alive[i]
+            new[d] = -1
+            for j in range(i, na - 1):  # (list.pop(i))
+                alive[j] = alive[j + 1]
+            na -= 1
+        else:
+            k = fresh[i - na]
+            slots[d] = n + k
+            new[d] = k
+            for j in range(i - na, nf - 1):
+                fresh[j] = fresh[j + 1]
+            nf -= 1
+    return slots, new
