@@ -145,16 +145,27 @@ def _neg_sqdist_direct(A, B, scale=1.0):
 
 
 @njit(cache=True)
-def _all_finite(K, offset=0.0):
+def _all_finite(K):
     """No inf or NaN in the 2-d K (x - x is NaN for both; an or-reduction of integers,
     which the compiler vectorises: a third of the time of numpy's max and min for a
-    kernel row), after adding ``offset`` to every value in place if it is not zero (the
-    same sum as numpy's ``K += offset``, in the same pass)."""
+    kernel row). Reads only: K may be a callable kernel's read-only result."""
     bad = 0
     for i in range(K.shape[0]):
         for j in range(K.shape[1]):
-            if offset != 0.0:
-                K[i, j] += offset
+            bad |= np.int64(not ((K[i, j] - K[i, j]) == 0.0))
+    return bad == 0
+
+
+@njit(cache=True)
+def _offset_all_finite(K, offset):
+    """:func:`_all_finite` after adding ``offset`` to every value of K in place (the
+    same sum as numpy's ``K += offset``, in the same pass), for a kernel block the
+    named kernels made (their own, writeable array; numba refuses a function that
+    writes for a read-only one, even where the write never runs)."""
+    bad = 0
+    for i in range(K.shape[0]):
+        for j in range(K.shape[1]):
+            K[i, j] += offset
             bad |= np.int64(not ((K[i, j] - K[i, j]) == 0.0))
     return bad == 0
 
@@ -324,11 +335,16 @@ class Kernel:
                 )
         else:
             K = kernel_matrix(A, B, self.kernel, self.gamma, self.degree, self.coef0)
-        offset = self.offset  # our own new array: added in place, in the finiteness pass
-        if offset and self._f is not None:
-            K = K + offset  # a new array: a callable's result may be the caller's own
-            offset = 0.0
-        if not _all_finite(K, offset):
+        offset = self.offset
+        if self._f is not None:  # the callable's result may be the caller's own, read-only
+            if offset:
+                K = K + offset  # a new array
+            finite = _all_finite(K)
+        elif offset:  # our own new array: added in place, in the finiteness pass
+            finite = _offset_all_finite(K, offset)
+        else:
+            finite = _all_finite(K)
+        if not finite:
             raise ValueError(
                 f"kernel {self.name!r} returned NaN or infinity (e.g. a poly kernel whose "
                 "values overflow: rescale X or lower gamma/degree)"

@@ -289,6 +289,37 @@ def test_callable_kernel_may_return_a_sparse_matrix(fmt):
         assert est.n_support_ >= ref.n_support_
 
 
+@pytest.mark.parametrize("fit_intercept", [False, True])
+@pytest.mark.parametrize("policy", [None, "oldest", "random", "project"])
+def test_callable_kernel_may_return_a_read_only_array(policy, fit_intercept):
+    """A callable whose Gram block is read-only (a cached block, a memmap slice, an
+    array from another library) is read, never written: the same model as from a
+    writeable result, and the caller's array unchanged (the named kernels' own blocks
+    take the intercept's offset in place, in their finiteness pass)."""
+    X, y = _stream(np.random.default_rng(14), n=80)
+    seen = []
+
+    def read_only_rbf(A, B):
+        K = np.exp(-0.5 * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+        K.flags.writeable = False
+        seen.append((K, K.copy()))
+        return K
+
+    def rbf(A, B):
+        return np.exp(-0.5 * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+
+    kw = dict(fit_intercept=fit_intercept, random_state=0)
+    if policy is not None:
+        kw.update(budget=12, budget_policy=policy)
+    est = SCWClassifier(kernel=read_only_rbf, **kw).fit(X[:60], y[:60])
+    ref = SCWClassifier(kernel=rbf, **kw).fit(X[:60], y[:60])
+    est.partial_fit(X[60:61], y[60:61])
+    ref.partial_fit(X[60:61], y[60:61])
+    np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))
+    for K, before in seen:
+        np.testing.assert_array_equal(K, before)
+
+
 def test_callable_kernel_returning_no_matrix_is_named():
     """A callable whose result is no matrix of numbers: a ValueError naming it and the
     type it returned (not numpy's "setting an array element with a sequence")."""
