@@ -353,17 +353,24 @@ class Kernel:
 
     def _callable_block(self, A, B) -> np.ndarray:
         """The callable's K(A, B) as a float64 array: a sparse result densified (a Gram
-        block is dense, its zeros are values; ``A @ B.T`` of CSR inputs is CSR)."""
+        block is dense, its zeros are values; ``A @ B.T`` of CSR inputs is CSR), and a
+        read-only or not C-ordered one copied (a cached block, a memmap slice, a
+        transpose): the engines' compiled walks then see the one array type they are
+        compiled for, where each other type compiled them all again (a minute of a cold
+        test run)."""
         K = self._f(A, B)
         if sp.issparse(K):
             K = K.toarray()
         try:
-            return np.asarray(K, dtype=np.float64)
+            K = np.asarray(K, dtype=np.float64)
         except (TypeError, ValueError) as err:
             raise ValueError(
                 f"kernel {self.name} returned a {type(K).__name__}, not a matrix of "
                 f"numbers of shape ({A.shape[0]}, {B.shape[0]}): {err}"
             ) from None
+        if not (K.flags.writeable and K.flags.c_contiguous):
+            K = np.array(K, order="C")
+        return K
 
     def diag(self, A) -> np.ndarray:
         if self._f is not None:

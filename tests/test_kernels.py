@@ -292,15 +292,17 @@ def test_callable_kernel_may_return_a_sparse_matrix(fmt):
 @pytest.mark.parametrize("fit_intercept", [False, True])
 @pytest.mark.parametrize("policy", [None, "oldest", "random", "project"])
 def test_callable_kernel_may_return_a_read_only_array(policy, fit_intercept):
-    """A callable whose Gram block is read-only (a cached block, a memmap slice, an
-    array from another library) is read, never written: the same model as from a
-    writeable result, and the caller's array unchanged (the named kernels' own blocks
-    take the intercept's offset in place, in their finiteness pass)."""
+    """A callable whose Gram block is read-only or not C-ordered (a cached block, a
+    memmap slice, an array from another library) is read, never written: the same
+    model as from a writeable result, and the caller's array unchanged (the named
+    kernels' own blocks take the intercept's offset in place, in their finiteness
+    pass)."""
     X, y = _stream(np.random.default_rng(14), n=80)
     seen = []
 
     def read_only_rbf(A, B):
         K = np.exp(-0.5 * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+        K = np.asfortranarray(K) if len(seen) % 2 else K  # (not C-ordered, too)
         K.flags.writeable = False
         seen.append((K, K.copy()))
         return K
