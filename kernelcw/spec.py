@@ -21,6 +21,7 @@ from .options import COVARIANCES, MODES, SOLVERS
 from .rules import DIAG_METHODS, FIRST_ORDER, RuleParams
 
 __all__ = [
+    "COUNT_MAX",
     "COVARIANCES",
     "DUAL_A_RANGE",
     "DUAL_BLOCK",
@@ -38,6 +39,9 @@ __all__ = [
 FORMS = ("primal_full", "primal_diag", "dual")
 #: Inputs per block of the dual engine when ``block_size=None``.
 DUAL_BLOCK = 256
+#: Counters and sizes beyond this are not from a stream (and would overflow int64):
+#: the bound a loaded state's counts are checked against.
+COUNT_MAX = 2**62
 #: The prior scales a the dual engine accepts: it forms a^2 k(x, z), which must stay well
 #: inside float64's range (the primal engine takes any a > 0).
 DUAL_A_RANGE = (1e-100, 1e100)
@@ -88,12 +92,14 @@ class EngineSpec:
         if self.form == "primal_diag":
             return 2 * K * d * 8
         B = self.budget or 0
-        if self.budget_batch > 1:
+        if self.rule.first_order or self.solver == "explicit":  # never a factor
+            form = "explicit"  # (as engines.dual.convert chooses: initial_form)
+        elif self.budget_batch > 1:
             form = "pruned-project" if self.budget_policy == "project" else "pruned"
         else:
             form = {"oldest": "queue", "random": "lazy"}.get(self.budget_policy, "explicit")
         kept, call = DUAL_MEMORY[form]
-        b = self.block_size or 256  # a block's kernel rows and b x b work arrays besides
+        b = self.block_size or DUAL_BLOCK  # a block's kernel rows and b x b work arrays
         return int((kept * K + call) * B * B * 8 + (8 * K * B * b + 16 * b * b) * 8)
 
 

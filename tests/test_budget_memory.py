@@ -37,3 +37,30 @@ def test_estimate_bounds_the_kept_state_and_one_call(policy, batch, n_classes):
     estimate = engine.spec.memory_bytes()
     assert used <= estimate, (engine.factor_forms(), used / (8 * B * B), estimate / (8 * B * B))
     assert estimate <= 10 * used  # and not so loose that it refuses fits that would fit
+
+
+@pytest.mark.parametrize("policy", ["oldest", "random"])
+@pytest.mark.parametrize("kind", ["first-order", "explicit solver"])
+def test_estimate_follows_the_form_the_model_is_kept_in(policy, kind):
+    """A first-order rule, or solver="explicit", keeps its budget in the explicit form
+    whatever the policy (engines.dual.convert.initial_form): its estimate is that
+    form's, not the queue's or the lazy form's (a PA-I model at B = 20,000 under
+    "oldest" was refused as needing 46.5 GiB), and still bounds what it uses."""
+    from kernelcw import PAClassifier
+    from kernelcw.spec import DUAL_MEMORY
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(700, 10))
+    y = rng.integers(0, 2, 700)
+    if kind == "first-order":
+        est = PAClassifier(variant=1, kernel="rbf", budget=B, budget_policy=policy)
+    else:
+        est = AROWClassifier(kernel="rbf", budget=B, budget_policy=policy, solver="explicit")
+    est.fit(X, y)
+    engine = est._engine
+    assert engine.factor_forms()[0] in ("explicit", "first_order")
+    kept, call = DUAL_MEMORY["explicit"]
+    b = engine.spec.block_size
+    want = int((kept + call) * B * B * 8 + (8 * B * b + 16 * b * b) * 8)
+    assert engine.spec.memory_bytes() == want
+    assert engine.nbytes <= want
