@@ -24,6 +24,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._interrupt import restore_on_error
+from ._validation import check_positive_int
 from .combination import METHODS, combine
 from .estimators._base import CWEstimator
 
@@ -211,12 +212,7 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             raise TypeError(f"n_epochs={self.n_epochs!r} must be an integer >= 1")
         if self.n_epochs < 1:
             raise ValueError(f"n_epochs={self.n_epochs!r} must be an integer >= 1")
-        if self.n_parts is not None and (
-            isinstance(self.n_parts, bool)
-            or not isinstance(self.n_parts, numbers.Integral)
-            or self.n_parts < 1
-        ):
-            raise ValueError(f"n_parts={self.n_parts!r} must be None or an integer >= 1")
+        check_positive_int("n_parts", self.n_parts, allow_none=True)
         if not isinstance(self.estimator, CWEstimator):
             raise TypeError(f"estimator must be a kernelcw estimator, not {type(self.estimator)}")
 

@@ -359,7 +359,7 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
     """Check the fitted arrays against the parameters, rebuild the engine, fit ``est``."""
     from .engines import engine_class
     from .estimators._input import with_intercept
-    from .spec import engine_spec
+    from .spec import COUNT_MAX, engine_spec
 
     def bad(what: str) -> ValueError:
         return ValueError(f"{target!r}: {what}")
@@ -397,7 +397,7 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
         shape = () if K == 1 else (K,)
         if arr is None or arr.shape != shape or arr.dtype.kind not in "iu" or np.any(arr < 0):
             raise bad(f"{c} must be non-negative integers of shape {shape}")
-        if np.any(arr > 2**62):  # (a stream's counts; more would wrap while learning)
+        if np.any(arr > COUNT_MAX):  # (a stream's counts; more would wrap while learning)
             raise bad(f"{c} must be at most 2**62")
         counters.append(int(arr) if K == 1 else arr.astype(np.int64))
     names = arrays.get("feature_names_in_")

@@ -134,8 +134,11 @@ def _check_targets(y: np.ndarray) -> None:
                 "which expects discrete classes on a regression target with continuous values."
             )
         return
-    _unique_labels(y, "y")  # labels that cannot be sorted: our message, not "unknown"
-    check_classification_targets(y)
+    try:
+        check_classification_targets(y)
+    except (TypeError, ValueError):
+        _unique_labels(y, "y")  # labels that cannot be sorted: our message, not "unknown"
+        raise
 
 
 def validate_X(est, X, reset: bool):
@@ -208,49 +211,43 @@ def validate_training(est, X, y, classes, first_call: bool, square: bool = False
     """All checks before any state changes; returns (X, y, classes_).
 
     ``square``: a precomputed kernel's X must be the whole Gram matrix (``fit``).
-    ``then(X, classes_)`` runs last, inside the same guard (e.g. the memory check):
-    if anything fails, ``n_features_in_`` and ``feature_names_in_``, which
-    ``validate_data(reset=True)`` writes, are put back.
+    ``then(X, classes_)`` runs last (e.g. the memory check). A first call's
+    ``validate_data(reset=True)`` writes ``n_features_in_`` and ``feature_names_in_``:
+    its callers (``fit`` and a first ``partial_fit``) run it inside
+    :func:`kernelcw._interrupt.restore_on_error`, which puts them back if anything
+    fails; a later call's (``reset=False``) writes nothing.
     """
-    d = est.__dict__
-    saved = {k: d[k] for k in ("n_features_in_", "feature_names_in_") if k in d}
-    try:
-        plain = None if first_call else _plain_arrays(est, X, y)
-        if plain is None:
-            X, y = validate_data(
-                est,
-                X,
-                y,
-                accept_sparse="csr",
-                dtype=np.float64,
-                ensure_all_finite=False,
-                reset=first_call,
-            )
-        else:
-            X, y = plain
-        X = _canonical(X)
-        extremes = _extremes(X)
-        _check_finite_rows(X, extremes)
-        if (
-            square
-            and isinstance(est.kernel, str)
-            and est.kernel == "precomputed"
-            and (X.shape[0] != X.shape[1])
-        ):
-            raise ValueError(
-                "kernel='precomputed': fit needs the square Gram matrix "
-                f"K(X_train, X_train), got X of shape {X.shape}"
-            )
-        _check_not_too_large(X, est.a, extremes)
-        _check_targets(y)
-        classes_ = resolve_classes(est, y, classes, first_call)
-        if then is not None:
-            then(X, classes_)
-    except Exception:
-        for k in ("n_features_in_", "feature_names_in_"):
-            est.__dict__.pop(k, None)
-        est.__dict__.update(saved)
-        raise
+    plain = None if first_call else _plain_arrays(est, X, y)
+    if plain is None:
+        X, y = validate_data(
+            est,
+            X,
+            y,
+            accept_sparse="csr",
+            dtype=np.float64,
+            ensure_all_finite=False,
+            reset=first_call,
+        )
+    else:
+        X, y = plain
+    X = _canonical(X)
+    extremes = _extremes(X)
+    _check_finite_rows(X, extremes)
+    if (
+        square
+        and isinstance(est.kernel, str)
+        and est.kernel == "precomputed"
+        and (X.shape[0] != X.shape[1])
+    ):
+        raise ValueError(
+            "kernel='precomputed': fit needs the square Gram matrix "
+            f"K(X_train, X_train), got X of shape {X.shape}"
+        )
+    _check_not_too_large(X, est.a, extremes)
+    _check_targets(y)
+    classes_ = resolve_classes(est, y, classes, first_call)
+    if then is not None:
+        then(X, classes_)
     return X, y, classes_
 
 

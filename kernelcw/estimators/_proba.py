@@ -93,12 +93,11 @@ def binary_proba(f: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.column_stack([neg, pos])
 
 
-def _quadrature(M: np.ndarray, S: np.ndarray, cls=None) -> np.ndarray:
-    """Unnormalised P(k is the largest) for the classes ``cls`` (default all), (n, len(cls)).
+def _quadrature(M: np.ndarray, S: np.ndarray, cls: np.ndarray) -> np.ndarray:
+    """Unnormalised P(k is the largest) for the classes ``cls``, (n, len(cls)).
     A zero s_j makes factor j an exact step (``ndtr(+-inf)``) whose panel end sits on it;
     0 / 0 (a tie of point masses) counts 1/2."""
-    n, K = M.shape
-    cls = np.arange(K) if cls is None else np.asarray(cls)
+    n = M.shape[0]
     Mk, Sk = M[:, cls], S[:, cls]  # the classes whose probability is computed
     with np.errstate(divide="ignore", invalid="ignore"):
         C = (M[:, None, :] - Mk[:, :, None]) / Sk[:, :, None]  # [i, k, j]: step of j in t_k
@@ -123,11 +122,10 @@ def _quadrature(M: np.ndarray, S: np.ndarray, cls=None) -> np.ndarray:
     return np.einsum("ikt,ikt->ik", factors.prod(axis=2), wt)
 
 
-def _hermite(M: np.ndarray, S: np.ndarray, cls=None) -> np.ndarray:
-    """Unnormalised P(k is the largest) for the classes ``cls`` (default all) by
+def _hermite(M: np.ndarray, S: np.ndarray, cls: np.ndarray) -> np.ndarray:
+    """Unnormalised P(k is the largest) for the classes ``cls`` by
     Gauss-Hermite, for rows with all s_k > 0 within a factor SMOOTH_RATIO of each
     other, (n, len(cls))."""
-    cls = np.arange(M.shape[1]) if cls is None else np.asarray(cls)
     s = M[:, cls, None] + S[:, cls, None] * _GH_T
     factors = ndtr((s[:, :, None, :] - M[:, None, :, None]) / S[:, None, :, None])
     factors[:, np.arange(cls.size), cls, :] = 1.0

@@ -14,6 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...spec import COUNT_MAX, DUAL_BLOCK
+from .explicit import ExplicitForm
+from .lazy import LazyForm
+from .panels import PanelForm
+from .pruned import PrunedForm
+from .queue import QueueForm
 from .store import SupportStore
 
 __all__ = ["check_state"]
@@ -21,10 +27,10 @@ __all__ = ["check_state"]
 #: Arrays of the support set's length n (each axis n, or 0 where the form or policy
 #: keeps none); the "oldest" queue form keeps its blocks, checked by its sizes.
 SLOTS = ("idx", "entry", "kap")
-#: Counters and sizes beyond this are not from a stream (and would overflow int64).
-COUNT_MAX = 2**62
-#: The form codes (.panels, .explicit, .queue, .pruned, .lazy) and what each needs.
-PANELS, EXPLICIT, QUEUE, PRUNED, LAZY = range(5)
+#: The form codes (each form's ``code``) and what each needs.
+PANELS, EXPLICIT, QUEUE, PRUNED, LAZY = (
+    f.code for f in (PanelForm, ExplicitForm, QueueForm, PrunedForm, LazyForm)
+)
 
 
 def _int(state, key: str, lo: int, hi: int) -> int:
@@ -51,7 +57,7 @@ def check_state(spec, state: dict[str, np.ndarray]) -> None:
         if flag in state:
             _int(state, flag, 0, 1)
     n_store, n_seen = _check_store(spec, state)
-    block = spec.block_size or 256
+    block = spec.block_size or DUAL_BLOCK
     for k in range(spec.n_models):
         n = _check_model(spec, state, f"model{k}.", n_store, n_seen, block)
         if spec.budget is not None and n > spec.budget:  # (the buffers hold the budget)
@@ -166,7 +172,7 @@ def _check_model(spec, state, prefix: str, n_store: int, n_seen: int, block: int
 def _check_form(spec, state, prefix: str) -> int:
     """The model's form code, one the rule and the budget allow."""
     form = _int(state, prefix + "form", 0, COUNT_MAX)
-    if form > LAZY:
+    if form not in (PANELS, EXPLICIT, QUEUE, PRUNED, LAZY):
         raise ValueError(
             f"engine.{prefix}form {form} is a factor form this version of kernelcw does not "
             "know (a file written by a newer version?)"
