@@ -133,7 +133,7 @@ _handles: list | None = None
 
 
 def _pools() -> list:
-    """(library, get, set) for each BLAS library: for OpenBLAS its own C functions,
+    """(get, set) of each BLAS library's thread count: for OpenBLAS its own C functions,
     the symbols threadpoolctl calls (resolved once: through threadpoolctl's methods a
     one-row ``partial_fit`` spent about 2 us per call looking them up again), else
     threadpoolctl's methods."""
@@ -149,7 +149,7 @@ def _pools() -> list:
                 fast_put = symbol("omp_set_num_threads" if omp else "openblas_set_num_threads")
                 if fast_get is not None and fast_put is not None:
                     get, put = fast_get, fast_put
-            out.append((lib, get, put))
+            out.append((get, put))
         _handles = out
     return _handles
 
@@ -181,7 +181,7 @@ class BlasThreads:
         pools = _pools()
         with _lock:
             if _active == 0:
-                _base = [(get, put, get()) for _, get, put in pools]
+                _base = [(get, put, get()) for get, put in pools]
             _active += 1
         if mode == "auto":
             self.block(self._flops)

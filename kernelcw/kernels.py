@@ -148,7 +148,7 @@ def _neg_sqdist_direct(A, B, scale=1.0):
 def _all_finite(K):
     """No inf or NaN in the 2-d K (x - x is NaN for both; an or-reduction of integers,
     which the compiler vectorises: a third of the time of numpy's max and min for a
-    kernel row). Reads only: K may be a callable kernel's read-only result."""
+    kernel row). Reads only."""
     bad = 0
     for i in range(K.shape[0]):
         for j in range(K.shape[1]):
@@ -336,7 +336,7 @@ class Kernel:
         else:
             K = kernel_matrix(A, B, self.kernel, self.gamma, self.degree, self.coef0)
         offset = self.offset
-        if self._f is not None:  # the callable's result may be the caller's own, read-only
+        if self._f is not None:  # the callable's result may be the caller's own array
             if offset:
                 K = K + offset  # a new array
             finite = _all_finite(K)

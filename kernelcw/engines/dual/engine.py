@@ -30,7 +30,7 @@ from ...rules import RuleParams
 from ..base import LearnResult, Locked, check_shapes
 from .convert import explicit_to_pruned, initial_form, lazy_form, on_budget
 from .explicit import ExplicitForm
-from .form import BlockData, Context, Form
+from .form import BlockData, Context, Form, entered_inputs
 from .lazy import LazyForm
 from .panels import PanelForm
 from .pruned import PrunedForm
@@ -147,8 +147,7 @@ class DualEngine(Locked):
                 for k in range(K):
                     yk = np.ascontiguousarray(Y[lo:hi, k])
                     blk = BlockData(_rows(Ks, self.forms[k]), Kbb, kap, yk)
-                    retune = (threads, hi - lo, d)  # self._retune's, if a form switches
-                    f_blk, src, ks, nfl = self._walk_model(k, blk, cols, n - hi, retune)
+                    f_blk, src, ks, nfl = self._walk_model(k, blk, cols, n - hi, threads)
                     out[lo:hi, k] = f_blk
                     if hi - lo == 1:  # one row (a call per row): Python's floats
                         n_mis[k] += (f_blk.item(0) >= 0.0) != (yk.item(0) > 0.0)
@@ -174,14 +173,10 @@ class DualEngine(Locked):
                 kap_store[f.idx] = f.kap
             check_mercer(Ks, kap_store, kap, self.store.pos[:n], cols, name)
 
-    def _retune(self, threads: BlasThreads, b: int, d: int) -> None:
-        """The block's BLAS threads chosen again for the forms as they are now."""
-        threads.block(self._call_flops(b, d, learning=True))
-
-    def _walk_model(self, k: int, blk: BlockData, cols: np.ndarray, rows_after: int, retune):
-        """Walk one block for model k, switching its form where a budget binds (then
-        ``self._retune(*retune)``: the threads chosen for the old form need not suit the
-        new one).
+    def _walk_model(self, k: int, blk: BlockData, cols: np.ndarray, rows_after: int, threads):
+        """Walk one block for model k, switching its form where a budget binds (then the
+        block's ``threads`` are chosen again: those chosen for the old form need not suit
+        the new one).
         Returns (f, the block inputs that entered, each slot's kernel source after
         the block, floored rounds)."""
         ctx = self._ctx
@@ -202,7 +197,8 @@ class DualEngine(Locked):
                 break
             form, ks = on_budget(form, ctx, ks, b - w.index)
             self.forms[k] = form
-            self._retune(*retune)
+            d = 0 if self.spec.kernel.precomputed else self.spec.n_features
+            threads.block(self._call_flops(b, d, learning=True))
             t0 = w.index
         if w.status != OK:
             row = int(cols[w.index]) if w.index >= 0 else -1
@@ -210,7 +206,7 @@ class DualEngine(Locked):
             raise_for(
                 w.status, row, self.spec.kernel.name, ctx.rule.rule, explicit, ctx.rule.first_order
             )
-        return f_blk, entered[0] if len(entered) == 1 else np.concatenate(entered), ks, nfl
+        return f_blk, entered_inputs(entered), ks, nfl
 
     def _place(self, XB, cols, entered, slots) -> None:
         """This block's new support inputs enter the store once, whoever took them;

@@ -11,13 +11,13 @@ it). The "random" policy's leavers do not depend on the model: the d-th death of
 walk comes right after its (B - n + d + 1)-th update and takes the support vector
 ``floor(U (B))`` of the model's entry order without its newest, ``U`` the counter's
 draw (:mod:`kernelcw.budget`). So the walk knows its leavers before it starts
-(:meth:`LazyForm._candidates`) and handles them as the "oldest" queue handles its
+(:func:`.lazy_block.lazy_candidates`) and handles them as the "oldest" queue handles its
 own (:func:`.queue.queue_walk`, ``doc/dual-form.md`` section 6): the rows it appends
 extend the factor of everything at its start, leavers included, and every round
 sees the model without the leavers so far through the identity
 ``k_A' M_AA^-1 q_A = w'u - (w'Y) (Y'Y)^-1 (Y'u)``, ``Y = L^-1 E_V``.
 
-After the walk (:meth:`LazyForm._purge`), the D leavers V leave the factor at once:
+After the walk (:meth:`.pruned.PrunedForm._purge`), the D leavers V leave the factor at once:
 rows above the first leaver p0 are unchanged; the trailing kept rows t satisfy
 ``L'_tt L'_tt' = L[t, A_t] L[t, A_t]' + L[t, V] L[t, V]'`` (their kept columns from
 p0 on, a lower triangle, and the leavers' columns): the kept rows and columns are
@@ -45,10 +45,10 @@ from __future__ import annotations
 import numpy as np
 
 from ... import _blas
-from .form import Walked, entered_inputs
+from .form import Walked
 from .lazy_block import lazy_candidates, lazy_part
 from .pruned import STAIR_GROUP, PrunedForm
-from .queue import part_size
+from .queue import part_size, walk_in_parts
 from .status import OK, STOP
 
 __all__ = ["STAIR_GROUP", "LazyForm", "part_size"]
@@ -77,28 +77,7 @@ class LazyForm(PrunedForm):
         """Block inputs t0.. in parts of :func:`part_size` inputs, a walk and a purge
         each (a walk's leavers are known before it starts, so it never stops for
         want of one)."""
-        b = blk.y.shape[0]
-        entered = []
-        nfl = 0
-        self._nu_cache = None
-        while t0 < b:
-            t1 = min(b, t0 + part_size(self.n))
-            res, ks, S = self._walk_part(ctx, blk, t0, t1, ks, f_blk)
-            nfl += res.n_floored
-            if res.status not in (OK, STOP):
-                return Walked(entered_inputs(entered), ks, nfl, t0 + res.index, res.status)
-            if res.status == STOP:  # pragma: no cover - a walk knows all its leavers
-                raise RuntimeError("the lazy form's walk ran out of leavers")
-            if S.size:
-                entered.append(S)
-            t0 = t1
-        return Walked(entered_inputs(entered), ks, nfl, -1, OK)
-
-    def _candidates(self, n: int, bs: int, budget: int) -> tuple[np.ndarray, np.ndarray]:
-        """The walk's leavers in leaving order (at most bs): their slots after the
-        walk's rows are appended (slot n + k for its k-th row), and for each the k of
-        a row the walk appends, or -1 (:class:`.queue.Candidates`)."""
-        return lazy_candidates(n, bs, budget, self.seed, self.counter)
+        return walk_in_parts(self, ctx, blk, t0, ks, f_blk, _out_of_leavers)
 
     def _walk_part(self, ctx, blk, t0: int, t1: int, ks: np.ndarray, f_blk: np.ndarray):
         """One walk of block inputs t0..t1-1 (:func:`.lazy_block.lazy_part`) and the
@@ -106,7 +85,8 @@ class LazyForm(PrunedForm):
         rows)."""
         B = ctx.budget
         n = self.n  # n + bs <= budget + part_size(budget) < capacity
-        V, new = self._candidates(n, t1 - t0, B)
+        # the walk's leavers in leaving order (:func:`.lazy_block.lazy_candidates`)
+        V, new = lazy_candidates(n, t1 - t0, B, self.seed, self.counter)
         bufs = (self.L, self.r, self.qv, self.zeta)
         sizes = (n, t0, t1, B, self.clock, STAIR_GROUP)
         data = (blk.K0, blk.Kbb, blk.kap, blk.y)
@@ -123,11 +103,6 @@ class LazyForm(PrunedForm):
             ks = self._purge(np.sort(V[: res.deaths]), ks)
         return res, ks, S
 
-    def _purge(self, V: np.ndarray, ks: np.ndarray) -> np.ndarray:
-        """The leavers V (sorted slots) leave the factor (module docstring,
-        :meth:`PrunedForm._remove`); returns ks without them."""
-        A = self._remove(V)
-        self.counter += V.shape[0]
-        self.entry, self.kap = self.entry[A], self.kap[A]
-        self._nu_cache = None
-        return ks[A]
+
+def _out_of_leavers(ctx, ks):  # pragma: no cover - a walk knows all its leavers
+    raise RuntimeError("the lazy form's walk ran out of leavers")

@@ -283,9 +283,17 @@ class PrunedForm(Form):
             A = np.setdiff1d(np.arange(n), V)
             self._save_rows(0)
             self._project(A, V, nu, Kinv, a)
-        else:
-            A = self._remove(V)
-        self.counter += q
+            return self._keep(A, q, ks)
+        return self._purge(V, ks)
+
+    def _purge(self, V: np.ndarray, ks: np.ndarray) -> np.ndarray:
+        """The leavers V (sorted slots) leave the factor (:meth:`_remove`); returns ks
+        without them."""
+        return self._keep(self._remove(V), V.shape[0], ks)
+
+    def _keep(self, A: np.ndarray, left: int, ks: np.ndarray) -> np.ndarray:
+        """After ``left`` leavers the slot records keep the slots A; returns ks[A]."""
+        self.counter += left
         self.entry, self.kap = self.entry[A], self.kap[A]
         self._nu_cache = None
         return ks[A]

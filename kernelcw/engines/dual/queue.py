@@ -50,7 +50,14 @@ from .queue_state import (
 from .status import OK, PSD_TOL, STOP
 from .steps import Block, block_rows_part, checked_step, chol_rank1, chol_solve_lower
 
-__all__ = ["QUEUE_REBUILD", "QueueForm", "assemble_precision", "part_size", "queue_walk"]
+__all__ = [
+    "QUEUE_REBUILD",
+    "QueueForm",
+    "assemble_precision",
+    "part_size",
+    "queue_walk",
+    "walk_in_parts",
+]
 
 #: The queue form rebuilds its factor once N holds this fraction of the budget.
 QUEUE_REBUILD = 0.5
@@ -273,6 +280,31 @@ def queue_part(fns, bufs, sizes, data, rule, slots, f_blk):
     return res, S + t0, (entry, kap, zeta, qv, ks)
 
 
+def walk_in_parts(form, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray, on_stop):
+    """Block inputs t0.. of ``form`` (the queue or the lazy form) in walks of
+    :func:`part_size` inputs, each by ``form._walk_part(ctx, blk, t0, t1, ks, f_blk)``;
+    a walk that stops (its candidates ran out) goes on from where it stopped after
+    ``ks = on_stop(ctx, ks)``. Returns the block's :class:`.form.Walked`."""
+    b = blk.y.shape[0]
+    entered = []
+    nfl = 0
+    form._nu_cache = None
+    while t0 < b:
+        t1 = min(b, t0 + part_size(form.n))
+        res, ks, S = form._walk_part(ctx, blk, t0, t1, ks, f_blk)
+        nfl += res.n_floored
+        if res.status not in (OK, STOP):
+            return Walked(entered_inputs(entered), ks, nfl, t0 + res.index, res.status)
+        if S.size:
+            entered.append(S)
+        if res.status == STOP:
+            t0 += res.index
+            ks = on_stop(ctx, ks)
+        else:
+            t0 = t1
+    return Walked(entered_inputs(entered), ks, nfl, -1, OK)
+
+
 class QueueForm(Form):
     """The queue (module docstring); ``zeta`` and ``qv`` (g / zeta) by slot."""
 
@@ -403,26 +435,10 @@ class QueueForm(Form):
     def walk(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray) -> Walked:
         """Block inputs t0.. in walks of :func:`part_size` inputs (a walk also ends
         where its candidates run out: then a rebuild)."""
-        b = blk.y.shape[0]
-        entered = []
-        nfl = 0
-        self._nu_cache = None
-        while t0 < b:
-            t1 = min(b, t0 + part_size(self.n))
-            res, ks, S = self._walk_part(ctx, blk, t0, t1, ks, f_blk)
-            nfl += res.n_floored
-            if res.status not in (OK, STOP):
-                return Walked(entered_inputs(entered), ks, nfl, t0 + res.index, res.status)
-            if S.size:
-                entered.append(S)
-            if res.status == STOP:
-                t0 += res.index
-                ks = self.rebuild(ctx, ks)
-            else:
-                t0 = t1
-        if self.nN > QUEUE_REBUILD * ctx.budget:
-            ks = self.rebuild(ctx, ks)
-        return Walked(entered_inputs(entered), ks, nfl, -1, OK)
+        w = walk_in_parts(self, ctx, blk, t0, ks, f_blk, self.rebuild)
+        if w.status == OK and self.nN > QUEUE_REBUILD * ctx.budget:
+            w = w._replace(ks=self.rebuild(ctx, w.ks))
+        return w
 
     def _walk_part(self, ctx, blk, t0: int, t1: int, ks: np.ndarray, f_blk: np.ndarray):
         """One walk over block inputs t0..t1-1, or to the next rebuild; the new rows

@@ -100,17 +100,17 @@ class SupportStore:
 
     # ------------------------------------------------------------ rows
 
-    def append(self, XB, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """Add block rows to the store; return their store positions."""
+    def append(self, XB, rows: np.ndarray, cols: np.ndarray) -> None:
+        """Add block rows ``rows`` to the store, as its rows n, n + 1, ... in that order."""
         k = rows.shape[0]
         first = self.n
         self.pos = np.concatenate([self.pos, cols[rows]])
-        if type(XB) is np.ndarray and type(self.rows) is np.ndarray:  # dense, as before
-            if first + k <= self.rows.shape[0]:  # (room: no format to settle, no copy)
-                self.rows[first : first + k] = XB[rows]
-                self.n += k
-                return np.arange(first, first + k)
-        if not self.kernel.precomputed:
+        dense = type(XB) is np.ndarray and type(self.rows) is np.ndarray
+        if self.kernel.precomputed:
+            pass  # (no rows: the kernel values come with X)
+        elif dense and first + k <= len(self.rows):
+            self.rows[first : first + k] = XB[rows]  # room: no format to settle, no copy
+        else:
             new = XB[rows]
             if self.rows is not None:  # the store keeps the format it began with
                 if sp.issparse(self.rows) and not sp.issparse(new):
@@ -132,7 +132,6 @@ class SupportStore:
                     self.rows = buf
                 self.rows[first : first + k] = new
         self.n += k
-        return np.arange(first, first + k)
 
     def compact(self, used: np.ndarray) -> np.ndarray | None:
         """Keep only the rows ``used`` (sorted, unique) when that frees more than half
