@@ -16,6 +16,14 @@ Each round is exactly the unbudgeted dual round. Then, if the support list has m
   in KL divergence, KL(N(mu, Sigma) || N(mu', Sigma')) (:func:`kl_scores`). Ties: oldest.
 - ``"project"``: the smallest |nu_p| sqrt(gamma_p), gamma_p = 1 / [Kj^-1]_pp, Kj the Gram
   matrix of S with its diagonal multiplied by (1 + ``PROJECT_JITTER``). Ties: oldest.
+  A budgeted "project" learner learns with that jittered kernel throughout,
+  ``kj(x_s, x_t) = k(x_s, x_t) + PROJECT_JITTER k(x_t, x_t) [s == t]`` (s, t stream
+  positions: every input has a private feature of variance jitter times k(x, x)):
+  every k(x, x) it sees, in a round and in ``variance``, is multiplied by
+  (1 + ``PROJECT_JITTER``), and its Gram matrix ``gram`` is Kj. The projections are
+  then exact in that kernel's feature space, where Kj is a Gram matrix, and Sigma
+  stays positive definite (with the plain kernel they were not: a jitter larger
+  than K's small eigenvalues made the projection stretch, not shrink).
 
 How it leaves (:func:`remove`, :func:`project`):
 
@@ -123,12 +131,6 @@ def seed_from(random_state) -> int:
 # ---------------------------------------------------------------------------------------
 
 
-def _jittered(K: np.ndarray) -> np.ndarray:
-    Kj = np.array(K, dtype=float)
-    Kj[np.diag_indices_from(Kj)] *= 1.0 + PROJECT_JITTER
-    return Kj
-
-
 def kl_scores(nu, Pi, K, a: float, first_order: bool, gz=None) -> np.ndarray:
     """KL(N(mu, Sigma) || N(mu', Sigma')) for removing each p (the "remove" way).
 
@@ -198,8 +200,8 @@ def kl_scores_primal(S, nu, Pi, a: float, first_order: bool, gz=None) -> np.ndar
 
 
 def project_scores(nu, K) -> np.ndarray:
-    """|nu_p| sqrt(gamma_p), gamma_p = 1 / [Kj^-1]_pp."""
-    Kinv = np.linalg.inv(_jittered(K))
+    """|nu_p| sqrt(gamma_p), gamma_p = 1 / [Kj^-1]_pp (K: the jittered kernel's)."""
+    Kinv = np.linalg.inv(K)
     return np.abs(np.asarray(nu, dtype=float)) * np.sqrt(1.0 / np.diag(Kinv))
 
 
@@ -225,10 +227,11 @@ def remove(
 
 
 def project(nu, Pi, K, p: int, first_order: bool) -> tuple[np.ndarray, np.ndarray]:
-    """e = Kj_{-p}^-1 Kj[-p, p]; nu' = nu_{-p} + nu_p e; Pi' = A Pi A', A = [I | e]."""
+    """e = Kj_{-p}^-1 Kj[-p, p]; nu' = nu_{-p} + nu_p e; Pi' = A Pi A', A = [I | e]
+    (K = Kj: the jittered kernel's)."""
     n = len(nu)
     keep = np.delete(np.arange(n), p)
-    Kj = _jittered(K)
+    Kj = np.asarray(K, dtype=float)
     e = np.linalg.solve(Kj[np.ix_(keep, keep)], Kj[keep, p])
     nu = np.asarray(nu, dtype=float)
     nu2 = nu[keep] + nu[p] * e
@@ -266,7 +269,7 @@ def project_many(nu, Pi, K, V, first_order: bool) -> tuple[np.ndarray, np.ndarra
     n = len(nu)
     V = np.asarray(sorted(V), dtype=int)
     keep = np.setdiff1d(np.arange(n), V)
-    Kj = _jittered(K)
+    Kj = np.asarray(K, dtype=float)  # (the jittered kernel's)
     E = np.linalg.solve(Kj[np.ix_(keep, keep)], Kj[np.ix_(keep, V)])
     nu = np.asarray(nu, dtype=float)
     nu2 = nu[keep] + E @ nu[V]
@@ -350,9 +353,12 @@ class RefBudgetLearner(rd.RefDualLearner):
         self.n_removed = 0
         self.removals: list[Removal] = []
         self.support_log: list[tuple[int, ...]] = []  # the support list after every round
+        # "project" with a budget: the jittered kernel (module docstring)
+        self.jitter = PROJECT_JITTER if budget is not None and policy == "project" else 0.0
 
     def learn(self, k, kappa, y, pos):
         n0 = self.nu.size
+        kappa = float(kappa) * (1.0 + self.jitter)
         step = super().learn(k, kappa, y, pos)
         if step.update:
             f, v = self.trace[-1]
@@ -487,6 +493,11 @@ class RefBudgetModel(rd.RefDualModel):
             )
             for _ in self.learners
         ]
+
+    def _kernel_rows(self, X, lr):
+        """k(x, x) jittered for a "project" learner (module docstring)."""
+        Ks, diag = super()._kernel_rows(X, lr)
+        return Ks, diag * (1.0 + lr.jitter)
 
 
 def run_ref_budget(

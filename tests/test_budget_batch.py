@@ -180,8 +180,9 @@ def test_remove_many_is_successive_removals(rule):
 def test_project_many_is_successive_projections_and_the_primal_projection(rule):
     X, lr = _model(rule, "oldest")
     V = [6, 1, 3]
-    nu1, Pi1 = rb.project_many(lr.nu, lr.Pi, lr.gram, V, lr.first_order)
-    K = [lr.gram]
+    Kj = lr.gram * (1.0 + np.eye(len(lr.gram)) * rb.PROJECT_JITTER)  # the jittered kernel's
+    nu1, Pi1 = rb.project_many(lr.nu, lr.Pi, Kj, V, lr.first_order)
+    K = [Kj]
 
     def one(nu, Pi, p):
         out = rb.project(nu, Pi, K[0], p, lr.first_order)

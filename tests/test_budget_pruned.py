@@ -26,7 +26,6 @@ import numpy as np
 import pytest
 import reference_budget as rb
 from test_budget import (
-    RS,
     SECOND_ORDER,
     assert_rel_close,
     make_est,
@@ -346,32 +345,76 @@ def test_stabilise_keeps_the_model(policy, n_classes, monkeypatch):
     helpers.assert_rel_close(est.decision_function(X), ref.decision_function(X), 1e-9)
 
 
-@pytest.mark.xfail(strict=True, raises=FloatingPointError, reason=(
-    "project writes support vectors in a numerically rank-deficient span: with these "
-    "streams its coefficients grow like 1 / PROJECT_JITTER per projection, in any form "
-    "(the explicit q = 1 form fails alike); the policy needs a novelty threshold"))  # fmt: skip
-@pytest.mark.parametrize(("rule", "stream"), [("arow", "unscaled")])
-def test_hard_streams_project_still_fails(rule, stream):
+@pytest.mark.parametrize(("rule", "stream"), HARD)
+@pytest.mark.parametrize("q", (1, 5))
+def test_hard_streams_run_through_project(rule, stream, q):
+    """ "project" learns with the jittered kernel (kernelcw/engines/dual/store.py): its
+    projections are exact in that kernel's feature space and Sigma stays positive
+    definite. q = 5: the pruned form from the budget's binding. q = 1: the blocked
+    nu/Pi walk, which leaves float64's range on these streams; the call is learned
+    again in the pruned form with q = 1 (from nu and Pi: explicit_to_pruned), and
+    a warning says so. (With the plain kernel every one of these raised
+    FloatingPointError: the jitter, larger than K's small eigenvalues, made the
+    projection stretch Sigma out of positive definiteness.)"""
     X, y = _hard_streams()[stream]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        _hard_est(rule, "project", "cholesky", 5).fit(X, y)
+    est = _hard_est(rule, "project", "cholesky", q)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(X, y)
+    switched = any("learned again" in str(w.message) for w in caught)
+    assert est._engine.factor_forms() == ["pruned"]
+    assert switched == (q == 1)
+    for name in ("dual_coef_", "covariance_coef_"):
+        assert np.all(np.isfinite(getattr(est, name))), name
+    assert np.all(np.isfinite(est.decision_function(X)))
+    assert np.all(np.isfinite(est.predict_proba(X)))
+    assert est.n_support_ <= 20
 
 
-def test_budget_batch_validation():
-    X, y = make_stream(np.random.default_rng(0), 50, 3)
-    for q, msg in [(0, "budget_batch"), (2.5, "budget_batch"), (9, "at most budget")]:
-        est = make_est("arow", budget=8, policy="random")
-        est.budget_batch = q
-        with pytest.raises(ValueError, match=msg):
-            est.fit(X, y)
-    for over in (dict(solver="explicit"), dict(rule="pa1")):
-        rule = over.pop("rule", "arow")
-        est = make_est(rule, over.get("solver", "cholesky"), 8, "random")
-        est.budget_batch = 2
-        with pytest.raises(ValueError, match="second-order"):
-            est.fit(X, y)
-    est = make_est("arow", budget=8, policy="random", random_state=RS)
-    est.budget_batch = 1  # q = 1: the round-by-round policies, as before
-    est.fit(X, y)
-    assert est._engine.factor_forms() == ["lazy"]
+def test_project_stabilised_from_nu_pi_is_the_same_model(monkeypatch):
+    """explicit_to_pruned for "project" (L from Pi without forming M = -a^2 Pi^-1):
+    the pruned form's model is the explicit one to rounding, and both continue alike."""
+    X, y = make_stream(np.random.default_rng(5), 300, 4, 2)
+    est = make_est("arow", "cholesky", 12, "project").fit(X[:200], y[:200])
+    ref = make_est("arow", "cholesky", 12, "project").fit(X[:200], y[:200])
+    assert est._engine.factor_forms() == ["explicit"]
+    assert est._engine.stabilise()
+    assert est._engine.factor_forms() == ["pruned"]
+    for name in ("dual_coef_", "covariance_coef_"):
+        helpers.assert_rel_close(getattr(est, name), getattr(ref, name), 1e-9)
+    est.partial_fit(X[200:], y[200:])
+    ref.partial_fit(X[200:], y[200:])
+    np.testing.assert_array_equal(est.n_mistakes_, ref.n_mistakes_)
+    helpers.assert_rel_close(est.decision_function(X), ref.decision_function(X), 1e-7)
+
+
+@pytest.mark.parametrize("q", (1, 3))
+def test_project_model_saved_before_the_jitter_loads_and_continues(q):
+    """A state without ``kernel_jitter`` (a budgeted "project" model saved before
+    such models learned with the jittered kernel: k(x, x) and the Gram caches'
+    diagonals of the plain kernel) loads with them jittered, and continues as the
+    model saved now does, to rounding."""
+    from kernelcw.budget import PROJECT_JITTER
+    from kernelcw.engines.dual import DualEngine
+    from kernelcw.engines.dual.state_check import check_state
+
+    X, y = make_stream(np.random.default_rng(8), 200, 4, 2)
+    est = make_est("arow", "cholesky", 12, "project")
+    est.budget_batch = q
+    est.fit(X[:120], y[:120])
+    eng = est._engine
+    new = eng.state_dict()
+    old = {k: v.copy() for k, v in new.items() if k != "kernel_jitter"}
+    n = old["model0.idx"].shape[0]
+    old["model0.kap"] = old["model0.kap"] / (1.0 + PROJECT_JITTER)
+    for key in ("model0.G", "model0.policy.G"):
+        if key in old:
+            old[key][np.diag_indices(n)] /= 1.0 + PROJECT_JITTER
+    check_state(eng.spec, old)
+    back = DualEngine.from_state(eng.spec, old)
+    for k, v in back.state_dict().items():
+        scale = np.abs(v).max() if v.size else 0.0
+        np.testing.assert_allclose(v, new[k], rtol=1e-15, atol=1e-15 * scale, err_msg=k)
+    Y = np.where(y[120:] == 1, 1.0, -1.0)[:, None]
+    a, b = eng.learn(X[120:], Y), back.learn(X[120:], Y)
+    helpers.assert_rel_close(b.margins, a.margins, 1e-9)

@@ -17,6 +17,7 @@ from kernelcw import (
     combine,
     primal_from_dual,
 )
+from kernelcw.budget import PROJECT_JITTER
 from kernelcw.engines import engine_class
 from kernelcw.engines.dual.combine_state import projections
 
@@ -287,10 +288,17 @@ def test_a_combination_of_projected_parts_keeps_learning_like_the_dense_model():
     state = {"mean": np.stack([m for m, _ in nat]), "covariance": np.stack([s for _, s in nat])}
     primal._engine = engine_class("primal_full").from_state(primal._engine.spec, state)
     Xn, yn = stream(n=90, classes=3, seed=5)
-    combined.partial_fit(Xn, yn)
-    primal.partial_fit(Xn, yn)
     np.testing.assert_allclose(
         combined.decision_function(X), primal.decision_function(X), rtol=1e-8, atol=1e-8
+    )
+    combined.partial_fit(Xn, yn)
+    primal.partial_fit(Xn, yn)
+    # a budgeted "project" model learns with the jittered kernel (k(x, x) times
+    # 1 + PROJECT_JITTER): the primal model's to that
+    want = primal.decision_function(X)
+    tol = 1e3 * PROJECT_JITTER
+    np.testing.assert_allclose(
+        combined.decision_function(X), want, rtol=tol, atol=tol * np.abs(want).max()
     )
 
 
@@ -505,3 +513,22 @@ def test_an_averaged_union_is_never_rebuilt_from_zeta_and_g(method):
             np.testing.assert_array_equal(eng.state_dict()[k], v, err_msg=k)
     back = DualEngine.from_state(eng.spec, eng.state_dict())
     assert back.nu_pi_models == eng.nu_pi_models
+
+
+@pytest.mark.parametrize(("budget", "q"), [(30, 1), (30, 3), (500, 1)])
+def test_project_parts_combine_in_their_jittered_kernel_once(budget, q):
+    """Budgeted "project" parts learn with the jittered kernel (k(x, x) times
+    1 + PROJECT_JITTER): their combination keeps it, jittered once."""
+    X, y = stream(n=300)
+    parts = [
+        SCWClassifier(kernel="rbf", gamma=0.3, budget=budget, budget_batch=q).fit(
+            X[i * 100 : (i + 1) * 100], y[i * 100 : (i + 1) * 100]
+        )
+        for i in range(3)
+    ]
+    for method in ("kl", "average"):
+        eng = combine(parts, method)._engine
+        assert eng.store.jitter == PROJECT_JITTER
+        f = eng.forms[0]
+        plain = eng.store.kernel.diag(eng.store.rows[f.idx])
+        np.testing.assert_allclose(f.kap, plain * (1.0 + PROJECT_JITTER), rtol=1e-15)

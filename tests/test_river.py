@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kernelcw.budget import PROJECT_JITTER
+
 river = pytest.importorskip("river")
 pd = pytest.importorskip("pandas")
 
@@ -301,7 +303,7 @@ def test_mirror_is_learning_the_flipped_labels(form):
     want = {0: _fit(FORMS[form], X, 1 - y).engine_.state_dict(), 1: original.state_dict()}
     for i, sub in want.items():
         for k, v in sub.items():
-            if k in ("n_models", "factor_only", "nu_pi_models"):  # engine-wide
+            if k in ("n_models", "factor_only", "nu_pi_models", "kernel_jitter"):  # engine-wide
                 assert np.array_equal(state[k], v) or k == "n_models", k
                 continue
             if k.startswith("store."):  # shared by the models
@@ -321,7 +323,10 @@ def test_added_models_are_the_prior_and_widen_refuses_to_shrink(form):
     assert eng.n_models == 3
     F, V = eng.decision(X), eng.margin_variance(X)
     np.testing.assert_array_equal(F[:, 1:], 0.0)
+    # (a budgeted "project" model's kernel is jittered: k(x, x) = 1 + PROJECT_JITTER)
     kappa = (X * X).sum(axis=1) if form != "dual_project" else np.ones(len(X))
+    if form == "dual_project" and est.engine_.spec.budget is not None:
+        kappa = kappa * (1.0 + PROJECT_JITTER)
     np.testing.assert_allclose(V[:, 1:], est.a * kappa[:, None] * np.ones((1, 2)), rtol=1e-12)
     with pytest.raises(ValueError, match="below the current"):
         widen(est.engine_, 2)

@@ -66,12 +66,19 @@ Ties go to the oldest. How it forgets (both keep Sigma positive definite):
 K is the Gram matrix of the support vectors with its diagonal multiplied by
 ``1 + PROJECT_JITTER``, so that near-duplicate support vectors (gamma_p ~ 0, the
 first to go under "project") keep it invertible and its condition number stays
-below about 1/PROJECT_JITTER. Its inverse is kept with O(n^2) updates per round
-and recomputed from the Gram matrix every ``max(KINV_REFRESH, budget)`` removals
-(counted, so independent of how the stream is cut; ``kinv_refresh_due``): RBF Gram
-matrices of a few hundred support vectors reach condition numbers of 1e7, where the
-rank-one updates drift (before each new vector's Schur complement was bounded below,
-``schur_inverse``, thousands of them left the inverse accurate to 2 digits).
+below about 1/PROJECT_JITTER. A budgeted "project" model learns with that jittered
+kernel throughout (``k(x, x') + PROJECT_JITTER k(x, x)`` for the same input of the
+stream: a private feature per input; every k(x, x) it reads is jittered, by the
+support store, :class:`kernelcw.engines.dual.store.SupportStore`): K is then a Gram
+matrix of its feature space, P an orthogonal projection there, and Sigma' positive
+definite as above. (Jittering the projection alone was not: with K's small
+eigenvalues below the jitter, the map stretched Sigma out of positive definiteness.)
+K's inverse is kept with O(n^2) updates per round and recomputed from the Gram
+matrix every ``max(KINV_REFRESH, budget)`` removals (counted, so independent of how
+the stream is cut; ``kinv_refresh_due``): RBF Gram matrices of a few hundred support
+vectors reach condition numbers of 1e7, where the rank-one updates drift (before each
+new vector's Schur complement was bounded below, ``schur_inverse``, thousands of them
+left the inverse accurate to 2 digits).
 """
 
 from __future__ import annotations

@@ -399,20 +399,17 @@ def kinv_refresh_due(counter, budget):
 
 @njit(cache=True, error_model="numpy")
 def kinv_refresh(n, G, kinv, fns):
-    """kinv = (G with the jittered diagonal)^-1 from scratch, in place on its lower
-    triangle: Cholesky and inverse from the factor (n^3 flops, half of an LU
-    inverse, exactly symmetric; at n = 4000 the refresh was most of a removal's
-    cost). Should rounding leave the jittered Gram matrix not positive definite,
-    the LU inverse (:func:`symmetric_inverse`)."""
+    """kinv = G^-1 (G: the jittered kernel's, as the support store gives it) from
+    scratch, in place on its lower triangle: Cholesky and inverse from the factor
+    (n^3 flops, half of an LU inverse, exactly symmetric; at n = 4000 the refresh
+    was most of a removal's cost). Should rounding leave the jittered Gram matrix
+    not positive definite, the LU inverse (:func:`symmetric_inverse`)."""
     for i in range(n):
         for j in range(i):
             kinv[i, j] = G[i, j]
-        kinv[i, i] = G[i, i] * (1.0 + PROJECT_JITTER)
+        kinv[i, i] = G[i, i]
     if sym_inverse(fns, n, kinv) != 0:
-        Gj = G[:n, :n].copy()
-        for i in range(n):
-            Gj[i, i] *= 1.0 + PROJECT_JITTER
-        X = symmetric_inverse(Gj)
+        X = symmetric_inverse(G[:n, :n].copy())
         for i in range(n):  # element by element: no shape-check code to compile
             for j in range(n):
                 kinv[i, j] = X[i, j]
@@ -488,7 +485,7 @@ def policy_append(pol, n, kv, kap_new, c, beta, v_raw, a, second, work):
             G[i, n] = kv[i]
         G[n, n] = kap_new
     if pol.track_kinv:
-        kinv_append(n, pol.kinv, pol.G, kv, kap_new * (1.0 + PROJECT_JITTER), work, pol.blas)
+        kinv_append(n, pol.kinv, pol.G, kv, kap_new, work, pol.blas)
 
 
 @njit(cache=True, error_model="numpy")

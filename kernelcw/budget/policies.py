@@ -20,7 +20,6 @@ from .kernels import (
     OLDEST,
     POLICIES,
     PROJECT,
-    PROJECT_JITTER,
     RANDOM,
     SMALLEST,
     PolicyState,
@@ -76,9 +75,7 @@ class BudgetPolicy:
         if self.tracks_kinv:
             self.kinv = np.zeros((cap, cap))
             if n:
-                Gj = G.copy()
-                Gj[np.diag_indices(n)] *= 1.0 + PROJECT_JITTER
-                self.kinv[:n, :n] = symmetric_inverse(Gj)
+                self.kinv[:n, :n] = symmetric_inverse(G.copy())  # (G: jittered)
         if self.tracks_gram:
             self.G = np.zeros((cap, cap))
             if n:

@@ -95,7 +95,8 @@ def _projected() -> ValueError:
 
 
 def gram(kernel, rows) -> tuple[np.ndarray, np.ndarray]:
-    """(K(S, S) exactly symmetric, kappa) as the engine forms them for a block."""
+    """(K(S, S) exactly symmetric, kappa) as the engine forms them for a block, of the
+    plain kernel (:func:`build_engine`)."""
     K = kernel.block(rows, rows)
     K = 0.5 * (K + K.T)
     kap = kernel.diag(rows) if kernel._f is None else np.ascontiguousarray(np.diagonal(K))
@@ -173,7 +174,12 @@ def build_engine(spec, store: dict[str, np.ndarray], rows, models: list[dict]) -
     ``g`` (natural parameters: the panel form), or ``nu`` and ``Pi`` (None for
     first order) with ``zsv``, ``gsv`` and optionally ``removed`` (the explicit
     form). ``K`` and ``kap``, where given, are the Gram matrix over ``idx`` and its
-    diagonal. Budgeted models over their budget are pruned with their policy."""
+    diagonal (the plain kernel's). Budgeted models over their budget are pruned with
+    their policy."""
+    # The combination is the plain kernel's (doc/combination.md); with no
+    # "kernel_jitter" in the state, from_state makes a budgeted "project" result's
+    # k(x, x) and Gram caches the jittered kernel's, which it then learns with (as for a
+    # model saved before that kernel: :class:`.store.SupportStore`).
     state = {"n_models": np.array(len(models), dtype=np.int64)}
     state.update({f"store.{k}": v for k, v in store.items()})
     for i, m in enumerate(models):

@@ -10,9 +10,10 @@ form takes the slots over and the old one is left unchanged (so a checkpoint of 
 still restores it).
 
 A model of a removing policy ("smallest"; "random" in a model saved in the nu/Pi
-form by an earlier version) whose nu/Pi recursion left float64's range continues in
-the batch-pruned form with q = 1 (the lazy form for "random"), the same model
-(:func:`explicit_to_pruned`, from ``kernelcw.engines.dual.DualEngine.stabilise``).
+form by an earlier version) or of "project" whose nu/Pi recursion left float64's
+range continues in the batch-pruned form with q = 1 (the lazy form for "random"), the
+same model (:func:`explicit_to_pruned`, from
+``kernelcw.engines.dual.DualEngine.stabilise``).
 """
 
 from __future__ import annotations
@@ -112,30 +113,61 @@ def panels_to_pruned(p: PanelForm, ctx: Context, cls=PrunedForm) -> PrunedForm:
 
 def explicit_to_pruned(x: ExplicitForm, ctx: Context, G: np.ndarray) -> PrunedForm | None:
     """The batch-pruned form (q = ``ctx.batch``; the lazy form for "random" with q = 1)
-    of an explicit model of a removing policy, from what its rounds recorded rather
-    than from its nu and Pi: with
-    nothing projected, ``M = diag(1/zeta) + a K`` (``Pi = -a^2 M^-1``) and
-    ``qv = g / zeta`` (:mod:`.pruned`), on the Gram matrix ``G`` of its support by
-    slot. Slots in entry order, as the pruned form keeps them. None if M is not
-    positive definite in floating point."""
+    of an explicit second-order model, on the Gram matrix ``G`` of its support by slot.
+    A removing policy's is built from what its rounds recorded rather than from its
+    nu and Pi: with nothing projected, ``M = diag(1/zeta) + a K``
+    (``Pi = -a^2 M^-1``) and ``qv = g / zeta`` (:mod:`.pruned`). "project"'s, whose
+    projections leave that structure, from nu and Pi (:func:`_factor_of_pi`).
+    Slots in entry order, as the pruned form keeps them. None if M is not positive
+    definite in floating point."""
     n = x.n
     o = x.order()
     zeta = x.zsv[:n][o]
-    M = ctx.a * G[np.ix_(o, o)]
-    M[np.diag_indices(n)] += 1.0 / zeta
-    try:
-        L = cholesky(M, lower=True, check_finite=True) if n else np.zeros((0, 0))
-    except (LinAlgError, ValueError):
+    projects = ctx.policy == "project"
+    if projects:
+        nu = x.nu(ctx.a)[o]
+        L = _factor_of_pi(x.Pi(ctx.a)[np.ix_(o, o)], ctx.a)
+    else:
+        M = ctx.a * G[np.ix_(o, o)]
+        M[np.diag_indices(n)] += 1.0 / zeta
+        try:
+            L = cholesky(M, lower=True, check_finite=True) if n else np.zeros((0, 0))
+        except (LinAlgError, ValueError):
+            L = None
+    if L is None:
         return None
     y = (LazyForm if lazy_form(ctx) else PrunedForm)(ctx.policy, ctx.budget, ctx.batch, ctx.seed)
     y.idx, y.entry, y.kap, y.clock = x.idx[o], x.entry[o], x.kap[o], x.clock
     y.counter = x.policy.counter
-    qv = x.gsv[:n][o] / zeta
     y.L[:n, :n] = L
     y.zeta[:n] = zeta
-    y.qv[:n] = qv
-    y.r[:n] = solve_triangular(L, qv, lower=True, check_finite=False) if n else qv
+    if projects:
+        y.r[:n] = (L.T @ nu) / ctx.a  # nu = a L'^-1 r
+        y.qv[:n] = L @ y.r[:n]  # qv = M nu / a = L r
+        y.G[:n, :n] = G[np.ix_(o, o)]
+    else:
+        qv = x.gsv[:n][o] / zeta
+        y.qv[:n] = qv
+        y.r[:n] = solve_triangular(L, qv, lower=True, check_finite=False) if n else qv
     return y
+
+
+def _factor_of_pi(Pi: np.ndarray, a: float) -> np.ndarray | None:
+    """Lower L with ``L L' = M = -a^2 Pi^-1``, without forming M: with
+    ``P = -Pi / a^2 = M^-1`` and J the reversal, ``J P J = C C'`` (Cholesky) gives
+    ``P = U U'``, ``U = J C J`` upper, so ``M = U'^-1 U^-1`` and ``L = U'^-1``.
+    None if -Pi is not positive definite in floating point."""
+    n = Pi.shape[0]
+    if n == 0:
+        return np.zeros((0, 0))
+    P = np.ascontiguousarray(Pi[::-1, ::-1]) * (-1.0 / (a * a))
+    try:
+        C = cholesky(P, lower=True, check_finite=True)
+    except (LinAlgError, ValueError):
+        return None
+    U = np.ascontiguousarray(C[::-1, ::-1])
+    L = solve_triangular(U, np.eye(n), lower=False, check_finite=False).T
+    return np.ascontiguousarray(L) if np.all(np.isfinite(L)) else None
 
 
 def panels_to_queue(p: PanelForm, ctx: Context, ks: np.ndarray):

@@ -47,7 +47,6 @@ from numba import njit
 from ..._blas import rows_mv, sym_mm, sym_rk
 from ...budget.kernels import (
     PROJECT,
-    PROJECT_JITTER,
     SMALLEST,
     jth_entered_slot,
     kinv_refresh,
@@ -292,7 +291,7 @@ def _enter(blk, t, sup, pol, dw, a, f, ay, beta, zeta, v):
     if pol.code == PROJECT:
         _product(pol.blas, dw.D0, t - c[T0], n0, dw.Vt, dw.sig, nv, kP, nP, dw.dead, wP,
                  dw.tmp)  # fmt: skip
-        kj = kap_t * (1.0 + PROJECT_JITTER)
+        kj = kap_t  # (jittered: the store's)
         sk = kj
         for i in range(nP):
             sk -= kP[i] * wP[i]

@@ -36,7 +36,7 @@ from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
 from .status import OK, STOP, check_mercer, raise_for, unusable
-from .store import SupportStore
+from .store import SupportStore, kernel_jitter
 
 __all__ = ["DualEngine"]
 
@@ -66,7 +66,7 @@ class DualEngine(Locked):
             batch=int(spec.budget_batch),
             solver=spec.solver,
         )
-        self.store = SupportStore(spec.kernel)
+        self.store = SupportStore(spec.kernel, kernel_jitter(spec))
         self.forms: list[Form] = [
             initial_form(self._ctx, spec.solver) for _ in range(spec.n_models)
         ]
@@ -257,22 +257,24 @@ class DualEngine(Locked):
     # ------------------------------------------------------------ rollback
 
     def stabilise(self) -> bool:
-        """The nu/Pi recursion of a removing policy ("random", "smallest"; solver
-        "cholesky", second-order rule) left float64's range and the call was restored:
-        from now on its models are kept in the batch-pruned Cholesky form with the same
-        q, or "random" with q = 1 in its lazy form (:func:`.convert.explicit_to_pruned`;
-        a model saved in the nu/Pi form by an earlier version), the same model without
-        Pi's drift, and
-        a budget that binds later binds into it. False (nothing changed) for "project"
-        (whose projections leave that structure), the explicit solver, a first-order
-        rule, or when no model's Gram matrix is at hand (a "precomputed" kernel under
-        "random") or factors, and for models given by nu and Pi (``nu_pi_models``:
-        rebuilt from zeta, g and K they would become another model)."""
+        """The nu/Pi recursion of a budget policy ("random", "smallest", "project";
+        solver "cholesky", second-order rule) left float64's range and the call was
+        restored: from now on its models are kept in the batch-pruned Cholesky form
+        with the same q, or "random" with q = 1 in its lazy form
+        (:func:`.convert.explicit_to_pruned`; a model saved in the nu/Pi form by an
+        earlier version), the same model without Pi's drift, and a budget that binds
+        later binds into it. False (nothing changed) for the explicit solver, a
+        first-order rule, or when no model's Gram matrix is at hand (a "precomputed"
+        kernel under "random") or factors, and for a removing policy's models given by
+        nu and Pi (``nu_pi_models``: rebuilt from zeta, g and K they would become
+        another model; "project"'s factor comes from nu and Pi)."""
         ctx = self._ctx
-        removing = ctx.policy in ("random", "smallest") and ctx.budget is not None
-        if not removing or ctx.solver != "cholesky" or ctx.rule.first_order:
+        policies = ("random", "smallest", "project")
+        if ctx.budget is None or ctx.policy not in policies:
             return False
-        if self.nu_pi_models:
+        if ctx.solver != "cholesky" or ctx.rule.first_order:
+            return False
+        if self.nu_pi_models and ctx.policy != "project":
             return False
         # a model whose budget has not bound yet will bind into the factor form
         changed = not ctx.factor_only and ctx.batch == 1 and not lazy_form(ctx)
@@ -389,6 +391,7 @@ class DualEngine(Locked):
             "nu_pi_models": np.array(int(self.nu_pi_models), dtype=np.int64),
         }
         state.update({f"store.{k}": v for k, v in self.store.state_dict().items()})
+        state["kernel_jitter"] = np.array(self.store.jitter)
         for i, form in enumerate(self.forms):
             state[f"model{i}.form"] = np.array(form.code, dtype=np.int64)
             state.update({f"model{i}.{k}": v for k, v in form.state_dict().items()})
@@ -408,7 +411,10 @@ class DualEngine(Locked):
         if bool(state.get("factor_only", False)):  # files saved before it: False
             eng._ctx = eng._ctx._replace(factor_only=True)
         eng.nu_pi_models = bool(state.get("nu_pi_models", False))  # (likewise)
-        eng.store = SupportStore.from_state(spec.kernel, _under(state, "store."))
+        jitter = eng.store.jitter
+        if jitter and "kernel_jitter" not in state:  # saved before "project" jittered
+            _jitter_saved(state, eng.n_models, jitter)
+        eng.store = SupportStore.from_state(spec.kernel, _under(state, "store."), jitter)
         for i in range(eng.n_models):
             sub = _under(state, f"model{i}.")
             form = _FORMS.get(int(sub["form"]))
@@ -419,6 +425,20 @@ class DualEngine(Locked):
                 )
             eng.forms[i] = form.from_state(sub, eng._ctx)
         return eng
+
+
+def _jitter_saved(state: dict[str, np.ndarray], n_models: int, jitter: float) -> None:
+    """A budgeted "project" model saved before such models learned with the jittered
+    kernel (:class:`.store.SupportStore`): its k(x, x), and the Gram caches' diagonals,
+    become the jittered kernel's (its inverse Gram matrix was of that already); it
+    continues with that kernel."""
+    for i in range(n_models):
+        n = state[f"model{i}.idx"].shape[0]
+        state[f"model{i}.kap"] = state[f"model{i}.kap"] * (1.0 + jitter)
+        for key in (f"model{i}.G", f"model{i}.policy.G"):
+            G = state.get(key)
+            if G is not None and G.ndim == 2 and min(G.shape) >= n:
+                G[np.diag_indices(n)] *= 1.0 + jitter
 
 
 def _under(state: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:

@@ -56,7 +56,7 @@ from scipy.linalg.blas import dgemv
 from scipy.linalg.lapack import dpotrf, dpotri, dtrtri
 
 from ... import _blas, _cholupdate
-from ...budget import PROJECT_JITTER, splitmix64_uniform
+from ...budget import splitmix64_uniform
 from ...rules import VAR_FLOOR
 from .form import Form, Walked, entered_inputs
 from .lazy_block import copy_lower, purge_rows, refresh_r
@@ -323,8 +323,7 @@ class PrunedForm(Form):
             scores = 0.5 * (d * d * vp / oms - s - np.log(oms))
             cand = order[:-1]
             return cand[np.argsort(scores[cand], kind="stable")[:q]], None
-        Kj = self.G[:n, :n].copy()
-        Kj[np.diag_indices(n)] *= 1.0 + PROJECT_JITTER
+        Kj = self.G[:n, :n].copy()  # (the jittered kernel's: the store's)
         c, info = dpotrf(Kj, lower=1)
         if info:
             raise np.linalg.LinAlgError("the jittered Gram matrix is not positive definite")

@@ -20,7 +20,7 @@ from .lazy import LazyForm
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
-from .store import SupportStore
+from .store import SupportStore, kernel_jitter
 
 __all__ = ["check_state"]
 
@@ -56,6 +56,14 @@ def check_state(spec, state: dict[str, np.ndarray]) -> None:
     for flag in ("factor_only", "nu_pi_models"):
         if flag in state:
             _int(state, flag, 0, 1)
+    if "kernel_jitter" in state:
+        want = kernel_jitter(spec)
+        got = state["kernel_jitter"]
+        if got.shape != () or float(got) != want:
+            raise ValueError(
+                f"engine.kernel_jitter is {got!r}; these parameters learn with {want!r} "
+                '(PROJECT_JITTER for a budgeted "project" model, else 0)'
+            )
     n_store, n_seen = _check_store(spec, state)
     block = spec.block_size or DUAL_BLOCK
     for k in range(spec.n_models):
@@ -77,6 +85,8 @@ def _check_self_kernels(spec, state) -> None:
     store = {k[len("store.") :]: v for k, v in state.items() if k.startswith("store.")}
     rows = SupportStore.from_state(kernel, store).rows  # (its arrays checked above)
     diag = kernel.diag(rows)
+    if "kernel_jitter" in state:  # (a budgeted "project" model's kernel: jittered)
+        diag = diag * (1.0 + float(state["kernel_jitter"]))
     for k in range(spec.n_models):
         idx, kap = state[f"model{k}.idx"], state[f"model{k}.kap"]
         if idx.size and not np.allclose(kap, diag[idx], rtol=1e-9, atol=1e-12 * diag.max()):

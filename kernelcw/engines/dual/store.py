@@ -13,9 +13,17 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ...budget import PROJECT_JITTER
 from ...kernels import Kernel
 
-__all__ = ["SupportStore"]
+__all__ = ["SupportStore", "kernel_jitter"]
+
+
+def kernel_jitter(spec) -> float:
+    """The jitter a model of ``spec`` learns with (:class:`SupportStore`): a budgeted
+    "project" model's :data:`kernelcw.budget.PROJECT_JITTER`, else 0."""
+    projects = spec.budget is not None and spec.budget_policy == "project"
+    return PROJECT_JITTER if projects else 0.0
 
 
 def _dense(M) -> np.ndarray:
@@ -25,10 +33,20 @@ def _dense(M) -> np.ndarray:
 class SupportStore:
     """``rows`` (None until the first support input, and for "precomputed"), the
     ``n`` rows in use, their training positions ``pos``, and ``n_seen`` (training
-    rows seen: the default positions continue from there)."""
+    rows seen: the default positions continue from there).
 
-    def __init__(self, kernel: Kernel):
+    ``jitter`` (a budgeted "project" model's :data:`kernelcw.budget.PROJECT_JITTER`,
+    else 0): the models learn with the kernel
+    ``k(x, x') + jitter k(x, x) [x and x' are the same input of the stream]``, a
+    Mercer kernel (each input has a private feature of variance ``jitter k(x, x)``),
+    so every input's ``k(x, x)`` here, of a training block's and of new inputs, is
+    multiplied by ``1 + jitter``; a kernel between two inputs is unchanged.
+    ("project" writes the inputs that leave in the kept ones: exactly, in this
+    kernel's feature space, whose Gram matrices are positive definite.)"""
+
+    def __init__(self, kernel: Kernel, jitter: float = 0.0):
         self.kernel = kernel
+        self.jitter = float(jitter)
         self.rows = None
         self.n = 0
         self.pos = np.zeros(0, dtype=np.int64)
@@ -51,7 +69,16 @@ class SupportStore:
         return self.kernel.block(self.rows[:n], XB)
 
     def kernel_block(self, XB, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(K(XB, XB), kappa) for a training block whose rows have positions cols."""
+        """(K(XB, XB), kappa) for a training block whose rows have positions cols
+        (jittered: class docstring)."""
+        Kbb, kap = self._kernel_block(XB, cols)
+        if self.jitter:
+            kap = kap * (1.0 + self.jitter)
+            Kbb = Kbb.copy() if Kbb.shape[0] == 1 else Kbb  # (1 x 1: kap's memory)
+            Kbb[np.diag_indices_from(Kbb)] = kap
+        return Kbb, kap
+
+    def _kernel_block(self, XB, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.kernel.precomputed:
             if cols.max() >= XB.shape[1]:
                 first = int(cols[cols >= XB.shape[1]].min())
@@ -90,13 +117,14 @@ class SupportStore:
         return G
 
     def kappa_test(self, X) -> np.ndarray:
-        """k(x, x) of new inputs."""
+        """k(x, x) of new inputs (jittered: class docstring)."""
         if self.kernel.precomputed:
             raise ValueError(
                 "predict_proba with kernel='precomputed' needs k(x, x) of the new inputs: "
                 "not available from rows of K(X, X_train)"
             )
-        return self.kernel.diag(X)
+        kap = self.kernel.diag(X)
+        return kap * (1.0 + self.jitter) if self.jitter else kap
 
     # ------------------------------------------------------------ rows
 
@@ -192,8 +220,10 @@ class SupportStore:
         return state
 
     @classmethod
-    def from_state(cls, kernel: Kernel, state: dict[str, np.ndarray]) -> SupportStore:
-        new = cls(kernel)
+    def from_state(
+        cls, kernel: Kernel, state: dict[str, np.ndarray], jitter: float = 0.0
+    ) -> SupportStore:
+        new = cls(kernel, jitter)
         new.n = int(state["n"])
         new.pos = np.array(state["pos"], dtype=np.int64)
         new.n_seen = int(state["n_seen"])
