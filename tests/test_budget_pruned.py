@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 import reference_budget as rb
 from test_budget import (
+    RS,
     SECOND_ORDER,
     assert_rel_close,
     make_est,
@@ -418,3 +419,22 @@ def test_project_model_saved_before_the_jitter_loads_and_continues(q):
     Y = np.where(y[120:] == 1, 1.0, -1.0)[:, None]
     a, b = eng.learn(X[120:], Y), back.learn(X[120:], Y)
     helpers.assert_rel_close(b.margins, a.margins, 1e-9)
+
+
+def test_budget_batch_validation():
+    X, y = make_stream(np.random.default_rng(0), 50, 3)
+    for q, msg in [(0, "budget_batch"), (2.5, "budget_batch"), (9, "at most budget")]:
+        est = make_est("arow", budget=8, policy="random")
+        est.budget_batch = q
+        with pytest.raises(ValueError, match=msg):
+            est.fit(X, y)
+    for over in (dict(solver="explicit"), dict(rule="pa1")):
+        rule = over.pop("rule", "arow")
+        est = make_est(rule, over.get("solver", "cholesky"), 8, "random")
+        est.budget_batch = 2
+        with pytest.raises(ValueError, match="second-order"):
+            est.fit(X, y)
+    est = make_est("arow", budget=8, policy="random", random_state=RS)
+    est.budget_batch = 1  # q = 1: the round-by-round policies, as before
+    est.fit(X, y)
+    assert est._engine.factor_forms() == ["lazy"]

@@ -527,8 +527,34 @@ def test_project_parts_combine_in_their_jittered_kernel_once(budget, q):
         for i in range(3)
     ]
     for method in ("kl", "average"):
-        eng = combine(parts, method)._engine
+        combined = combine(parts, method)
+        eng = combined._engine
         assert eng.store.jitter == PROJECT_JITTER
         f = eng.forms[0]
         plain = eng.store.kernel.diag(eng.store.rows[f.idx])
         np.testing.assert_allclose(f.kap, plain * (1.0 + PROJECT_JITTER), rtol=1e-15)
+        if hasattr(f, "policy"):  # the nu/Pi form: its inverse Gram matrix is Kj's
+            n = f.n
+            low = np.tril(f.policy.kinv[:n, :n])
+            Kj = f.policy.G[:n, :n]
+            assert np.abs(Kj @ (low + np.tril(low, -1).T) - np.eye(n)).max() < 1e-8
+            np.testing.assert_array_equal(np.diagonal(Kj), f.kap)
+
+
+def test_stabilised_combination_of_projected_parts_saves_and_loads(tmp_path):
+    """A combination's projected slots have no zeta (0); moved to the pruned form
+    (stabilise, from nu and Pi) the model still saves, loads and learns."""
+    import kernelcw
+
+    X, y = stream(n=300)
+    parts = fit_parts(lambda: SCWClassifier(kernel="rbf", gamma=0.3, budget=30), X, y)
+    combined = combine(parts, "kl")
+    assert combined._engine.factor_forms() == ["explicit"]
+    assert combined._engine.stabilise()
+    assert combined._engine.factor_forms() == ["pruned"]
+    kernelcw.save(combined, tmp_path / "m.kcw")
+    back = kernelcw.load(tmp_path / "m.kcw")
+    np.testing.assert_array_equal(back.decision_function(X), combined.decision_function(X))
+    back.partial_fit(X[:50], y[:50])
+    combined.partial_fit(X[:50], y[:50])
+    np.testing.assert_array_equal(back.decision_function(X), combined.decision_function(X))

@@ -67,7 +67,7 @@ K is the Gram matrix of the support vectors with its diagonal multiplied by
 ``1 + PROJECT_JITTER``, so that near-duplicate support vectors (gamma_p ~ 0, the
 first to go under "project") keep it invertible and its condition number stays
 below about 1/PROJECT_JITTER. A budgeted "project" model learns with that jittered
-kernel throughout (``k(x, x') + PROJECT_JITTER k(x, x)`` for the same input of the
+kernel throughout (``k(x, x') + PROJECT_JITTER k(x, x)`` for the same round of the
 stream: a private feature per input; every k(x, x) it reads is jittered, by the
 support store, :class:`kernelcw.engines.dual.store.SupportStore`): K is then a Gram
 matrix of its feature space, P an orthogonal projection there, and Sigma' positive

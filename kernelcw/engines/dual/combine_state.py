@@ -36,6 +36,7 @@ from .explicit import ExplicitForm
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
+from .store import kernel_jitter
 
 __all__ = [
     "build_engine",
@@ -176,11 +177,12 @@ def build_engine(spec, store: dict[str, np.ndarray], rows, models: list[dict]) -
     form). ``K`` and ``kap``, where given, are the Gram matrix over ``idx`` and its
     diagonal (the plain kernel's). Budgeted models over their budget are pruned with
     their policy."""
-    # The combination is the plain kernel's (doc/combination.md); with no
-    # "kernel_jitter" in the state, from_state makes a budgeted "project" result's
-    # k(x, x) and Gram caches the jittered kernel's, which it then learns with (as for a
-    # model saved before that kernel: :class:`.store.SupportStore`).
+    # The combination is the plain kernel's (doc/combination.md); a budgeted "project"
+    # result then learns with the jittered one (:class:`.store.SupportStore`): its
+    # k(x, x), Gram caches and inverse Gram matrix are built from the jittered kap.
+    jitter = kernel_jitter(spec)
     state = {"n_models": np.array(len(models), dtype=np.int64)}
+    state["kernel_jitter"] = np.array(jitter)
     state.update({f"store.{k}": v for k, v in store.items()})
     for i, m in enumerate(models):
         idx = np.asarray(m["idx"], dtype=np.int64)
@@ -190,6 +192,7 @@ def build_engine(spec, store: dict[str, np.ndarray], rows, models: list[dict]) -
             K, kap = gram(spec.kernel, rows[idx])
         else:
             K, kap = np.zeros((0, 0)), np.zeros(0)
+        kap = kap * (1.0 + jitter) if jitter else kap
         if "zeta" in m:
             form = panel_state(K, kap, m["zeta"], m["g"], spec.a)
         else:

@@ -430,8 +430,8 @@ class DualEngine(Locked):
 def _jitter_saved(state: dict[str, np.ndarray], n_models: int, jitter: float) -> None:
     """A budgeted "project" model saved before such models learned with the jittered
     kernel (:class:`.store.SupportStore`): its k(x, x), and the Gram caches' diagonals,
-    become the jittered kernel's (its inverse Gram matrix was of that already); it
-    continues with that kernel."""
+    become the jittered kernel's (its inverse Gram matrix was of that already: that
+    version jittered it itself); it continues with that kernel."""
     for i in range(n_models):
         n = state[f"model{i}.idx"].shape[0]
         state[f"model{i}.kap"] = state[f"model{i}.kap"] * (1.0 + jitter)

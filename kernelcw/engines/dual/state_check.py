@@ -166,7 +166,10 @@ def _check_model(spec, state, prefix: str, n_store: int, n_seen: int, block: int
             )
     if np.any(state[prefix + "kap"] < 0.0):
         raise ValueError(f"engine.{prefix}kap holds a negative k(x, x)")
-    if form != EXPLICIT and np.any(state[prefix + "zeta"] <= 0.0):
+    # zeta > 0 (a budgeted "project" model's may be 0: slots a combination wrote by
+    # projection, which no zeta describes; "project" reads none)
+    zeta = state.get(prefix + "zeta") if form != EXPLICIT else None
+    if zeta is not None and np.any(zeta < 0.0 if kernel_jitter(spec) else zeta <= 0.0):
         raise ValueError(f"engine.{prefix}zeta must be positive")
     if form in (EXPLICIT, PRUNED, LAZY):  # the budget policy's removals so far
         _int(state, prefix + ("policy.counter" if form == EXPLICIT else "counter"), 0, COUNT_MAX)

@@ -37,7 +37,7 @@ class SupportStore:
 
     ``jitter`` (a budgeted "project" model's :data:`kernelcw.budget.PROJECT_JITTER`,
     else 0): the models learn with the kernel
-    ``k(x, x') + jitter k(x, x) [x and x' are the same input of the stream]``, a
+    ``k(x, x') + jitter k(x, x) [x and x' are the same round of the stream]``, a
     Mercer kernel (each input has a private feature of variance ``jitter k(x, x)``),
     so every input's ``k(x, x)`` here, of a training block's and of new inputs, is
     multiplied by ``1 + jitter``; a kernel between two inputs is unchanged.
