@@ -299,9 +299,10 @@ def main(argv: list[str] | None = None) -> None:
             '"train time / SVC" is against SVC at the same gamma. BLAS threads: '
             f"{args.blas_threads or 'the default'} (kernelcw's dual engine is BLAS-bound and "
             "SVC's libsvm is not, so fewer BLAS threads raise kernelcw's times, not SVC's).\n\n"
-            'Once the budget binds, the "project" policy works in the explicit nu/Pi form '
-            "(O(B^2) work per round, in BLAS level-2 calls), where the unbudgeted model "
-            "appends to a Cholesky factor with BLAS-3 blocks: compare their train columns. A "
+            'Once the budget binds, the "project" policy works in the blocked nu/Pi walk '
+            "(O(B^2) work per round, in sub-blocks of BLAS-3 products), where the unbudgeted "
+            "model appends to a Cholesky factor with BLAS-3 blocks: compare their train "
+            "columns. A "
             "budget also bounds memory and prediction time (the predict column).\n\n"
             + "\n\n".join(sections)
             + "\n\n![test error against training time](kernel_vs_linear.png)\n"
