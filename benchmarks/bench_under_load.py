@@ -4,7 +4,10 @@ thread and against the old behaviour (no limit: BLAS's default threads).
 Fits (each one online pass, in this process, interleaved with ``_common.interleaved``):
 
 - ``dual``: SCW-I with an RBF kernel on scikit-learn's digits (1,797 x 64, ten classes,
-  pixels / 16): many small BLAS calls (kernel blocks, triangular solves);
+  pixels / 16): many small BLAS calls (kernel blocks, triangular solves); and AROW with
+  an RBF kernel, unbudgeted, on 5,000 rows of the synthetic budget stream (d = 50,
+  about 4,900 support vectors): block solves large enough for "auto" to use BLAS's
+  threads;
 - ``primal``: SCW-I with full covariance on an adult-like stand-in (48,842 x 105: eight
   one-hot categorical groups plus numeric columns, as the UCI adult data one-hot
   encoded; that data is not available offline);
@@ -98,8 +101,12 @@ def fits():
     Xa, ya = adult_like()
     Xs, ys = budget_stream(8000, 10)
     Xb, yb = budget_stream(4000, 50)
+    Xu, yu = budget_stream(5000, 50)
     return {
         "dual: SCW-I RBF, digits": lambda: SCWClassifier(C=1.0, kernel="rbf").fit(Xd, yd),
+        # a large unbudgeted model: its block solves (n^2 256 flops) pass 5e8 from
+        # n_sv ~ 1,400, so "auto" gives most blocks BLAS's threads
+        "dual: AROW RBF unbudgeted, 5000 x 50": lambda: AROWClassifier(kernel="rbf").fit(Xu, yu),
         "primal: SCW-I full, adult-like": lambda: SCWClassifier(C=1.0).fit(Xa, ya),
         # the blocked nu/Pi walk: "auto" gives it one thread at B = 500 (Pi K of a
         # sub-block, 500^2 x 64 flops) and BLAS's threads at B = 3000 (above 5e8)
