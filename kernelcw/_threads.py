@@ -11,7 +11,8 @@ does), chosen from the work per call:
 
 - ``"auto"`` (the default): one thread for a block whose largest BLAS call takes
   fewer than :data:`AUTO_MIN_FLOPS` flops, BLAS's own setting (the thread count found on entry,
-  e.g. ``OPENBLAS_NUM_THREADS`` or the cores) for larger ones;
+  e.g. ``OPENBLAS_NUM_THREADS`` or the cores) for larger ones, unless other processes
+  keep the cores busy (:class:`_LoadProbe`: then one thread, as for small blocks);
 - an int ``n``: exactly ``n`` threads in every call;
 - ``None``: leave BLAS alone (a user's own ``threadpoolctl.threadpool_limits``
   applies).
@@ -25,7 +26,9 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import os
 import threading
+import time
 from collections.abc import Iterator
 
 __all__ = ["AUTO_MIN_FLOPS", "BlasThreads", "config_context", "get_config", "set_config"]
@@ -37,6 +40,16 @@ __all__ = ["AUTO_MIN_FLOPS", "BlasThreads", "config_context", "get_config", "set
 #: load; below, they gained at most 1.8x on calls of well under a millisecond but lost
 #: up to 14x (a call waiting for a descheduled thread) where another process was busy.
 AUTO_MIN_FLOPS = 5e8
+
+#: Cores' worth of CPU time that other processes used, over the last
+#: :data:`LOAD_PERIOD` seconds on the cores this process may run on, from which "auto"
+#: runs large blocks on one thread too. A CPU-bound process beside a fit made BLAS's
+#: threads lose: an unbudgeted RBF fit with about 4,900 support vectors took 1.36x its
+#: one-thread time with them, and 0.48x idle (``python -m benchmarks under_load``).
+LOAD_BUSY = 0.5
+
+#: Seconds between two readings of the machine's CPU use (:class:`_LoadProbe`).
+LOAD_PERIOD = 0.2
 
 _UNSET = object()
 _global = {"blas_threads": "auto"}
@@ -154,6 +167,71 @@ def _pools() -> list:
     return _handles
 
 
+class _LoadProbe:
+    """Whether other processes keep this process's cores busy: the CPU time of those
+    cores (``/proc/stat``, Linux: user, nice, system, irq, softirq and steal) less
+    this process's own (:func:`time.process_time`, all its threads), per second of
+    the last :data:`LOAD_PERIOD` seconds or more, against :data:`LOAD_BUSY`. Read at
+    most once per period (about 20 us), and only for blocks large enough for threads;
+    between readings the last answer stands, and before the first, or where
+    ``/proc/stat`` cannot be read, the answer is "not busy" (threads, as before)."""
+
+    def __init__(self, path: str = "/proc/stat"):
+        self.path = path
+        self.usable = True
+        self.busy_now = False
+        self.last: tuple[float, float, float] | None = None  # (wall, cores' busy s, own s)
+        self.cpus: set[int] | None = None
+        self.tick = 100.0
+
+    def busy(self) -> bool:
+        if not self.usable:
+            return False
+        now = time.monotonic()
+        last = self.last
+        if last is not None and now - last[0] < LOAD_PERIOD:
+            return self.busy_now
+        used = self._cores_busy()
+        if used is None:
+            self.usable = False
+            return False
+        own = time.process_time()
+        if last is not None:
+            others = (used - last[1]) - (own - last[2])
+            self.busy_now = others >= LOAD_BUSY * (now - last[0])
+        self.last = (now, used, own)
+        return self.busy_now
+
+    def _cores_busy(self) -> float | None:
+        """Seconds of CPU time the cores this process may use have spent busy since
+        boot, or None where that cannot be read."""
+        try:
+            if self.cpus is None:
+                self.cpus = set(os.sched_getaffinity(0))
+                self.tick = float(os.sysconf("SC_CLK_TCK"))
+            with open(self.path, "rb") as f:
+                text = f.read()
+        except (OSError, AttributeError, ValueError):
+            return None
+        ticks = 0
+        for line in text.split(b"\n"):
+            if not line.startswith(b"cpu") or line.startswith(b"cpu "):
+                continue
+            fields = line.split()
+            try:
+                if int(fields[0][3:]) not in self.cpus:
+                    continue
+                v = [int(x) for x in fields[1:9]]
+            except ValueError:
+                return None
+            v += [0] * (8 - len(v))
+            ticks += v[0] + v[1] + v[2] + v[5] + v[6] + v[7]  # all but idle and iowait
+        return ticks / self.tick
+
+
+_probe = _LoadProbe()
+
+
 class BlasThreads:
     """The BLAS thread limit of one engine call (a context manager).
 
@@ -191,9 +269,15 @@ class BlasThreads:
 
     def block(self, flops: float) -> None:
         """Before a block whose largest BLAS call takes ``flops``: "auto" picks one
-        thread below :data:`AUTO_MIN_FLOPS`, BLAS's own count (before any limit) above."""
+        thread below :data:`AUTO_MIN_FLOPS` or while other processes keep the cores
+        busy (:class:`_LoadProbe`), BLAS's own count (before any limit) otherwise."""
         if self._mode == "auto":
-            self._set(1 if flops < AUTO_MIN_FLOPS else 0)
+            if flops < AUTO_MIN_FLOPS:
+                self._set(1)
+            else:
+                with _lock:
+                    busy = _probe.busy()
+                self._set(1 if busy else 0)
 
     def _set(self, n: int) -> None:
         """n threads in every library; 0: each library's count before any limit."""

@@ -11,7 +11,7 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import kernelcw
-from kernelcw import AROWClassifier, SCWClassifier
+from kernelcw import AROWClassifier, SCWClassifier, _threads
 from kernelcw._threads import AUTO_MIN_FLOPS, BlasThreads, blas_libraries
 from kernelcw.engines import primal_full
 
@@ -40,6 +40,23 @@ class _SpyKernel:
         self.seen.append(_blas_threads())
         D = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2 * A @ B.T
         return np.exp(-0.1 * np.maximum(D, 0.0))
+
+
+class _Probe:
+    """A stand-in for the load probe: ``busy`` is what it answers."""
+
+    def __init__(self, busy: bool):
+        self.answer = busy
+
+    def busy(self) -> bool:
+        return self.answer
+
+
+@pytest.fixture(autouse=True)
+def idle_machine(monkeypatch):
+    """These tests see an idle machine (the probe's real reading depends on what else
+    runs beside the suite); the probe's own tests are below."""
+    monkeypatch.setattr(_threads, "_probe", _Probe(False))
 
 
 @pytest.fixture
@@ -89,6 +106,73 @@ def test_auto_uses_blas_threads_for_large_blocks(two_threads):
         seen.append(_blas_threads())
     assert seen == [[1, 1], [2, 2], [1, 1]]
     assert _blas_threads() == [2, 2]
+
+
+def test_auto_keeps_large_blocks_on_one_thread_on_a_busy_machine(two_threads, monkeypatch):
+    monkeypatch.setattr(_threads, "_probe", _Probe(True))
+    seen = []
+    with BlasThreads(0.0) as t:
+        t.block(AUTO_MIN_FLOPS)
+        seen.append(_blas_threads())
+        t.block(1e12)
+        seen.append(_blas_threads())
+    assert seen == [[1, 1], [1, 1]]
+    with kernelcw.config_context(blas_threads=2), BlasThreads(0.0) as t:
+        t.block(1e12)  # a count the user chose is not second-guessed
+        assert _blas_threads() == [2, 2]
+    assert _blas_threads() == [2, 2]
+
+
+class _Clock:
+    def __init__(self):
+        self.wall = 0.0
+        self.own = 0.0
+
+    def monotonic(self) -> float:
+        return self.wall
+
+    def process_time(self) -> float:
+        return self.own
+
+
+def _stat(path, ticks: dict[int, int]) -> None:
+    """A /proc/stat with cpu lines whose busy fields (user .. steal but idle and
+    iowait) add up to ``ticks[cpu]``, spread over them, and an idle count."""
+    lines = ["cpu  1 2 3 4 5 6 7 8 0 0", "intr 12345"]
+    for cpu, t in ticks.items():
+        u, n_, s_ = t // 2, t // 4, t // 8
+        irq, soft = t // 16, t // 32
+        steal = t - u - n_ - s_ - irq - soft
+        lines.append(f"cpu{cpu} {u} {n_} {s_} 999999 77 {irq} {soft} {steal} 0 0")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_load_probe_reads_other_processes_cpu_time(tmp_path, monkeypatch):
+    """Others' CPU time = the allowed cores' busy time less this process's own, per
+    second of at least LOAD_PERIOD; read at most once per period; cores outside the
+    process's affinity are not counted; unreadable: never busy."""
+    clock = _Clock()
+    monkeypatch.setattr(_threads, "time", clock)
+    stat = tmp_path / "stat"
+    probe = _threads._LoadProbe(str(stat))
+    probe.cpus, probe.tick = {0, 1}, 100.0
+    monkeypatch.setattr(_threads.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    _stat(stat, {0: 1000, 1: 1000, 2: 0})
+    assert probe.busy() is False  # the first reading: nothing to compare yet
+    # one second: the cores busy 1.5 s, 0.5 of it ours -> others 1.0 core
+    clock.wall, clock.own = 1.0, 0.5
+    _stat(stat, {0: 1100, 1: 1050, 2: 5000})  # cpu2 is not ours: ignored
+    assert probe.busy() is True
+    clock.wall = 1.0 + 0.5 * _threads.LOAD_PERIOD  # within the period: the last answer
+    _stat(stat, {0: 1100, 1: 1050, 2: 9000})
+    assert probe.busy() is True
+    # the next second: 0.6 s busy, 0.5 ours -> others 0.1 core
+    clock.wall, clock.own = 2.0, 1.0
+    _stat(stat, {0: 1130, 1: 1080})
+    assert probe.busy() is False
+    assert 0.0 < _threads.LOAD_BUSY < 1.0
+    gone = _threads._LoadProbe(str(tmp_path / "missing"))
+    assert gone.busy() is False and gone.usable is False
 
 
 def test_primal_full_fit_runs_under_the_setting(two_threads, monkeypatch):
