@@ -84,8 +84,9 @@ def set_config(blas_threads=_UNSET) -> None:
 
     ``blas_threads``: how many threads the BLAS calls of ``fit``, ``partial_fit`` and
     prediction use. ``"auto"`` (default): one thread for small blocks of work, BLAS's
-    own setting for large ones; an int: exactly that many; ``None``: leave BLAS as it
-    is (your own ``threadpoolctl.threadpool_limits`` applies).
+    own setting for large ones unless other processes keep the cores busy (then one);
+    an int: exactly that many; ``None``: leave BLAS as it is (your own
+    ``threadpoolctl.threadpool_limits`` applies).
     """
     if blas_threads is not _UNSET:
         _global["blas_threads"] = _check_blas_threads(blas_threads)
