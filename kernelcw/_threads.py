@@ -182,6 +182,7 @@ class _LoadProbe:
         self.usable = True
         self.busy_now = False
         self.last: tuple[float, float, float] | None = None  # (wall, cores' busy s, own s)
+        self.pid = os.getpid()  # a forked child starts its own CPU time at 0
         self.cpus: set[int] | None = None
         self.tick = 100.0
 
@@ -189,6 +190,8 @@ class _LoadProbe:
         if not self.usable:
             return False
         now = time.monotonic()
+        if os.getpid() != self.pid:  # forked: the parent's reading is not ours
+            self.pid, self.last = os.getpid(), None
         last = self.last
         if last is not None and now - last[0] < LOAD_PERIOD:
             return self.busy_now

@@ -171,6 +171,9 @@ def test_load_probe_reads_other_processes_cpu_time(tmp_path, monkeypatch):
     _stat(stat, {0: 1130, 1: 1080})
     assert probe.busy() is False
     assert 0.0 < _threads.LOAD_BUSY < 1.0
+    probe.pid = -1  # as in a forked child: the parent's reading is dropped
+    clock.wall, clock.own = 3.0, 0.0
+    assert probe.busy() is False and probe.last[0] == 3.0
     gone = _threads._LoadProbe(str(tmp_path / "missing"))
     assert gone.busy() is False and gone.usable is False
 
