@@ -11,8 +11,9 @@ does), chosen from the work per call:
 
 - ``"auto"`` (the default): one thread for a block whose largest BLAS call takes
   fewer than :data:`AUTO_MIN_FLOPS` flops, BLAS's own setting (the thread count found on entry,
-  e.g. ``OPENBLAS_NUM_THREADS`` or the cores) for larger ones, unless other processes
-  keep the cores busy (:class:`_LoadProbe`: then one thread, as for small blocks);
+  e.g. ``OPENBLAS_NUM_THREADS`` or the cores) for larger ones, but no more than the
+  cores other processes leave free (:class:`_LoadProbe`: one, on two cores with
+  another process busy);
 - an int ``n``: exactly ``n`` threads in every call;
 - ``None``: leave BLAS alone (a user's own ``threadpoolctl.threadpool_limits``
   applies).
@@ -40,13 +41,6 @@ __all__ = ["AUTO_MIN_FLOPS", "BlasThreads", "config_context", "get_config", "set
 #: load; below, they gained at most 1.8x on calls of well under a millisecond but lost
 #: up to 14x (a call waiting for a descheduled thread) where another process was busy.
 AUTO_MIN_FLOPS = 5e8
-
-#: Cores' worth of CPU time that other processes used, over the last
-#: :data:`LOAD_PERIOD` seconds on the cores this process may run on, from which "auto"
-#: runs large blocks on one thread too. A CPU-bound process beside a fit made BLAS's
-#: threads lose: an unbudgeted RBF fit with about 4,900 support vectors took 1.36x its
-#: one-thread time with them, and 0.48x idle (``python -m benchmarks under_load``).
-LOAD_BUSY = 0.5
 
 #: Seconds between two readings of the machine's CPU use (:class:`_LoadProbe`).
 LOAD_PERIOD = 0.2
@@ -84,7 +78,7 @@ def set_config(blas_threads=_UNSET) -> None:
 
     ``blas_threads``: how many threads the BLAS calls of ``fit``, ``partial_fit`` and
     prediction use. ``"auto"`` (default): one thread for small blocks of work, BLAS's
-    own setting for large ones unless other processes keep the cores busy (then one);
+    own setting for large ones but no more than the cores other processes leave free;
     an int: exactly that many; ``None``: leave BLAS as it is (your own
     ``threadpoolctl.threadpool_limits`` applies).
     """
@@ -169,46 +163,50 @@ def _pools() -> list:
 
 
 class _LoadProbe:
-    """Whether other processes keep this process's cores busy: the CPU time of those
-    cores (``/proc/stat``, Linux: user, nice, system, irq, softirq and steal) less
-    this process's own (:func:`time.process_time`, all its threads), per second of
-    the last :data:`LOAD_PERIOD` seconds or more, against :data:`LOAD_BUSY`. Read at
-    most once per period (about 20 us), and only for blocks large enough for threads;
-    between readings the last answer stands, and before the first, or where
-    ``/proc/stat`` cannot be read, the answer is "not busy" (threads, as before)."""
+    """The cores other processes leave free to this one: of the cores it may run on
+    (its affinity), their CPU time (``/proc/stat``, Linux: user, system, irq, softirq
+    and steal; not nice, whose processes yield to this one, nor idle and iowait) less
+    this process's own (:func:`time.process_time`, all its threads: BLAS's included),
+    per second of the last :data:`LOAD_PERIOD` seconds or more, taken from the number
+    of those cores. A CPU-bound process beside a fit made BLAS's threads lose: an
+    unbudgeted RBF fit with about 4,900 support vectors took 1.36x its one-thread time
+    with them, against 0.48x idle (``python -m benchmarks under_load``). Read at most
+    once per period (about 20 us), and only for blocks large enough for threads;
+    between readings the last answer stands. None (no limit) before the first
+    reading after a start or a fork, and where ``/proc/stat`` cannot be read."""
 
     def __init__(self, path: str = "/proc/stat"):
         self.path = path
         self.usable = True
-        self.busy_now = False
+        self.free_now: float | None = None
         self.last: tuple[float, float, float] | None = None  # (wall, cores' busy s, own s)
         self.pid = os.getpid()  # a forked child starts its own CPU time at 0
         self.cpus: set[int] | None = None
         self.tick = 100.0
 
-    def busy(self) -> bool:
+    def free(self) -> float | None:
         if not self.usable:
-            return False
+            return None
         now = time.monotonic()
-        if os.getpid() != self.pid:  # forked: the parent's reading is not ours
-            self.pid, self.last = os.getpid(), None
+        if os.getpid() != self.pid:  # forked: the parent's readings are not ours
+            self.pid, self.last, self.free_now, self.cpus = os.getpid(), None, None, None
         last = self.last
         if last is not None and now - last[0] < LOAD_PERIOD:
-            return self.busy_now
+            return self.free_now
         used = self._cores_busy()
         if used is None:
-            self.usable = False
-            return False
+            self.usable, self.free_now = False, None
+            return None
         own = time.process_time()
         if last is not None:
             others = (used - last[1]) - (own - last[2])
-            self.busy_now = others >= LOAD_BUSY * (now - last[0])
+            self.free_now = len(self.cpus) - max(others, 0.0) / (now - last[0])
         self.last = (now, used, own)
-        return self.busy_now
+        return self.free_now
 
     def _cores_busy(self) -> float | None:
         """Seconds of CPU time the cores this process may use have spent busy since
-        boot, or None where that cannot be read."""
+        boot (as counted above), or None where that cannot be read."""
         try:
             if self.cpus is None:
                 self.cpus = set(os.sched_getaffinity(0))
@@ -229,7 +227,7 @@ class _LoadProbe:
             except ValueError:
                 return None
             v += [0] * (8 - len(v))
-            ticks += v[0] + v[1] + v[2] + v[5] + v[6] + v[7]  # all but idle and iowait
+            ticks += v[0] + v[2] + v[5] + v[6] + v[7]  # user, system, irq, softirq, steal
         return ticks / self.tick
 
 
@@ -273,25 +271,31 @@ class BlasThreads:
 
     def block(self, flops: float) -> None:
         """Before a block whose largest BLAS call takes ``flops``: "auto" picks one
-        thread below :data:`AUTO_MIN_FLOPS` or while other processes keep the cores
-        busy (:class:`_LoadProbe`), BLAS's own count (before any limit) otherwise."""
+        thread below :data:`AUTO_MIN_FLOPS`, above it BLAS's own count (before any
+        limit) but no more than the cores other processes leave free
+        (:class:`_LoadProbe`, rounded, at least one)."""
         if self._mode == "auto":
             if flops < AUTO_MIN_FLOPS:
                 self._set(1)
+                return
+            with _lock:
+                free = _probe.free()
+            if free is None:
+                self._set(0)
             else:
-                with _lock:
-                    busy = _probe.busy()
-                self._set(1 if busy else 0)
+                self._set(max(1, int(free + 0.5)), cap=True)
 
-    def _set(self, n: int) -> None:
-        """n threads in every library; 0: each library's count before any limit."""
-        if n == self._now:
+    def _set(self, n: int, cap: bool = False) -> None:
+        """n threads in every library (``cap``: no more than its count before any
+        limit); 0: each library's count before any limit."""
+        key = (n, cap)
+        if key == self._now:
             return
         for get, put, base in _base:
-            want = base if n == 0 else n
+            want = base if n == 0 else (min(n, base) if cap and base else n)
             if want is not None and get() != want:
                 put(want)
-        self._now = n
+        self._now = key
 
     def __exit__(self, *exc) -> None:
         global _active

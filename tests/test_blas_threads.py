@@ -43,20 +43,20 @@ class _SpyKernel:
 
 
 class _Probe:
-    """A stand-in for the load probe: ``busy`` is what it answers."""
+    """A stand-in for the load probe: ``free`` is what it answers (None: no reading)."""
 
-    def __init__(self, busy: bool):
-        self.answer = busy
+    def __init__(self, free):
+        self.answer = free
 
-    def busy(self) -> bool:
+    def free(self):
         return self.answer
 
 
 @pytest.fixture(autouse=True)
 def idle_machine(monkeypatch):
-    """These tests see an idle machine (the probe's real reading depends on what else
-    runs beside the suite); the probe's own tests are below."""
-    monkeypatch.setattr(_threads, "_probe", _Probe(False))
+    """These tests see no reading of the machine's load (the probe's real reading
+    depends on what else runs beside the suite); the probe's own tests are below."""
+    monkeypatch.setattr(_threads, "_probe", _Probe(None))
 
 
 @pytest.fixture
@@ -108,17 +108,21 @@ def test_auto_uses_blas_threads_for_large_blocks(two_threads):
     assert _blas_threads() == [2, 2]
 
 
-def test_auto_keeps_large_blocks_on_one_thread_on_a_busy_machine(two_threads, monkeypatch):
-    monkeypatch.setattr(_threads, "_probe", _Probe(True))
+def test_auto_uses_no_more_threads_than_the_free_cores(two_threads, monkeypatch):
+    """Large blocks: BLAS's own count, capped by the cores the others leave (rounded,
+    at least one); a count the user chose is not second-guessed."""
     seen = []
-    with BlasThreads(0.0) as t:
-        t.block(AUTO_MIN_FLOPS)
-        seen.append(_blas_threads())
-        t.block(1e12)
-        seen.append(_blas_threads())
-    assert seen == [[1, 1], [1, 1]]
+    for free in (1.0, 1.4, 0.2, 1.6, 5.0):
+        monkeypatch.setattr(_threads, "_probe", _Probe(free))
+        with BlasThreads(0.0) as t:
+            t.block(1e12)
+            seen.append(_blas_threads())
+            t.block(1.0)
+            seen.append(_blas_threads())
+    assert seen == [[1, 1]] * 6 + [[2, 2], [1, 1], [2, 2], [1, 1]]
+    monkeypatch.setattr(_threads, "_probe", _Probe(1.0))
     with kernelcw.config_context(blas_threads=2), BlasThreads(0.0) as t:
-        t.block(1e12)  # a count the user chose is not second-guessed
+        t.block(1e12)
         assert _blas_threads() == [2, 2]
     assert _blas_threads() == [2, 2]
 
@@ -135,47 +139,53 @@ class _Clock:
         return self.own
 
 
-def _stat(path, ticks: dict[int, int]) -> None:
-    """A /proc/stat with cpu lines whose busy fields (user .. steal but idle and
-    iowait) add up to ``ticks[cpu]``, spread over them, and an idle count."""
+def _stat(path, busy: dict[int, int], quiet: int = 0) -> None:
+    """A /proc/stat whose cpu lines' counted fields (user, system, irq, softirq,
+    steal) add up to ``busy[cpu]`` ticks; nice, idle and iowait get ``quiet`` more
+    (never counted)."""
     lines = ["cpu  1 2 3 4 5 6 7 8 0 0", "intr 12345"]
-    for cpu, t in ticks.items():
-        u, n_, s_ = t // 2, t // 4, t // 8
-        irq, soft = t // 16, t // 32
-        steal = t - u - n_ - s_ - irq - soft
-        lines.append(f"cpu{cpu} {u} {n_} {s_} 999999 77 {irq} {soft} {steal} 0 0")
+    for cpu, t in busy.items():
+        u, s_, irq, soft = t // 2, t // 4, t // 16, t // 32
+        steal = t - u - s_ - irq - soft
+        n_, idle, iow = 3 + quiet, 99999 + quiet, 77 + quiet
+        lines.append(f"cpu{cpu} {u} {n_} {s_} {idle} {iow} {irq} {soft} {steal} 0 0")
     path.write_text("\n".join(lines) + "\n")
 
 
-def test_load_probe_reads_other_processes_cpu_time(tmp_path, monkeypatch):
-    """Others' CPU time = the allowed cores' busy time less this process's own, per
-    second of at least LOAD_PERIOD; read at most once per period; cores outside the
-    process's affinity are not counted; unreadable: never busy."""
+def test_load_probe_reads_the_free_cores(tmp_path, monkeypatch):
+    """Free cores = the allowed cores less (their busy time - this process's own) per
+    second of at least LOAD_PERIOD: read at most once per period; cores outside the
+    affinity, nice, idle and iowait are not counted; after a fork the parent's
+    readings go; unreadable: no answer, for good."""
     clock = _Clock()
     monkeypatch.setattr(_threads, "time", clock)
+    monkeypatch.setattr(_threads.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(_threads.os, "sysconf", lambda name: 100)
     stat = tmp_path / "stat"
     probe = _threads._LoadProbe(str(stat))
-    probe.cpus, probe.tick = {0, 1}, 100.0
-    monkeypatch.setattr(_threads.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     _stat(stat, {0: 1000, 1: 1000, 2: 0})
-    assert probe.busy() is False  # the first reading: nothing to compare yet
-    # one second: the cores busy 1.5 s, 0.5 of it ours -> others 1.0 core
-    clock.wall, clock.own = 1.0, 0.5
-    _stat(stat, {0: 1100, 1: 1050, 2: 5000})  # cpu2 is not ours: ignored
-    assert probe.busy() is True
-    clock.wall = 1.0 + 0.5 * _threads.LOAD_PERIOD  # within the period: the last answer
-    _stat(stat, {0: 1100, 1: 1050, 2: 9000})
-    assert probe.busy() is True
-    # the next second: 0.6 s busy, 0.5 ours -> others 0.1 core
-    clock.wall, clock.own = 2.0, 1.0
-    _stat(stat, {0: 1130, 1: 1080})
-    assert probe.busy() is False
-    assert 0.0 < _threads.LOAD_BUSY < 1.0
-    probe.pid = -1  # as in a forked child: the parent's reading is dropped
+    assert probe.free() is None  # the first reading: nothing to compare yet
+    assert probe.cpus == {0, 1}
+    # 0.5 s: the allowed cores busy 0.8 s, 0.3 of it ours -> others 1.0 core, 1 free;
+    # cpu2 (not ours) and the uncounted fields move a lot
+    clock.wall, clock.own = 0.5, 0.3
+    _stat(stat, {0: 1050, 1: 1030, 2: 9000}, quiet=5000)
+    assert probe.free() == pytest.approx(1.0)
+    clock.wall = 0.5 + 0.5 * _threads.LOAD_PERIOD  # within the period: the last answer
+    _stat(stat, {0: 5000, 1: 5000})
+    assert probe.free() == pytest.approx(1.0)
+    # the next 2 s: 1.2 s busy, all ours -> 2 free
+    clock.wall, clock.own = 2.5, 1.5
+    _stat(stat, {0: 1110, 1: 1090}, quiet=9000)
+    assert probe.free() == pytest.approx(2.0)
+    probe.pid = -1  # as in a forked child: no answer until two readings of its own
     clock.wall, clock.own = 3.0, 0.0
-    assert probe.busy() is False and probe.last[0] == 3.0
+    assert probe.free() is None and probe.last[0] == 3.0
     gone = _threads._LoadProbe(str(tmp_path / "missing"))
-    assert gone.busy() is False and gone.usable is False
+    assert gone.free() is None and gone.usable is False
+    clock.wall = 10.0
+    _stat(tmp_path / "missing", {0: 1})
+    assert gone.free() is None  # (not read again)
 
 
 def test_primal_full_fit_runs_under_the_setting(two_threads, monkeypatch):
