@@ -385,3 +385,43 @@ def test_a_form_switched_mid_block_learns_under_its_own_thread_choice(two_thread
         est.fit(X, y)
     assert est._engine.factor_forms() == ["pruned"]
     assert seen and all(s == [1, 1] for s in seen), seen
+
+
+def test_lazy_form_products_on_threads_change_nothing(two_threads, monkeypatch):
+    """The "random" lazy form's walk computes its products on the threads "auto"
+    allows and walks on one when the products are large (AUTO_MIN_FLOPS), in one
+    fused compiled call otherwise: on the same threads the two give the same model bit
+    for bit; with BLAS's threads the products see them (the model to rounding)."""
+    from kernelcw.engines.dual import lazy
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(900, 8))
+    y = rng.integers(0, 2, size=900)
+
+    def fit():
+        est = AROWClassifier(kernel="rbf", budget=300, budget_policy="random", random_state=0)
+        return est.fit(X, y)
+
+    monkeypatch.setattr(lazy, "AUTO_MIN_FLOPS", float("inf"))  # fused only
+    fused = fit()
+    seen = []
+    real = lazy.lazy_products
+
+    def spy(*args):
+        seen.append(_blas_threads())
+        return real(*args)
+
+    monkeypatch.setattr(lazy, "AUTO_MIN_FLOPS", 0.0)  # split always
+    monkeypatch.setattr(lazy, "lazy_products", spy)
+    split = fit()  # (its products small: one thread, as the fused walk's)
+    assert fused._engine.factor_forms() == split._engine.factor_forms() == ["lazy"]
+    assert seen and all(s == [1, 1] for s in seen)
+    for name in ("dual_coef_", "covariance_coef_"):
+        np.testing.assert_array_equal(getattr(split, name), getattr(fused, name))
+    np.testing.assert_array_equal(split.decision_function(X), fused.decision_function(X))
+    seen.clear()
+    monkeypatch.setattr(_threads, "AUTO_MIN_FLOPS", 0.0)  # every block on BLAS's threads
+    threaded = fit()
+    assert seen and all(s == [2, 2] for s in seen)
+    assert _blas_threads() == [2, 2]
+    np.testing.assert_allclose(threaded.dual_coef_, fused.dual_coef_, rtol=1e-9, atol=1e-12)

@@ -180,8 +180,8 @@ class DualEngine(Locked):
         Returns (f, the block inputs that entered, each slot's kernel source after
         the block, floored rounds)."""
         ctx = self._ctx
-        if ctx.rows_after != rows_after:  # (the last block of every call: 0, as kept)
-            ctx = ctx._replace(rows_after=rows_after)
+        if ctx.rows_after != rows_after or ctx.threads is not threads:
+            ctx = ctx._replace(rows_after=rows_after, threads=threads)
         b = blk.y.shape[0]
         f_blk = np.empty(b)
         form = self.forms[k]

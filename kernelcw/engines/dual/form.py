@@ -34,7 +34,9 @@ class Context(NamedTuple):
     ("cholesky", or "explicit": the round-by-round nu/Pi recursion throughout), and
     ``factor_only``: a budget binding on a removing policy continues in the pruned
     form (q = ``batch``) instead of nu/Pi (set once that recursion failed,
-    ``DualEngine.stabilise``)."""
+    ``DualEngine.stabilise``), and ``threads``: the call's
+    :class:`kernelcw._threads.BlasThreads` (None outside a call), for a form that
+    chooses the threads of its own large calls (:mod:`.lazy`)."""
 
     rule: object
     a: float
@@ -47,6 +49,7 @@ class Context(NamedTuple):
     rows_after: int = 0
     solver: str = "cholesky"
     factor_only: bool = False
+    threads: object = None
 
 
 class BlockData(NamedTuple):

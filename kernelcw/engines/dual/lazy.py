@@ -36,6 +36,13 @@ Cost per round at B = 4000 with every round removing: the block's solve ``L^-1 K
 purge (about 2/3 n^2 per leaver, and moving the trailing rows): BLAS-3 throughout,
 against the blocked nu/Pi walk's 4-6 n^2 (:mod:`.deferred`).
 
+BLAS threads: a walk's products (the solve above, n^2 per input) take the threads
+"auto" allows for their size and the machine's load (:class:`kernelcw._threads.BlasThreads`,
+through the context), the walk and the purge one: with BLAS's threads throughout, a
+fit at B = 3,000 took 1.48x its one-thread time with the other core busy; the
+products alone gained 1.29x idle at B = 4,000 and, with the load counted, lost
+nothing under load.
+
 Rollback: the batch-pruned form's (:mod:`.pruned`): a checkpoint holds references
 and counts, and a purge first copies the rows it is about to change.
 """
@@ -45,8 +52,9 @@ from __future__ import annotations
 import numpy as np
 
 from ... import _blas
+from ..._threads import AUTO_MIN_FLOPS
 from .form import Walked
-from .lazy_block import lazy_candidates, lazy_part
+from .lazy_block import lazy_candidates, lazy_part, lazy_products, lazy_walk
 from .pruned import STAIR_GROUP, PrunedForm
 from .queue import part_size, walk_in_parts
 from .status import OK, STOP
@@ -91,9 +99,17 @@ class LazyForm(PrunedForm):
         sizes = (n, t0, t1, B, self.clock, STAIR_GROUP)
         data = (blk.K0, blk.Kbb, blk.kap, blk.y)
         slots = (self.entry, self.kap, ks)
-        res, S, slots = lazy_part(
-            _blas.TRI_BLAS, bufs, sizes, data, ctx.rule, (V, new), slots, f_blk
-        )
+        flops = float(n) * n * (t1 - t0)  # the solve L^-1 K0: the walk's largest call
+        if ctx.threads is None or flops < AUTO_MIN_FLOPS:
+            res, S, slots = lazy_part(
+                _blas.TRI_BLAS, bufs, sizes, data, ctx.rule, (V, new), slots, f_blk
+            )
+        else:  # the products on the threads "auto" allows, the walk and purge on one
+            ctx.threads.block(flops)
+            prods = lazy_products(_blas.TRI_BLAS, self.L, self.r, blk.K0, blk.Kbb, ks,
+                                  t0, t1, V, new, STAIR_GROUP)  # fmt: skip
+            ctx.threads.block(0.0)
+            res, S, slots = lazy_walk(bufs, sizes, data, ctx.rule, (V, new), slots, f_blk, prods)
         if res.status not in (OK, STOP):
             return res, ks, S
         if res.n_new:  # new slot arrays (a checkpoint holds the old ones)

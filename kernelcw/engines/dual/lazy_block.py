@@ -185,12 +185,22 @@ def lazy_part(fns, bufs, sizes, data, rule, cands, slots, f_blk):
     Returns (QueueResult, the block inputs that entered, the slots after the append:
     new arrays if rows were appended, as rollback needs, else the same)."""
     n, t0, t1, budget, clock, group = sizes
+    K0, Kbb = data[0], data[1]
+    V, new = cands
+    prods = lazy_products(fns, bufs[0], bufs[1], K0, Kbb, slots[2], t0, t1, V, new, group)
+    return lazy_walk(bufs, sizes, data, rule, cands, slots, f_blk, prods)
+
+
+@njit(cache=True)
+def lazy_walk(bufs, sizes, data, rule, cands, slots, f_blk, prods):
+    """:func:`lazy_part` after its products (``prods``, :func:`lazy_products`'s
+    result): the walk and the append. Separate for a walk whose products take BLAS's
+    threads while the walk takes one (:meth:`.lazy.LazyForm._walk_part`)."""
+    n, t0, t1, budget, clock, group = sizes
     K0, Kbb, kap_blk, y_blk = data
     V, new = cands
     entry, kap, ks = slots
-    Kss, W, G, rW, P0, H0, rho0 = lazy_products(
-        fns, bufs[0], bufs[1], K0, Kbb, ks, t0, t1, V, new, group
-    )
+    Kss, W, G, rW, P0, H0, rho0 = prods
     bs = t1 - t0
     c = V.shape[0]
     rows = QueueRows(np.empty((bs, bs)), np.empty(bs), np.empty(bs), np.empty(bs),
