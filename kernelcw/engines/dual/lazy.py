@@ -39,9 +39,11 @@ against the blocked nu/Pi walk's 4-6 n^2 (:mod:`.deferred`).
 BLAS threads: a walk's products (the solve above, n^2 per input) take the threads
 "auto" allows for their size and the machine's load (:class:`kernelcw._threads.BlasThreads`,
 through the context), the walk and the purge one: with BLAS's threads throughout, a
-fit at B = 3,000 took 1.48x its one-thread time with the other core busy; the
-products alone gained 1.29x idle at B = 4,000 and, with the load counted, lost
-nothing under load.
+fit at B = 3,000 took 1.48x its one-thread time with the other core busy. The
+products alone made a round at B = 4,000 1.29x faster idle and, with the free cores
+counted, no slower under load when timed by hand; ``python -m benchmarks
+under_load`` gave the B = 3,000 fit 0.64 of one thread idle and 1.29 under load by
+medians (1.10 by minima).
 
 Rollback: the batch-pruned form's (:mod:`.pruned`): a checkpoint holds references
 and counts, and a purge first copies the rows it is about to change.
