@@ -36,7 +36,7 @@ from .explicit import ExplicitForm
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
-from .store import kernel_jitter
+from .store import jittered, kernel_jitter
 
 __all__ = [
     "build_engine",
@@ -192,7 +192,7 @@ def build_engine(spec, store: dict[str, np.ndarray], rows, models: list[dict]) -
             K, kap = gram(spec.kernel, rows[idx])
         else:
             K, kap = np.zeros((0, 0)), np.zeros(0)
-        kap = kap * (1.0 + jitter) if jitter else kap
+        kap = jittered(kap, jitter)
         if "zeta" in m:
             form = panel_state(K, kap, m["zeta"], m["g"], spec.a)
         else:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.linalg import LinAlgError, cholesky, solve_triangular
+from scipy.linalg.lapack import dtrtri
 
 from ...budget import make_policy
 from .explicit import ExplicitForm
@@ -165,9 +166,10 @@ def _factor_of_pi(Pi: np.ndarray, a: float) -> np.ndarray | None:
         C = cholesky(P, lower=True, check_finite=True)
     except (LinAlgError, ValueError):
         return None
-    U = np.ascontiguousarray(C[::-1, ::-1])
-    L = solve_triangular(U, np.eye(n), lower=False, check_finite=False).T
-    return np.ascontiguousarray(L) if np.all(np.isfinite(L)) else None
+    Uinv, info = dtrtri(C[::-1, ::-1], lower=0)  # U = J C J, upper
+    if info or not np.all(np.isfinite(Uinv)):
+        return None
+    return np.ascontiguousarray(Uinv.T)
 
 
 def panels_to_queue(p: PanelForm, ctx: Context, ks: np.ndarray):

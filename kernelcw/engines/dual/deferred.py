@@ -291,11 +291,10 @@ def _enter(blk, t, sup, pol, dw, a, f, ay, beta, zeta, v):
     if pol.code == PROJECT:
         _product(pol.blas, dw.D0, t - c[T0], n0, dw.Vt, dw.sig, nv, kP, nP, dw.dead, wP,
                  dw.tmp)  # fmt: skip
-        kj = kap_t  # (jittered: the store's)
-        sk = kj
+        sk = kap_t  # (the jittered kernel's k(x, x): the store's)
         for i in range(nP):
             sk -= kP[i] * wP[i]
-        inv_s = schur_inverse(kj, sk)
+        inv_s = schur_inverse(kap_t, sk)
         row = dw.Vt[nv]
         for i in range(nP):
             row[i] = wP[i]

@@ -36,7 +36,7 @@ from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
 from .status import OK, STOP, check_mercer, raise_for, unusable
-from .store import SupportStore, kernel_jitter
+from .store import SupportStore, jittered, kernel_jitter
 
 __all__ = ["DualEngine"]
 
@@ -434,7 +434,7 @@ def _jitter_saved(state: dict[str, np.ndarray], n_models: int, jitter: float) ->
     version jittered it itself); it continues with that kernel."""
     for i in range(n_models):
         n = state[f"model{i}.idx"].shape[0]
-        state[f"model{i}.kap"] = state[f"model{i}.kap"] * (1.0 + jitter)
+        state[f"model{i}.kap"] = jittered(state[f"model{i}.kap"], jitter)
         for key in (f"model{i}.G", f"model{i}.policy.G"):
             G = state.get(key)
             if G is not None and G.ndim == 2 and min(G.shape) >= n:

@@ -20,7 +20,7 @@ from .lazy import LazyForm
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
-from .store import SupportStore, kernel_jitter
+from .store import SupportStore, jittered, kernel_jitter
 
 __all__ = ["check_state"]
 
@@ -85,8 +85,8 @@ def _check_self_kernels(spec, state) -> None:
     store = {k[len("store.") :]: v for k, v in state.items() if k.startswith("store.")}
     rows = SupportStore.from_state(kernel, store).rows  # (its arrays checked above)
     diag = kernel.diag(rows)
-    if "kernel_jitter" in state:  # (a budgeted "project" model's kernel: jittered)
-        diag = diag * (1.0 + float(state["kernel_jitter"]))
+    if "kernel_jitter" in state:  # (checked: the spec's; files before it: none)
+        diag = jittered(diag, kernel_jitter(spec))
     for k in range(spec.n_models):
         idx, kap = state[f"model{k}.idx"], state[f"model{k}.kap"]
         if idx.size and not np.allclose(kap, diag[idx], rtol=1e-9, atol=1e-12 * diag.max()):
@@ -166,10 +166,11 @@ def _check_model(spec, state, prefix: str, n_store: int, n_seen: int, block: int
             )
     if np.any(state[prefix + "kap"] < 0.0):
         raise ValueError(f"engine.{prefix}kap holds a negative k(x, x)")
-    # zeta > 0 (a budgeted "project" model's may be 0: slots a combination wrote by
-    # projection, which no zeta describes; "project" reads none)
+    # zeta > 0; a budgeted "project" model reads none, and may hold 0 (slots a
+    # combination wrote by projection, which no zeta describes)
+    projects = spec.budget is not None and spec.budget_policy == "project"
     zeta = state.get(prefix + "zeta") if form != EXPLICIT else None
-    if zeta is not None and np.any(zeta < 0.0 if kernel_jitter(spec) else zeta <= 0.0):
+    if zeta is not None and np.any(zeta < 0.0 if projects else zeta <= 0.0):
         raise ValueError(f"engine.{prefix}zeta must be positive")
     if form in (EXPLICIT, PRUNED, LAZY):  # the budget policy's removals so far
         _int(state, prefix + ("policy.counter" if form == EXPLICIT else "counter"), 0, COUNT_MAX)

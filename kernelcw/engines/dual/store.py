@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from ...budget import PROJECT_JITTER
 from ...kernels import Kernel
 
-__all__ = ["SupportStore", "kernel_jitter"]
+__all__ = ["SupportStore", "jittered", "kernel_jitter"]
 
 
 def kernel_jitter(spec) -> float:
@@ -24,6 +24,12 @@ def kernel_jitter(spec) -> float:
     "project" model's :data:`kernelcw.budget.PROJECT_JITTER`, else 0."""
     projects = spec.budget is not None and spec.budget_policy == "project"
     return PROJECT_JITTER if projects else 0.0
+
+
+def jittered(kap: np.ndarray, jitter: float) -> np.ndarray:
+    """k(x, x) of the kernel learnt with ``jitter`` (:class:`SupportStore`) from the
+    plain kernel's ``kap`` (``kap`` itself for no jitter)."""
+    return kap * (1.0 + jitter) if jitter else kap
 
 
 def _dense(M) -> np.ndarray:
@@ -73,8 +79,9 @@ class SupportStore:
         (jittered: class docstring)."""
         Kbb, kap = self._kernel_block(XB, cols)
         if self.jitter:
-            kap = kap * (1.0 + self.jitter)
-            Kbb = Kbb.copy() if Kbb.shape[0] == 1 else Kbb  # (1 x 1: kap's memory)
+            kap = jittered(kap, self.jitter)
+            # (one row is not symmetrised into a new array: it may be a callable's own)
+            Kbb = Kbb.copy() if Kbb.shape[0] == 1 else Kbb
             Kbb[np.diag_indices_from(Kbb)] = kap
         return Kbb, kap
 
@@ -123,8 +130,7 @@ class SupportStore:
                 "predict_proba with kernel='precomputed' needs k(x, x) of the new inputs: "
                 "not available from rows of K(X, X_train)"
             )
-        kap = self.kernel.diag(X)
-        return kap * (1.0 + self.jitter) if self.jitter else kap
+        return jittered(self.kernel.diag(X), self.jitter)
 
     # ------------------------------------------------------------ rows
 
