@@ -24,7 +24,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._interrupt import restore_on_error
-from ._validation import check_positive_int
+from ._validation import check_option, check_positive_int
 from .combination import METHODS, combine
 from .estimators._base import CWEstimator
 
@@ -204,10 +204,7 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.n_parts_ = n_parts
 
     def _check_params(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(
-                f"method={self.method!r} is not one of {', '.join(map(repr, METHODS))}"
-            )
+        check_option("method", self.method, METHODS)
         if isinstance(self.n_epochs, bool) or not isinstance(self.n_epochs, numbers.Integral):
             raise TypeError(f"n_epochs={self.n_epochs!r} must be an integer >= 1")
         if self.n_epochs < 1:

@@ -79,6 +79,20 @@ class EngineSpec:
     def a(self) -> float:
         return self.rule.a
 
+    @property
+    def bound_form(self) -> str:
+        """The :data:`DUAL_MEMORY` form a dual model keeps a binding budget in, as
+        ``engines.dual.convert`` chooses it (``initial_form``, ``on_budget``; checked
+        against the engine in tests/test_budget_memory.py): the explicit form for a
+        first-order rule or solver "explicit", else the pruned form for q > 1, the
+        queue for "oldest", the lazy form for "random", the explicit nu/Pi walk for
+        "smallest" and "project"."""
+        if self.rule.first_order or self.solver == "explicit":  # never a factor
+            return "explicit"
+        if self.budget_batch > 1:
+            return "pruned-project" if self.budget_policy == "project" else "pruned"
+        return {"oldest": "queue", "random": "lazy"}.get(self.budget_policy, "explicit")
+
     def memory_bytes(self) -> int:
         """The memory a model needs at most (the primal forms' whole size): K d^2
         doubles for full covariances, 2 K d for diagonal ones, and for the dual form,
@@ -92,13 +106,7 @@ class EngineSpec:
         if self.form == "primal_diag":
             return 2 * K * d * 8
         B = self.budget or 0
-        if self.rule.first_order or self.solver == "explicit":  # never a factor
-            form = "explicit"  # (as engines.dual.convert chooses: initial_form)
-        elif self.budget_batch > 1:
-            form = "pruned-project" if self.budget_policy == "project" else "pruned"
-        else:
-            form = {"oldest": "queue", "random": "lazy"}.get(self.budget_policy, "explicit")
-        kept, call = DUAL_MEMORY[form]
+        kept, call = DUAL_MEMORY[self.bound_form]
         b = self.block_size or DUAL_BLOCK  # a block's kernel rows and b x b work arrays
         return int((kept * K + call) * B * B * 8 + (8 * K * B * b + 16 * b * b) * 8)
 

@@ -64,3 +64,34 @@ def test_estimate_follows_the_form_the_model_is_kept_in(policy, kind):
     want = int((kept + call) * B * B * 8 + (8 * B * b + 16 * b * b) * 8)
     assert engine.spec.memory_bytes() == want
     assert engine.nbytes <= want
+
+
+@pytest.mark.parametrize("policy", ["oldest", "random", "smallest", "project"])
+@pytest.mark.parametrize(
+    ("rule", "solver", "batch"),
+    [
+        ("arow", "cholesky", 1),
+        ("arow", "cholesky", 3),
+        ("arow", "explicit", 1),
+        ("pa1", "cholesky", 1),
+    ],  # fmt: skip
+)
+def test_the_estimate_names_the_form_the_engine_binds_into(policy, rule, solver, batch):
+    """EngineSpec.bound_form, which the estimate reads, is the form the engine keeps the
+    bound model in (engines.dual.convert): the two choices cannot drift apart."""
+    from kernelcw import PAClassifier
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(80, 5))
+    y = rng.integers(0, 2, 80)
+    kw = dict(kernel="rbf", budget=12, budget_policy=policy, solver=solver)
+    est = PAClassifier(variant=1, **kw) if rule == "pa1" else AROWClassifier(**kw)
+    est.budget_batch = batch
+    est.fit(X, y)
+    engine = est._engine
+    assert np.max(est.n_updates_) > 12  # the budget bound
+    form = engine.factor_forms()[0]
+    form = {"first_order": "explicit"}.get(form, form)
+    if form == "pruned" and policy == "project":
+        form = "pruned-project"
+    assert form == engine.spec.bound_form

@@ -269,8 +269,7 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
                 raise _Dropped  # (a failed first call, waited for, left it unfitted)
             engine.set_rule(rule)  # eta, C, r may be set_params'd between calls
             checkpoint = engine.checkpoint(X)
-            floored = self.n_variance_floored_
-            first_floor = not (floored.any() if isinstance(floored, np.ndarray) else floored)
+            first_floor = not _any(self.n_variance_floored_)
             counted = False
             try:
                 # a numerically weak form that fails learns the call once more in a
@@ -284,8 +283,7 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
                     engine.restore(checkpoint)
                 raise
             if first_floor:  # none before: the counters now hold this call's alone
-                floored = self.n_variance_floored_
-                first_floor = bool(floored.any() if isinstance(floored, np.ndarray) else floored)
+                first_floor = _any(self.n_variance_floored_)
         if failed is not None:
             warn_stabilised(self, failed, stacklevel=3)
         if first_floor:
@@ -314,6 +312,11 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         # rows of a Gram matrix: scikit-learn's splitters then cut K[train][:, train]
         tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
         return tags
+
+
+def _any(counts) -> bool:
+    """Whether a counter (an int, or an array per binary model) is nonzero anywhere."""
+    return bool(counts.any() if isinstance(counts, np.ndarray) else counts)
 
 
 class _Dropped(Exception):

@@ -16,16 +16,14 @@ def _values(X) -> np.ndarray:
     return X.data if sp.issparse(X) else X
 
 
-def _all_finite(X) -> bool:
-    """No NaN or inf in X (max/min propagate NaN; no temporaries)."""
-    v = _values(X)
-    return v.size == 0 or (math.isfinite(v.max()) and math.isfinite(v.min()))
+def _finite(extremes) -> bool:
+    """Whether values with these (max, min) (:func:`_extremes`; None: no values) are
+    all finite (max and min propagate NaN)."""
+    return extremes is None or (math.isfinite(extremes[0]) and math.isfinite(extremes[1]))
 
 
 def _first_nonfinite_row(X) -> int:
     """Index of the first row holding NaN or +-inf, or -1."""
-    if _all_finite(X):
-        return -1
     if sp.issparse(X):
         bad = np.flatnonzero(~np.isfinite(X.data))
         if bad.size == 0:
@@ -47,7 +45,7 @@ def _canonical(X):
 def _check_finite_rows(X, extremes=None) -> None:
     """ValueError naming the first row with NaN or infinity. ``extremes``: X's (max,
     min) when the caller has them (finite extremes: every value is finite)."""
-    if extremes is not None and math.isfinite(extremes[0]) and math.isfinite(extremes[1]):
+    if extremes is not None and _finite(extremes):
         return
     row = _first_nonfinite_row(X)
     if row >= 0:
@@ -202,7 +200,7 @@ def _plain_arrays(est, X, y):
     if "feature_names_in_" in d:
         return None
     kind = y.dtype.kind
-    if kind in "iub" or (kind == "f" and _all_finite(y)):
+    if kind in "iub" or (kind == "f" and _finite(_extremes(y))):
         return X, y
     return None
 

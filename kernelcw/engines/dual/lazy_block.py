@@ -16,8 +16,8 @@ from numba import njit
 from ..._blas import gemm_sub_c, trsm_lower_left_c
 from ..._cholupdate import givens_update
 from ...budget import splitmix64_uniform
-from .queue import Candidates, QueueRows, queue_walk
-from .queue_block import gather_kernels
+from .queue import Candidates, walk_with_rows
+from .queue_block import gather_kernels, grown_slots
 from .status import OK, STOP
 from .steps import Block
 
@@ -181,13 +181,13 @@ def lazy_part(fns, bufs, sizes, data, rule, cands, slots, f_blk):
     the rows it appended written into the buffers (:func:`append_rows`).
     ``bufs = (L, r, qv, zeta)``, ``sizes = (n, t0, t1, budget, clock, group)``,
     ``data = (K0, Kbb, kap, y)`` (the block's), ``cands = (V, new)`` (the walk's
-    leavers, :meth:`.lazy.LazyForm._candidates`), ``slots = (entry, kap, ks)``.
+    leavers, :func:`lazy_candidates`), ``slots = (entry, kap, ks)``.
     Returns (QueueResult, the block inputs that entered, the slots after the append:
     new arrays if rows were appended, as rollback needs, else the same)."""
-    n, t0, t1, budget, clock, group = sizes
-    K0, Kbb = data[0], data[1]
+    t0, t1, group = sizes[1], sizes[2], sizes[5]
     V, new = cands
-    prods = lazy_products(fns, bufs[0], bufs[1], K0, Kbb, slots[2], t0, t1, V, new, group)
+    prods = lazy_products(fns, bufs[0], bufs[1], data[0], data[1], slots[2], t0, t1, V, new,
+                          group)  # fmt: skip
     return lazy_walk(bufs, sizes, data, rule, cands, slots, f_blk, prods)
 
 
@@ -196,33 +196,26 @@ def lazy_walk(bufs, sizes, data, rule, cands, slots, f_blk, prods):
     """:func:`lazy_part` after its products (``prods``, :func:`lazy_products`'s
     result): the walk and the append. Separate for a walk whose products take BLAS's
     threads while the walk takes one (:meth:`.lazy.LazyForm._walk_part`)."""
-    n, t0, t1, budget, clock, group = sizes
-    K0, Kbb, kap_blk, y_blk = data
-    V, new = cands
-    entry, kap, ks = slots
+    n, t0, t1, budget, clock = sizes[:5]
+    kap_t = data[2][t0:t1]
     Kss, W, G, rW, P0, H0, rho0 = prods
-    bs = t1 - t0
-    c = V.shape[0]
-    rows = QueueRows(np.empty((bs, bs)), np.empty(bs), np.empty(bs), np.empty(bs),
-                     np.empty(bs), np.empty(bs, dtype=np.int64), np.empty((bs, c)))  # fmt: skip
-    kap_t, y_t = kap_blk[t0:t1], y_blk[t0:t1]
-    blk = Block(G, rW, Kss, kap_t, y_t)
-    res = queue_walk(blk, Candidates(P0, H0, rho0, new), rule, n, budget, rows, f_blk[t0:t1])
+    blk = Block(G, rW, Kss, kap_t, data[3][t0:t1])
+    cand = Candidates(P0, H0, rho0, cands[1])
+    res, rows = walk_with_rows(blk, cand, rule, n, budget, f_blk[t0:t1])
     u = res.n_new
     S = rows.src[:u]
     if u == 0 or (res.status != OK and res.status != STOP):
         return res, S + t0, slots
     append_rows(bufs, n, rule.a, W, rows, u)
-    entry = np.concatenate((entry, clock + np.arange(u)))
-    kap = np.concatenate((kap, kap_t[S]))
-    ks = np.concatenate((ks, -1 - (t0 + S)))
-    return res, S + t0, (entry, kap, ks)
+    entry, kap, ks = slots
+    return res, S + t0, grown_slots(entry, kap, ks, clock, kap_t, S, t0)
 
 
 @njit(cache=True)
 def lazy_candidates(n, bs, budget, seed, counter):
-    """:meth:`.lazy.LazyForm._candidates` compiled (from Python: a list of the n slots
-    and a few small arrays every walk): the walk's leavers in leaving order, their
+    """The leavers of a walk of the lazy form (:meth:`.lazy.LazyForm._walk_part`;
+    compiled: from Python, a list of the n slots and a few small arrays every walk):
+    the walk's leavers in leaving order, their
     slots after its rows are appended (n + k for its k-th row), and for each the k of
     a row the walk appends, or -1. The d-th death comes after the walk's row
     ``budget - n + d`` and takes ``floor(U budget)`` of the alive slots (entry order)

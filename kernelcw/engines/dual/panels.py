@@ -41,7 +41,7 @@ from ... import _blas
 from ...rules import VAR_FLOOR
 from .form import Form, Walked
 from .status import OK, PSD_TOL, STOP
-from .steps import Block, NewRows, WalkResult, block_rows_part, checked_step
+from .steps import Block, NewRows, WalkResult, block_rows_part, checked_step, own_block
 
 __all__ = ["GROWTH", "PanelForm", "cholesky_walk", "lower_times"]
 
@@ -111,22 +111,15 @@ def panel_walk(data, rule, limit, src, f_blk, ks):
 @njit(cache=True)
 def panel_append(LK, n0, WT, blk, rows, u, a, slots, clock):
     """The u new rows of L (and columns of K) written past the leading block of LK
-    (:func:`write_block`, and their own block as ``triu(K_ss, 1) + a tril(E, -1)``
-    with diagonal ``Ld``, the same sums), and the slot arrays with them appended, as
-    new arrays (a checkpoint holds the old ones): ``blk = (K0, Kbb, kap)``,
-    ``rows`` as :func:`panel_walk` returns them, ``slots = (r, zeta, kap, entry)``."""
+    (:func:`write_block`, and their own block, :func:`.steps.own_block`), and the
+    slot arrays with them appended, as new arrays (a checkpoint holds the old ones):
+    ``blk = (K0, Kbb, kap)``, ``rows`` as :func:`panel_walk` returns them,
+    ``slots = (r, zeta, kap, entry)``."""
     K0, Kbb, kap_blk = blk
     E, Ld, rn, zt, src = rows
     s = src[:u]
     write_block(LK, n0, WT, K0, s, a)
-    for i in range(u):
-        for j in range(u):
-            if j > i:
-                LK[n0 + i, n0 + j] = Kbb[s[i], s[j]] + a * 0.0
-            elif j < i:
-                LK[n0 + i, n0 + j] = 0.0 + a * E[i, j]
-            else:
-                LK[n0 + i, n0 + j] = Ld[i]
+    own_block(Kbb, s, E, Ld, a, LK[n0 : n0 + u, n0 : n0 + u])
     r, zeta, kap, entry = slots
     r = np.concatenate((r, rn[:u]))
     zeta = np.concatenate((zeta, zt[:u]))

@@ -38,7 +38,7 @@ from scipy.linalg import solve_triangular
 from ... import _blas, _cholupdate
 from ...rules import VAR_FLOOR
 from .form import Form, Walked, entered_inputs
-from .queue_block import append_rows, block_products, drop_oldest, drop_slots
+from .queue_block import append_rows, block_products, drop_oldest, drop_slots, grown_slots
 from .queue_state import (
     QueueCheckpoint,
     load_queue_state,
@@ -259,25 +259,32 @@ def queue_part(fns, bufs, sizes, data, rule, slots, f_blk):
     K0c, Kss, WO, X, G, rW, P0, H0, rho0 = block_products(
         fns, (LO, LNO, LN, rO, rN), nO, nN, K0, Kbb, ks, t0, t1, c
     )
-    bs = t1 - t0
-    rows = QueueRows(np.empty((bs, bs)), np.empty(bs), np.empty(bs), np.empty(bs),
-                     np.empty(bs), np.empty(bs, dtype=np.int64), np.empty((bs, c)))  # fmt: skip
     cand = Candidates(P0, H0, rho0, np.full(c, -1, dtype=np.int64))
-    kap_t, y_t = kap_blk[t0:t1], y_blk[t0:t1]
-    blk = Block(G, np.ascontiguousarray(rW[:, 0]), Kss, kap_t, y_t)
-    res = queue_walk(blk, cand, rule, nO + nN, budget, rows, f_blk[t0:t1])
+    kap_t = kap_blk[t0:t1]
+    blk = Block(G, np.ascontiguousarray(rW[:, 0]), Kss, kap_t, y_blk[t0:t1])
+    res, rows = walk_with_rows(blk, cand, rule, nO + nN, budget, f_blk[t0:t1])
     u = res.n_new
     S = rows.src[:u]
     if u == 0 or (res.status != OK and res.status != STOP):
         return res, S + t0, slots
     a = rule.a
     append_rows((LNO, KNO, LN, rN), nO, nN, a, S, rows.E, rows.Ld, rows.rn, WO, X, K0c, Kss)
-    entry = np.concatenate((entry, clock + np.arange(u)))
-    kap = np.concatenate((kap, kap_t[S]))
+    entry, kap, ks = grown_slots(entry, kap, ks, clock, kap_t, S, t0)
     zeta = np.concatenate((zeta, rows.zt[:u]))
     qv = np.concatenate((qv, rows.qn[:u]))
-    ks = np.concatenate((ks, -1 - (t0 + S)))
     return res, S + t0, (entry, kap, zeta, qv, ks)
+
+
+@njit(cache=True)
+def walk_with_rows(blk, cand, rule, n, budget, f_part):
+    """:func:`queue_walk` of ``blk`` (margins into ``f_part``) with the records of the
+    rows it may append made here: (QueueResult, QueueRows). The queue's and the lazy
+    form's walk (:func:`.lazy_block.lazy_walk`)."""
+    bs = blk.kap.shape[0]
+    c = cand.new.shape[0]
+    rows = QueueRows(np.empty((bs, bs)), np.empty(bs), np.empty(bs), np.empty(bs),
+                     np.empty(bs), np.empty(bs, dtype=np.int64), np.empty((bs, c)))  # fmt: skip
+    return queue_walk(blk, cand, rule, n, budget, rows, f_part), rows
 
 
 def walk_in_parts(form, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray, on_stop):

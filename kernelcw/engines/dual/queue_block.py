@@ -22,6 +22,7 @@ from numba import njit
 
 from ..._blas import gemm_sub_c, trsm_lower_left_c
 from ..._cholupdate import givens_update
+from .steps import own_block
 
 __all__ = [
     "append_rows",
@@ -30,6 +31,7 @@ __all__ = [
     "drop_oldest",
     "drop_slots",
     "gather_kernels",
+    "grown_slots",
 ]
 
 
@@ -100,7 +102,7 @@ def append_rows(bufs, nO, nN, a, S, E, Ld, rn, WO, X, K0c, Kss):
     """The u = len(S) rows a walk appended (block inputs S) extend the factor of the
     support at its start, in the buffers ``bufs = (LNO, KNO, LN, rN)``: their entries
     ``a W0[:, S]'`` at O's and N's columns, their kernel values (the Gram cache: KNO,
-    and LN's strict upper triangle), their own block (:func:`_new_block`) and r."""
+    and LN's strict upper triangle), their own block (:func:`.steps.own_block`) and r."""
     LNO, KNO, LN, rN = bufs
     u = S.shape[0]
     for k in range(u):
@@ -115,21 +117,7 @@ def append_rows(bufs, nO, nN, a, S, E, Ld, rn, WO, X, K0c, Kss):
             LN[i, j] = a * X[j, s]
             LN[j, i] = K0c[nO + j, s]
         rN[i, 0] = rn[k]
-    _new_block(Kss, S, E, Ld, a, LN[nN : nN + u, nN : nN + u])
-
-
-@njit(cache=True)
-def _new_block(Kss, S, E, Ld, a, out):
-    """The u new rows' diagonal block of the queue's ``LN`` buffer: lower triangle
-    ``a E`` (their factor entries among themselves) with diagonal ``Ld``, strict upper
-    triangle their kernel values ``K(S, S)`` (the Gram cache)."""
-    u = S.shape[0]
-    for i in range(u):
-        for j in range(i):
-            out[i, j] = a * E[i, j]
-        out[i, i] = Ld[i]
-        for j in range(i + 1, u):
-            out[i, j] = Kss[S[i], S[j]]
+    own_block(Kss, S, E, Ld, a, LN[nN : nN + u, nN : nN + u])
 
 
 @njit(cache=True)
@@ -174,3 +162,15 @@ def drop_oldest(fns, bufs, nN, nO2, nO, slots):
     in one compiled call: the few oldest, O's rows nO2..nO-1, leave."""
     drop_columns(fns, bufs, nN, nO2, nO, slots[3][nO:])
     return drop_slots(slots, nO2, nO)
+
+
+@njit(cache=True)
+def grown_slots(entry, kap, ks, clock, kap_t, S, t0):
+    """The slot records with a walk's new rows appended, as new arrays (a checkpoint
+    holds the old ones): entries ``clock, clock + 1, ...``, their k(x, x) from the
+    walk's ``kap_t``, and kernel source ``-1 - (t0 + S)`` (block inputs t0 + S)."""
+    u = S.shape[0]
+    entry = np.concatenate((entry, clock + np.arange(u)))
+    kap = np.concatenate((kap, kap_t[S]))
+    ks = np.concatenate((ks, -1 - (t0 + S)))
+    return entry, kap, ks

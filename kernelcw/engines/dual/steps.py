@@ -36,6 +36,7 @@ __all__ = [
     "checked_step",
     "chol_rank1",
     "chol_solve_lower",
+    "own_block",
     "save_model",
 ]
 
@@ -205,3 +206,18 @@ def save_model(n, sup, pol, undo):
                 for j in range(n if full else i + 1):
                     dst[i, j] = src[i, j]
     undo.saved[0] = n
+
+
+@njit(cache=True)
+def own_block(Kss, S, E, Ld, a, out):
+    """The diagonal block of u new rows (``out``, u x u) in a buffer that keeps L's
+    lower triangle and the Gram cache's upper one (the panel form's ``LK``, the
+    queue's ``LN``): lower triangle ``a E`` (their factor entries among themselves),
+    diagonal ``Ld``, strict upper triangle their kernel values ``K(S, S)``."""
+    u = S.shape[0]
+    for i in range(u):
+        for j in range(i):
+            out[i, j] = a * E[i, j]
+        out[i, i] = Ld[i]
+        for j in range(i + 1, u):
+            out[i, j] = Kss[S[i], S[j]]

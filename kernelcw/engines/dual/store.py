@@ -79,10 +79,10 @@ class SupportStore:
         (jittered: class docstring)."""
         Kbb, kap = self._kernel_block(XB, cols)
         if self.jitter:
-            kap = jittered(kap, self.jitter)
-            # (one row is not symmetrised into a new array: it may be a callable's own)
-            Kbb = Kbb.copy() if Kbb.shape[0] == 1 else Kbb
-            Kbb[np.diag_indices_from(Kbb)] = kap
+            kap = jittered(kap, self.jitter)  # a new array
+            if Kbb.shape[0] == 1:  # (not symmetrised into a new array: maybe a callable's)
+                return kap.reshape(1, 1), kap
+            np.fill_diagonal(Kbb, kap)
         return Kbb, kap
 
     def _kernel_block(self, XB, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
