@@ -11,10 +11,13 @@ Fits (each one online pass, in this process, interleaved with ``_common.interlea
 - ``primal``: SCW-I with full covariance on an adult-like stand-in (48,842 x 105: eight
   one-hot categorical groups plus numeric columns, as the UCI adult data one-hot
   encoded; that data is not available offline);
-- ``dual budget``: budgeted RBF models past their budget (the blocked nu/Pi walk of
-  ``kernelcw.engines.dual.deferred``) on synthetic streams: "project" at B = 500, where
-  "auto" gives the walk one thread, and "random" at B = 3000, where its per-sub-block
-  product crosses the threshold and BLAS may use its threads.
+- ``dual budget``: budgeted RBF models past their budget on synthetic streams: the
+  blocked nu/Pi walk of ``kernelcw.engines.dual.deferred`` with "project" at B = 500,
+  where "auto" gives the walk one thread, and "smallest" at B = 3000, where its
+  per-sub-block product crosses the threshold and BLAS may use its threads; "random"
+  at B = 3000 (the lazy Cholesky form, its products on the threads "auto" allows) and
+  "smallest" with budget_batch = 375 (the batch-pruned form, its block solves
+  likewise).
 
 Parts (``--parts``):
 
@@ -109,10 +112,13 @@ def fits():
         "dual: AROW RBF unbudgeted, 5000 x 50": lambda: AROWClassifier(kernel="rbf").fit(Xu, yu),
         "primal: SCW-I full, adult-like": lambda: SCWClassifier(C=1.0).fit(Xa, ya),
         # the blocked nu/Pi walk: "auto" gives it one thread at B = 500 (Pi K of a
-        # sub-block, 500^2 x 64 flops) and BLAS's threads at B = 3000 (above 5e8)
+        # sub-block, 500^2 x 40 flops) and BLAS's threads at B = 3000 (3000^2 x 64)
         'dual budget: SCW-I RBF "project" B=500, 8000 x 10': lambda: SCWClassifier(
             C=1.0, kernel="rbf", budget=500, random_state=0
         ).fit(Xs, ys),
+        'dual budget: AROW RBF "smallest" B=3000, 4000 x 50': lambda: AROWClassifier(
+            kernel="rbf", budget=3000, budget_policy="smallest"
+        ).fit(Xb, yb),
         'dual budget: AROW RBF "random" B=3000, 4000 x 50': lambda: AROWClassifier(
             kernel="rbf", budget=3000, budget_policy="random", random_state=0
         ).fit(Xb, yb),

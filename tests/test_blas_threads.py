@@ -361,30 +361,44 @@ def test_dual_attributes_run_under_the_setting_and_restore(
 
 def test_a_form_switched_mid_block_learns_under_its_own_thread_choice(two_threads, monkeypatch):
     """The block's threads are chosen for the forms at its start; when a budget binds
-    part-way and the model continues in the batch-pruned form (which learns on one
-    thread), the rest of the block, its first prune included, runs on one thread, not
-    on the threads chosen for the append-only form's large solve."""
+    part-way and the model continues in another form, the rest of the block runs on
+    the threads chosen for that form's own largest call, not on those chosen for the
+    append-only form's large solve: here the blocked nu/Pi walk ("smallest", q = 1),
+    whose largest call is a sub-block's ``Pi K`` (n^2 16 at this budget), below the
+    threshold where the solve of the whole block (n^2 64) was above it."""
     import kernelcw._threads as threads_module
-    from kernelcw.engines.dual import pruned
+    from kernelcw.engines.dual import engine as engine_module
+    from kernelcw.engines.dual import explicit
 
-    # the append-only solve at the binding block's start (n >= 14: n^2 b >= 3136) above
-    # the threshold; the pruned form's per-input n^2 <= 961 and its kernel block
-    # (stored rows x b x d <= 60 x 16) below it
-    monkeypatch.setattr(threads_module, "AUTO_MIN_FLOPS", 3000.0)
+    # the append-only solve at the binding block's start (n >= 18: n^2 64 >= 20736) above
+    # the threshold; the blocked walk's n^2 16 <= 961 16 and the kernel block (stored
+    # rows x b x d <= 62 x 64) below it
+    monkeypatch.setattr(threads_module, "AUTO_MIN_FLOPS", 20000.0)
     seen = []
-    real = pruned.PrunedForm._prune
+    real = explicit.ExplicitForm.walk
 
-    def spy(self, a, ks):
-        seen.append(_blas_threads())
-        return real(self, a, ks)
+    def spy(self, ctx, blk, t0, ks, f_blk):
+        seen.append((self.n, _blas_threads()))
+        return real(self, ctx, blk, t0, ks, f_blk)
 
-    monkeypatch.setattr(pruned.PrunedForm, "_prune", spy)
+    switched = []
+    real_switch = engine_module.on_budget
+
+    def spy_switch(*args):
+        switched.append(_blas_threads())  # the append-only form's walk just stopped
+        return real_switch(*args)
+
+    monkeypatch.setattr(explicit.ExplicitForm, "walk", spy)
+    monkeypatch.setattr(engine_module, "on_budget", spy_switch)
     X, y = _data(300, d=1)
-    est = AROWClassifier(kernel="rbf", budget=30, budget_batch=5, block_size=16)
+    est = AROWClassifier(kernel="rbf", budget=30, budget_policy="smallest", block_size=64)
     with kernelcw.config_context(blas_threads="auto"):
-        est.fit(X, y)
-    assert est._engine.factor_forms() == ["pruned"]
-    assert seen and all(s == [1, 1] for s in seen), seen
+        est.partial_fit(X[:20], y[:20])  # a block of 64 binds from n >= 18 on
+        assert est.n_support_ >= 18
+        est.partial_fit(X[20:], y[20:])
+    assert est._engine.factor_forms() == ["explicit"]
+    assert switched == [[2, 2]]
+    assert seen and all(s == [1, 1] for _, s in seen), seen
 
 
 def test_lazy_form_products_on_threads_change_nothing(two_threads, monkeypatch):

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier
 from kernelcw.engines.dual import DualEngine
+from kernelcw.engines.dual.deferred import sub_block
 from kernelcw.engines.dual.status import NONFINITE, NOT_PSD, OK, raise_for
 from kernelcw.rules import AROW, STDEV, VAR
 
@@ -312,25 +313,32 @@ def test_explicit_form_copies_for_rollback_only_when_a_call_changes_it():
     assert spares[0] is spares[1]  # the same memory, not a copy per call
 
 
-def test_blas_threads_of_the_explicit_form_follow_its_per_input_calls():
-    """The "auto" BLAS threads are chosen from a block's largest call: the explicit form
-    learns with level-2 calls one input at a time (n^2 flops each); blocked (the
-    Cholesky solver's policies at the budget) it is counted the same way, since it
-    works input by input between its products Pi K; it predicts with one product Pi K
-    of the whole chunk (n^2 b); a factor form solves the whole block."""
+def test_blas_threads_of_each_form_follow_its_largest_learning_call():
+    """The "auto" BLAS threads are chosen from a block's largest call: the explicit
+    form's round-by-round walk learns with level-2 calls one input at a time (n^2 flops
+    each); blocked (the Cholesky solver's policies at the budget) its largest call is a
+    sub-block's Pi K (n^2 times the sub-block's inputs); it predicts with one product
+    Pi K of the whole chunk (n^2 b); a factor form solves the whole block, the
+    batch-pruned one included; the lazy form's walks size their own products."""
     rng = np.random.default_rng(4)
     X = rng.normal(size=(300, 4))
     y = (X[:, 0] > 0).astype(int)
-    for solver, width in [("explicit", 1), ("cholesky", 1)]:
+    for solver, width in [("explicit", 1), ("cholesky", sub_block(40))]:
         est = SCWClassifier(kernel="rbf", budget=40, budget_policy="smallest", solver=solver)
         eng = est.fit(X, y).engine_
         assert eng.factor_forms() == ["explicit"]
         n = eng.forms[0].n
         assert eng._call_flops(256, 0, learning=True) == n * n * width
         assert eng._call_flops(256, 0) == n * n * 256
+    assert sub_block(40) == 16
     panels = SCWClassifier(kernel="rbf").fit(X, y).engine_
     m = panels.forms[0].n
     assert panels._call_flops(256, 0, learning=True) == m * m * 256
+    est = SCWClassifier(kernel="rbf", budget=40, budget_policy="smallest", budget_batch=5)
+    pruned = est.fit(X, y).engine_
+    assert pruned.factor_forms() == ["pruned"]
+    n = pruned.forms[0].n
+    assert pruned._call_flops(256, 0, learning=True) == n * n * 256
     # the lazy form ("random") learns input by input between its walks' solves
     lazy = SCWClassifier(kernel="rbf", budget=40, budget_policy="random").fit(X, y).engine_
     assert lazy.factor_forms() == ["lazy"]

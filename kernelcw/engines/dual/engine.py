@@ -236,22 +236,19 @@ class DualEngine(Locked):
     def _call_flops(self, b: int, d: int, learning: bool = False) -> float:
         """The flops of the largest BLAS call that b inputs (a block, or a chunk to
         predict) make; it decides their BLAS threads (:class:`kernelcw._threads.BlasThreads`).
-        That is the kernel block (n_store b d) or a model's largest product: the forward
-        solve ``L^-1 K0`` of the factor forms, or ``Pi K`` of the explicit form when it
-        predicts (n_k^2 b); when it learns, the explicit form makes its level-2 calls
-        one input at a time (n_k^2 each). So does its blocked walk (.deferred), whose
-        largest call is one ``Pi K`` per sub-block (n_k^2 64): between those calls it
-        works input by input in compiled code while BLAS's idle threads busy-wait, and
-        with the other core busy BLAS's threads made a fit at B = 3000 1.36x slower than
-        one thread (``python -m benchmarks under_load``). The batch-pruned and lazy forms
-        (.pruned, .lazy) are counted alike: between their solves they work input by
-        input too, and their prunes are band-sized LAPACK calls; with BLAS's threads,
-        fits at B = 3000 took 1.48x ("random") and 1.83x ("smallest", q = 375) the time
-        on one thread with the other core busy (the same command, session 11)."""
+        That is the kernel block (n_store b d) or a model's largest product: ``Pi K``
+        of the explicit form or the forward solve ``L^-1 K0`` of the factor forms when
+        it predicts (n_k^2 b), each form's own count when it learns
+        (:meth:`.form.Form.learn_flops`: the solve of a block, a sub-block's ``Pi K``
+        in the blocked walk, n_k^2 for level-2 walks and for the lazy form, whose walks
+        choose the threads of their own products). Forms that walk input by input
+        between those calls leave BLAS's threads busy-waiting; with the other core busy
+        that made fits at B = 3000 1.36-1.83x slower than one thread (session 11), so
+        they learned on one thread until "auto" counted the free cores (session 13);
+        ``python -m benchmarks under_load`` measures them idle and under load."""
         big = 0.0
         for f in self.forms:
-            per_input = learning and f.learns_per_input
-            big = max(big, float(f.n) * f.n * (1 if per_input else b))
+            big = max(big, f.learn_flops(b) if learning else float(f.n) * f.n * b)
         return max(float(self.store.n) * b * d, big)
 
     # ------------------------------------------------------------ rollback

@@ -27,7 +27,7 @@ from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
 from ...budget.kernels import PolicyState, lower_symmetric
 from ...budget.policies import grown
 from ...rules import FIRST_ORDER, VAR_FLOOR, negligible, step
-from .deferred import Deferred, deferred_scratch, deferred_walk
+from .deferred import Deferred, deferred_scratch, deferred_walk, sub_block
 from .form import BlockData, Form, Walked
 from .status import NONFINITE, NOT_PSD, OK, PSD_TOL
 from .steps import ExplicitResult, Undo, checked_step, save_model
@@ -204,7 +204,6 @@ class ExplicitForm(Form):
     the readable reference."""
 
     code = 1
-    learns_per_input = True
     blocked = False  # (a class default: models pickled before it existed)
 
     def __init__(self, second: bool, policy: BudgetPolicy, blocked: bool = False):
@@ -221,6 +220,16 @@ class ExplicitForm(Form):
         self.gsv = np.zeros(0)
         self._armed: _Saved | None = None  # the call's checkpoint, until the walk saves
         self._spare: Undo | None = None  # the save's buffers, kept between calls if small
+
+    def learn_flops(self, b: int) -> float:
+        """The blocked walk's largest calls are a sub-block's ``Pi K`` (n^2 times its
+        inputs, :func:`.deferred.sub_block`) and its rank-k updates; the round-by-round
+        walk's are level-2 (n^2). Between them the walk works input by input, while
+        BLAS's idle threads busy-wait: harmless on idle cores, and "auto" gives no more
+        threads than the cores other processes leave free (``kernelcw._threads``)."""
+        B = self.policy.budget
+        sb = 1 if not self.blocked or B is None else min(b, sub_block(B))
+        return float(self.n) * self.n * sb
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()

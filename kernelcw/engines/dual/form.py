@@ -91,10 +91,12 @@ class Form:
     name = ""
     #: The form's code in a state dict.
     code = -1
-    #: Whether it learns input by input between its BLAS calls (its largest call per
-    #: input is n^2: the BLAS thread rule, ``DualEngine._call_flops``), rather than
-    #: solving each block at once.
-    learns_per_input = False
+
+    def learn_flops(self, b: int) -> float:
+        """Flops of the largest BLAS call this form makes learning a block of b inputs,
+        which sizes the block's BLAS threads (``DualEngine._call_flops``): here the
+        forward solve ``L^-1 K0``, n^2 b."""
+        return float(self.n) * self.n * b
 
     def __init__(self):
         self.idx = np.zeros(0, dtype=np.int64)  # store positions, by slot

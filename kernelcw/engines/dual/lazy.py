@@ -81,6 +81,11 @@ class LazyForm(PrunedForm):
         """The budget and a walk's appended rows (:func:`part_size`)."""
         return self.budget + part_size(self.budget) + 1
 
+    def learn_flops(self, b: int) -> float:
+        """n^2: the block runs on one thread, and each walk's products choose their own
+        (:meth:`_walk_part`)."""
+        return float(self.n) * self.n
+
     # ------------------------------------------------------------ learning
 
     def walk(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray) -> Walked:

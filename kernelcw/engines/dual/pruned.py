@@ -127,12 +127,16 @@ class PrunedForm(Form):
 
     name = "pruned"
     code = 3
-    #: Between its block solves it walks input by input and prunes in band-sized
-    #: LAPACK calls: with BLAS's threads ("auto" sized it by the solve) a fit at
-    #: B = 3000, budget_batch = 375 took 1.83x one thread with the other core busy
-    #: (``python -m benchmarks under_load``), so it learns on one thread, as the lazy
-    #: form and the blocked nu/Pi walk do.
-    learns_per_input = True
+
+    def learn_flops(self, b: int) -> float:
+        """The block's solve ``L^-1 K0`` (n^2 b) sizes its threads; the walk between the
+        solves goes input by input and the prunes are band-sized LAPACK calls, while
+        BLAS's idle threads busy-wait. Before the free cores were counted
+        (``kernelcw._threads._LoadProbe``) that made a fit at B = 3000,
+        budget_batch = 375 1.83x slower than one thread with the other core busy, and
+        this form learned on one thread; now the busy core is seen and "auto" gives one.
+        ``python -m benchmarks under_load`` measures both."""
+        return float(self.n) * self.n * b
 
     def __init__(self, policy: str, budget: int, batch: int, seed: int):
         super().__init__()
