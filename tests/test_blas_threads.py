@@ -363,42 +363,79 @@ def test_a_form_switched_mid_block_learns_under_its_own_thread_choice(two_thread
     """The block's threads are chosen for the forms at its start; when a budget binds
     part-way and the model continues in another form, the rest of the block runs on
     the threads chosen for that form's own largest call, not on those chosen for the
-    append-only form's large solve: here the blocked nu/Pi walk ("smallest", q = 1),
-    whose largest call is a sub-block's ``Pi K`` (n^2 16 at this budget), below the
-    threshold where the solve of the whole block (n^2 64) was above it."""
+    append-only form's large solve: here the lazy form ("random", q = 1), which counts
+    no product of its own for the block (its walks size theirs) and walks on one."""
     import kernelcw._threads as threads_module
     from kernelcw.engines.dual import engine as engine_module
-    from kernelcw.engines.dual import explicit
+    from kernelcw.engines.dual import lazy
 
     # the append-only solve at the binding block's start (n >= 18: n^2 64 >= 20736) above
-    # the threshold; the blocked walk's n^2 16 <= 961 16 and the kernel block (stored
-    # rows x b x d <= 62 x 64) below it
+    # the threshold; the lazy form's n^2 <= 961, its walks' products (n^2 x a part of a
+    # few inputs) and the kernel block (stored rows x b x d <= 62 x 64) below it
     monkeypatch.setattr(threads_module, "AUTO_MIN_FLOPS", 20000.0)
-    seen = []
-    real = explicit.ExplicitForm.walk
+    seen, switched = [], []
+    real_walk, real_switch = lazy.LazyForm._walk_part, engine_module.on_budget
 
-    def spy(self, ctx, blk, t0, ks, f_blk):
-        seen.append((self.n, _blas_threads()))
-        return real(self, ctx, blk, t0, ks, f_blk)
-
-    switched = []
-    real_switch = engine_module.on_budget
+    def spy_walk(self, *args):
+        seen.append(_blas_threads())
+        return real_walk(self, *args)
 
     def spy_switch(*args):
         switched.append(_blas_threads())  # the append-only form's walk just stopped
         return real_switch(*args)
 
-    monkeypatch.setattr(explicit.ExplicitForm, "walk", spy)
+    monkeypatch.setattr(lazy.LazyForm, "_walk_part", spy_walk)
     monkeypatch.setattr(engine_module, "on_budget", spy_switch)
     X, y = _data(300, d=1)
-    est = AROWClassifier(kernel="rbf", budget=30, budget_policy="smallest", block_size=64)
+    est = AROWClassifier(kernel="rbf", budget=30, budget_policy="random", block_size=64)
     with kernelcw.config_context(blas_threads="auto"):
         est.partial_fit(X[:20], y[:20])  # a block of 64 binds from n >= 18 on
         assert est.n_support_ >= 18
         est.partial_fit(X[20:], y[20:])
-    assert est._engine.factor_forms() == ["explicit"]
+    assert est._engine.factor_forms() == ["lazy"]
     assert switched == [[2, 2]]
-    assert seen and all(s == [1, 1] for _, s in seen), seen
+    assert seen and all(s == [1, 1] for s in seen), seen
+
+
+@pytest.mark.parametrize(
+    ("policy", "batch", "threshold"),
+    [("smallest", 1, 10000.0), ("smallest", 5, 3000.0)],
+    ids=["blocked nu/Pi walk", "batch-pruned form"],
+)
+@pytest.mark.parametrize("free", [2.0, 1.0])
+def test_budget_forms_take_threads_by_their_largest_call(
+    two_threads, monkeypatch, policy, batch, threshold, free
+):
+    """The budget forms that walk input by input between their BLAS-3 calls are given
+    threads by those calls, capped by the free cores: the blocked nu/Pi walk by a
+    sub-block's Pi K (n^2 16 at this budget, above the threshold, where one input's
+    n^2 is below it), the batch-pruned form by its block's solve (n^2 b); with one free
+    core, one thread."""
+    import kernelcw._threads as threads_module
+    from kernelcw.engines.dual import explicit, pruned
+
+    monkeypatch.setattr(threads_module, "AUTO_MIN_FLOPS", threshold)
+    monkeypatch.setattr(threads_module, "_probe", _Probe(free))
+    cls, method = (explicit.ExplicitForm, "walk") if batch == 1 else (pruned.PrunedForm, "_prune")
+    seen = []
+    real = getattr(cls, method)
+
+    def spy(self, *args):
+        if self.n >= 26:  # (31^2 16 = 15376 >= 10000 > 961; 26^2 16 > 10000)
+            seen.append(_blas_threads())
+        return real(self, *args)
+
+    monkeypatch.setattr(cls, method, spy)
+    X, y = _data(400, d=1)
+    est = AROWClassifier(kernel="rbf", budget=30, budget_policy=policy, budget_batch=batch,
+                         block_size=16)  # fmt: skip
+    with kernelcw.config_context(blas_threads="auto"):
+        est.fit(X, y)
+    assert est._engine.factor_forms() == (["explicit"] if batch == 1 else ["pruned"])
+    want = [2, 2] if free >= 2 else [1, 1]
+    # (the rest of the block where the budget binds is counted by its inputs left: a
+    # few, on one thread)
+    assert len(seen) > 5 and all(s == want for s in seen[1:]), seen
 
 
 def test_lazy_form_products_on_threads_change_nothing(two_threads, monkeypatch):

@@ -51,10 +51,11 @@ COMMON_DOC = """
         policy, so results change (on magic, "project" with q = 50: 12.82 % test
         error against 13.00 % at q = 1 for B = 500), and no faster than q = 1 at
         budgets up to 1000 (``python -m benchmarks scaling``, headline table). At
-        B = 4000 with q = 500, "oldest", "random" and "smallest" learn at 0.25, 0.39
-        and 0.15 of the unbudgeted speed on one BLAS thread, against 0.36, 0.23 and
-        0.15 at q = 1 ("project": 0.02 and 0.08; ``python -m benchmarks budget
-        --parts throughput``).
+        B = 4000 with q = 500, "oldest", "random" and "smallest" learn at 0.39, 0.57
+        and 0.26 of the unbudgeted speed, against 0.42, 0.30 and 0.24 at q = 1
+        ("project": 0.04 and 0.14; ``python -m benchmarks budget --parts
+        throughput``, both on an idle machine, where large blocks take BLAS's
+        threads).
     block_size : int or None, default=None
         Inputs per block of the blocked learners (the dual engine, and the primal
         one with full covariance); None picks 256 for the dual and

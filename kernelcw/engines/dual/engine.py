@@ -198,7 +198,7 @@ class DualEngine(Locked):
             form, ks = on_budget(form, ctx, ks, b - w.index)
             self.forms[k] = form
             d = 0 if self.spec.kernel.precomputed else self.spec.n_features
-            threads.block(self._call_flops(b, d, learning=True))
+            threads.block(self._call_flops(b - w.index, d, learning=True))  # the inputs left
             t0 = w.index
         if w.status != OK:
             row = int(cols[w.index]) if w.index >= 0 else -1

@@ -82,8 +82,9 @@ class LazyForm(PrunedForm):
         return self.budget + part_size(self.budget) + 1
 
     def learn_flops(self, b: int) -> float:
-        """n^2: the block runs on one thread, and each walk's products choose their own
-        (:meth:`_walk_part`)."""
+        """n^2: no product of the block is counted here (the block's threads come from
+        its kernel block and the other models); each walk's products choose their own
+        threads (:meth:`_walk_part`)."""
         return float(self.n) * self.n
 
     # ------------------------------------------------------------ learning

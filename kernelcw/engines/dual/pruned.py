@@ -134,8 +134,9 @@ class PrunedForm(Form):
         BLAS's idle threads busy-wait. Before the free cores were counted
         (``kernelcw._threads._LoadProbe``) that made a fit at B = 3000,
         budget_batch = 375 1.83x slower than one thread with the other core busy, and
-        this form learned on one thread; now the busy core is seen and "auto" gives one.
-        ``python -m benchmarks under_load`` measures both."""
+        this form learned on one thread; now the busy core is seen and "auto" gives one
+        (where the machine's load can be read: Linux, after the process's first
+        reading). ``python -m benchmarks under_load`` measures both."""
         return float(self.n) * self.n * b
 
     def __init__(self, policy: str, budget: int, batch: int, seed: int):
