@@ -13,7 +13,10 @@
 2. ``headline``: magic, 2/3 of the rows to train (z-scored), the rest to test:
    "project" at B = 500 and 1000 against SVC, error and fit time (goal: faster
    than SVC with the error of today's round-by-round "project"), with the batch
-   sizes ``budget_batch`` that trade exactness for speed beside them.
+   sizes ``budget_batch`` that trade exactness for speed beside them, and the same
+   round-by-round model with its inverse Gram matrix's products all in the
+   sub-blocks' dsymm (``kernelcw.engines.dual.deferred.LAZY_W_MAX_N = 0``), the
+   form before session 14, which takes ``kinv k`` per entering input instead.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from threadpoolctl import threadpool_limits
 
 import kernelcw
 from kernelcw import SCWClassifier
+from kernelcw.engines.dual import deferred
 
 from ._common import RESULTS, argument_parser, md_table, progress, pyplot, write_result
 from .datasets import fashion_mnist, magic
@@ -161,22 +165,32 @@ def headline(args) -> str:
     n = 2 * len(y) // 3
     sc = StandardScaler().fit(X[:n])
     Xtr, Xte, ytr, yte = sc.transform(X[:n]), sc.transform(X[n:]), y[:n], y[n:]
-    contenders = {"SVC": lambda: SVC()}
+    contenders = {"SVC": (lambda: SVC(), None)}
     for B in (500, 1000):
-        for q in [1] + [int(v) for v in args.batches.split(",")]:
-            label = f'"project" B={B}' + ("" if q == 1 else f", budget_batch={q}")
-            contenders[label] = lambda B=B, q=q: SCWClassifier(
-                kernel="rbf", budget=B, budget_policy="project", budget_batch=q
+        for q in [1, 0] + [int(v) for v in args.batches.split(",")]:
+            label = f'"project" B={B}' + {1: "", 0: ", kinv K in the dsymm"}.get(
+                q, f", budget_batch={q}"
             )
-    for name, make in contenders.items():
+            contenders[label] = (
+                lambda B=B, q=q: SCWClassifier(
+                    kernel="rbf", budget=B, budget_policy="project", budget_batch=max(q, 1)
+                ),
+                0 if q == 0 else None,
+            )
+    for name, (make, _) in contenders.items():
         if name != "SVC":
             make().fit(Xtr[:1200], ytr[:1200])
     res = {}
-    for name, make in progress(contenders.items(), desc="headline", unit="fit"):
+    default = deferred.LAZY_W_MAX_N
+    for name, (make, limit) in progress(contenders.items(), desc="headline", unit="fit"):
         secs = []
-        for _ in range(args.repeats):
-            s, est = _fit(make, Xtr, ytr)
-            secs.append(s)
+        deferred.LAZY_W_MAX_N = default if limit is None else limit
+        try:
+            for _ in range(args.repeats):
+                s, est = _fit(make, Xtr, ytr)
+                secs.append(s)
+        finally:
+            deferred.LAZY_W_MAX_N = default
         res[name] = (min(secs), float(np.mean(est.predict(Xte) != yte)))
     t_svc, e_svc = res["SVC"]
     rows = [

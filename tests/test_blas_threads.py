@@ -397,6 +397,59 @@ def test_a_form_switched_mid_block_learns_under_its_own_thread_choice(two_thread
     assert seen and all(s == [1, 1] for s in seen), seen
 
 
+def test_after_a_switch_the_next_models_keep_the_blocks_threads(two_threads, monkeypatch):
+    """One-vs-rest: when one model's budget binds part-way through a block, the rest of
+    its block is sized by its new form and the inputs left (a few: one thread), and the
+    models after it walk the whole block on the threads chosen for the block again."""
+    import kernelcw._threads as threads_module
+    from kernelcw.engines.dual import engine as engine_module
+    from kernelcw.engines.dual import explicit, panels
+
+    # the append-only solves (n >= 18: n^2 64 >= 20736) above the threshold; the blocked
+    # walk on the inputs left (n^2 times at most 16) below it
+    monkeypatch.setattr(threads_module, "AUTO_MIN_FLOPS", 20000.0)
+    log = []
+    real_walk, real_panels = explicit.ExplicitForm.walk, panels.PanelForm.walk
+    real_switch = engine_module.on_budget
+
+    def spy_walk(self, ctx, blk, t0, ks, f_blk):
+        log.append(("walk", t0, _blas_threads()))
+        return real_walk(self, ctx, blk, t0, ks, f_blk)
+
+    def spy_panels(self, ctx, blk, t0, ks, f_blk):
+        if self.n >= 18:
+            log.append(("panels", t0, _blas_threads()))
+        return real_panels(self, ctx, blk, t0, ks, f_blk)
+
+    def spy_switch(form, ctx, ks, left):
+        log.append(("switch", left, None))
+        return real_switch(form, ctx, ks, left)
+
+    monkeypatch.setattr(explicit.ExplicitForm, "walk", spy_walk)
+    monkeypatch.setattr(panels.PanelForm, "walk", spy_panels)
+    monkeypatch.setattr(engine_module, "on_budget", spy_switch)
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 1))
+    y = rng.integers(0, 3, size=400)
+    est = AROWClassifier(kernel="rbf", budget=30, budget_policy="smallest", block_size=64)
+    with kernelcw.config_context(blas_threads="auto"):
+        est.partial_fit(X[:20], y[:20], classes=[0, 1, 2])
+        est.partial_fit(X[20:], y[20:])
+    assert est._engine.factor_forms() == ["explicit"] * 3
+    switches = [i for i, e in enumerate(log) if e[0] == "switch"]
+    assert switches
+    for i in switches:
+        left = log[i][1]
+        resumed = log[i + 1]
+        assert resumed[0] == "walk" and resumed[1] == 64 - left
+        if 31 * 31 * min(left, 16) < 20000:
+            assert resumed[2] == [1, 1], log
+    # every append-only walk of n >= 18 (the ones after a switch included) on the block's
+    # threads
+    assert [e[2] for e in log if e[0] == "panels"] == [[2, 2]] * sum(e[0] == "panels" for e in log)
+    assert any(e[0] == "panels" and i > switches[0] for i, e in enumerate(log))
+
+
 @pytest.mark.parametrize(
     ("policy", "batch", "threshold"),
     [("smallest", 1, 10000.0), ("smallest", 5, 3000.0)],

@@ -29,11 +29,11 @@ rounding, in BLAS-3 calls (``doc/dual-form.md`` section 8):
 "project" needs ``w = kinv k`` only for the inputs that enter. Where its inverse is at
 most :data:`LAZY_W_MAX_N` slots and fewer than half of the previous sub-block's inputs
 entered, a sub-block leaves ``kinv_0`` out of its dsymm and takes ``kinv_0 k`` by one
-dsymv per entering input (:func:`lazy_inverse_product`): one-pass SCW-I on magic enters
-about a third of its inputs, and its fits at B = 500 and 1000 took about 10 % less
-time. The walk's first sub-block always takes the dsymm (the same choices for the same
-call, whatever came before), as do larger models (a dsymv from memory costs 3.3 dsymm
-columns at n = 4000).
+dsymv per entering input (:func:`lazy_inverse_product`). One-pass SCW-I on magic enters
+about a third of its inputs; ``python -m benchmarks scaling`` times its headline fits
+(B = 500 and 1000) both ways in one run. The walk's first sub-block always takes the
+dsymm (the same choices for the same call, whatever came before), as do larger models
+(a dsymv from memory cost 3.3 dsymm columns at n = 4000, timed alone).
 
 "smallest" scores from nu and Pi's diagonal (kept term by term) instead of the Gram
 matrix passes of the round-by-round walk (:func:`_least_kl`).
@@ -78,7 +78,8 @@ SUB_BLOCK = 64
 
 #: "project" computes ``kinv_0 k`` per entering input (dsymv) instead of for every input
 #: of a sub-block (in the dsymm with ``Pi_0``) while its inverse has at most this many
-#: slots: up to here a dsymv cost 1.4-1.6x a column of the dsymm, at n = 4000 3.3x.
+#: slots: up to here a dsymv cost 1.4-1.6x a column of the dsymm, at n = 4000 3.3x (each
+#: timed alone, by hand; whole fits: ``python -m benchmarks scaling``, headline).
 LAZY_W_MAX_N = 2048
 
 

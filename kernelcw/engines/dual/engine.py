@@ -144,10 +144,15 @@ class DualEngine(Locked):
                     self._check_mercer(Kbb, kap, Ks, cols)
                 entered: list[np.ndarray] = []
                 slots: list[np.ndarray] = []
+                switched = False
                 for k in range(K):
+                    if switched:  # the model before switched form: choose for the block again
+                        threads.block(self._call_flops(hi - lo, d, learning=True))
                     yk = np.ascontiguousarray(Y[lo:hi, k])
                     blk = BlockData(_rows(Ks, self.forms[k]), Kbb, kap, yk)
+                    form = self.forms[k]
                     f_blk, src, ks, nfl = self._walk_model(k, blk, cols, n - hi, threads)
+                    switched = self.forms[k] is not form
                     out[lo:hi, k] = f_blk
                     if hi - lo == 1:  # one row (a call per row): Python's floats
                         n_mis[k] += (f_blk.item(0) >= 0.0) != (yk.item(0) > 0.0)
@@ -175,8 +180,9 @@ class DualEngine(Locked):
 
     def _walk_model(self, k: int, blk: BlockData, cols: np.ndarray, rows_after: int, threads):
         """Walk one block for model k, switching its form where a budget binds (then the
-        block's ``threads`` are chosen again: those chosen for the old form need not suit
-        the new one).
+        ``threads`` are chosen again for the new form and the inputs left: those chosen
+        for the block need not suit it; :meth:`learn` chooses for the block again before
+        the next model).
         Returns (f, the block inputs that entered, each slot's kernel source after
         the block, floored rounds)."""
         ctx = self._ctx
@@ -197,8 +203,7 @@ class DualEngine(Locked):
                 break
             form, ks = on_budget(form, ctx, ks, b - w.index)
             self.forms[k] = form
-            d = 0 if self.spec.kernel.precomputed else self.spec.n_features
-            threads.block(self._call_flops(b - w.index, d, learning=True))  # the inputs left
+            threads.block(form.learn_flops(b - w.index))  # this model's form, the inputs left
             t0 = w.index
         if w.status != OK:
             row = int(cols[w.index]) if w.index >= 0 else -1
