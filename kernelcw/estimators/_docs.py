@@ -48,7 +48,7 @@ COMMON_DOC = """
         the q lowest-scored (the q oldest, q random draws) at once, leaving
         ``budget + 1 - q``, in a Cholesky form maintained with BLAS-3 once per q
         overflows (second-order rules, ``solver="cholesky"``): a different (batch)
-        policy, so results change (on magic, "project" with q = 50: 12.82 % test
+        policy, so results change (on magic, "project" with q = 50: 12.92 % test
         error against 13.00 % at q = 1 for B = 500), and no faster than q = 1 at
         budgets up to 1000 (``python -m benchmarks scaling``, headline table). At
         B = 4000 with q = 500, "oldest", "random" and "smallest" learn at 0.39, 0.57
