@@ -171,9 +171,11 @@ class _LoadProbe:
     of those cores. A CPU-bound process beside a fit made BLAS's threads lose: an
     unbudgeted RBF fit with about 4,900 support vectors took 1.36x its one-thread time
     with them, against 0.48x idle (``python -m benchmarks under_load``). Read at most
-    once per period (about 20 us), and only for blocks large enough for threads;
-    between readings the last answer stands. None (no limit) before the first
-    reading after a start or a fork, and where ``/proc/stat`` cannot be read."""
+    once per period (about 20 us), only for blocks large enough for threads (and once
+    as the first engine call starts);
+    between readings the last answer stands. None (no limit) until two readings
+    (:meth:`prime` takes the first as an engine call starts), after a fork, and where
+    ``/proc/stat`` cannot be read."""
 
     def __init__(self, path: str = "/proc/stat"):
         self.path = path
@@ -203,6 +205,13 @@ class _LoadProbe:
             self.free_now = len(self.cpus) - max(others, 0.0) / (now - last[0])
         self.last = (now, used, own)
         return self.free_now
+
+    def prime(self) -> None:
+        """A first reading, if there is none yet: called as an engine call starts, so
+        that a large block later (a model grows to one) has a window to measure the
+        load over instead of going uncapped until a second reading."""
+        if self.last is None and self.usable:
+            self.free()
 
     def _cores_busy(self) -> float | None:
         """Seconds of CPU time the cores this process may use have spent busy since
@@ -263,6 +272,8 @@ class BlasThreads:
             if _active == 0:
                 _base = [(get, put, get()) for get, put in pools]
             _active += 1
+            if mode == "auto":
+                _probe.prime()
         if mode == "auto":
             self.block(self._flops)
         else:

@@ -51,6 +51,9 @@ class _Probe:
     def free(self):
         return self.answer
 
+    def prime(self):
+        pass
+
 
 @pytest.fixture(autouse=True)
 def idle_machine(monkeypatch):
@@ -186,6 +189,38 @@ def test_load_probe_reads_the_free_cores(tmp_path, monkeypatch):
     clock.wall = 10.0
     _stat(tmp_path / "missing", {0: 1})
     assert gone.free() is None  # (not read again)
+
+
+def test_an_engine_call_primes_the_load_probe(tmp_path, monkeypatch):
+    """ "auto" takes the probe's first reading as a call starts (once), so a large block
+    later in the process is capped by the load measured since, not left uncapped
+    until a second reading; int and None settings leave the probe alone."""
+    clock = _Clock()
+    monkeypatch.setattr(_threads, "time", clock)
+    monkeypatch.setattr(_threads.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(_threads.os, "sysconf", lambda name: 100)
+    stat = tmp_path / "stat"
+    _stat(stat, {0: 1000, 1: 1000})
+    probe = _threads._LoadProbe(str(stat))
+    monkeypatch.setattr(_threads, "_probe", probe)
+    for setting in (1, None):
+        with kernelcw.config_context(blas_threads=setting), BlasThreads(0.0):
+            pass
+        assert probe.last is None
+    with BlasThreads(0.0):
+        pass
+    assert probe.last == (0.0, 20.0, 0.0)
+    clock.wall = 0.1
+    with BlasThreads(0.0):  # primed already: not read again
+        pass
+    assert probe.last[0] == 0.0
+    # a second later another process has kept one core busy: a large block gets one
+    clock.wall, clock.own = 1.0, 0.9
+    _stat(stat, {0: 1100, 1: 1090})
+    with BlasThreads(0.0) as t:
+        t.block(AUTO_MIN_FLOPS)
+        assert probe.free_now == pytest.approx(1.0)
+        assert t._now == (1, True)
 
 
 def test_primal_full_fit_runs_under_the_setting(two_threads, monkeypatch):
