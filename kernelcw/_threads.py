@@ -207,11 +207,12 @@ class _LoadProbe:
         return self.free_now
 
     def prime(self) -> None:
-        """A first reading, if there is none yet: called as an engine call starts, so
-        that a large block later (a model grows to one) has a window to measure the
-        load over instead of going uncapped until a second reading."""
-        if self.last is None and self.usable:
-            self.free()
+        """A first reading, if there is none yet in this process (a forked child's
+        first): called as an engine call starts, so that a large block later (a model
+        grows to one) has a window to measure the load over instead of going uncapped
+        until a second reading."""
+        if self.usable and (self.last is None or os.getpid() != self.pid):
+            self.free()  # (a forked child drops its parent's readings there)
 
     def _cores_busy(self) -> float | None:
         """Seconds of CPU time the cores this process may use have spent busy since

@@ -221,6 +221,12 @@ def test_an_engine_call_primes_the_load_probe(tmp_path, monkeypatch):
         t.block(AUTO_MIN_FLOPS)
         assert probe.free_now == pytest.approx(1.0)
         assert t._now == (1, True)
+    probe.pid = -1  # as in a forked child: its first call takes a reading of its own
+    clock.wall = 1.05
+    with BlasThreads(0.0):
+        pass
+    assert probe.pid == _threads.os.getpid() and probe.last[0] == 1.05
+    assert probe.free_now is None
 
 
 def test_primal_full_fit_runs_under_the_setting(two_threads, monkeypatch):
