@@ -172,10 +172,9 @@ class _LoadProbe:
     unbudgeted RBF fit with about 4,900 support vectors took 1.36x its one-thread time
     with them, against 0.48x idle (``python -m benchmarks under_load``). Read at most
     once per period (about 20 us), only for blocks large enough for threads (and once
-    as the first engine call starts);
-    between readings the last answer stands. None (no limit) until two readings
-    (:meth:`prime` takes the first as an engine call starts), after a fork, and where
-    ``/proc/stat`` cannot be read."""
+    as the first engine call starts); between readings the last answer stands. None
+    (no limit) until two readings (:meth:`prime` takes the first as an engine call
+    starts), after a fork, and where ``/proc/stat`` cannot be read."""
 
     def __init__(self, path: str = "/proc/stat"):
         self.path = path

@@ -248,7 +248,7 @@ class DualEngine(Locked):
         in the blocked walk, n_k^2 for level-2 walks and for the lazy form, whose walks
         choose the threads of their own products). Forms that walk input by input
         between those calls leave BLAS's threads busy-waiting; with the other core busy
-        that made fits at B = 3000 1.36-1.83x slower than one thread (session 11), so
+        that made fits at B = 3000 1.36-1.83x slower than one thread (sessions 9, 11), so
         they learned on one thread until "auto" counted the free cores (session 13);
         ``python -m benchmarks under_load`` measures them idle and under load."""
         big = 0.0

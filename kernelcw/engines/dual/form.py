@@ -92,12 +92,6 @@ class Form:
     #: The form's code in a state dict.
     code = -1
 
-    def learn_flops(self, b: int) -> float:
-        """Flops of the largest BLAS call this form makes learning a block of b inputs,
-        which sizes the block's BLAS threads (``DualEngine._call_flops``): here the
-        forward solve ``L^-1 K0``, n^2 b."""
-        return float(self.n) * self.n * b
-
     def __init__(self):
         self.idx = np.zeros(0, dtype=np.int64)  # store positions, by slot
         self.entry = np.zeros(0, dtype=np.int64)  # entry time, by slot
@@ -107,6 +101,12 @@ class Form:
     @property
     def n(self) -> int:
         return int(self.kap.shape[0])
+
+    def learn_flops(self, b: int) -> float:
+        """Flops of the largest BLAS call this form makes learning a block of b inputs,
+        which sizes the block's BLAS threads (``DualEngine._call_flops``): here the
+        forward solve ``L^-1 K0``, n^2 b."""
+        return float(self.n) * self.n * b
 
     def order(self) -> np.ndarray:
         """Slots in the order their support vectors entered."""
