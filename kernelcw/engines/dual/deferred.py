@@ -79,7 +79,8 @@ SUB_BLOCK = 64
 #: "project" computes ``kinv_0 k`` per entering input (dsymv) instead of for every input
 #: of a sub-block (in the dsymm with ``Pi_0``) while its inverse has at most this many
 #: slots: up to here a dsymv cost 1.4-1.6x a column of the dsymm, at n = 4000 3.3x (each
-#: timed alone, by hand; whole fits: ``python -m benchmarks scaling``, headline).
+#: timed alone, by hand; whole fits: ``python -m benchmarks scaling``, headline, and by
+#: hand one-pass SCW-I on magic at B = 1500 and 2000 took 9 % and 4 % less time).
 LAZY_W_MAX_N = 2048
 
 
