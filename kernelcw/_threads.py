@@ -181,7 +181,7 @@ class _LoadProbe:
         self.usable = True
         self.free_now: float | None = None
         self.last: tuple[float, float, float] | None = None  # (wall, cores' busy s, own s)
-        self.pid = os.getpid()  # a forked child starts its own CPU time at 0
+        self.pid = os.getpid()  # whose readings these are (:meth:`forget`)
         self.cpus: set[int] | None = None
         self.tick = 100.0
 
@@ -189,8 +189,6 @@ class _LoadProbe:
         if not self.usable:
             return None
         now = time.monotonic()
-        if os.getpid() != self.pid:  # forked: the parent's readings are not ours
-            self.pid, self.last, self.free_now, self.cpus = os.getpid(), None, None, None
         last = self.last
         if last is not None and now - last[0] < LOAD_PERIOD:
             return self.free_now
@@ -207,11 +205,16 @@ class _LoadProbe:
 
     def prime(self) -> None:
         """A first reading, if there is none yet in this process (a forked child's
-        first): called as an engine call starts, so that a large block later (a model
-        grows to one) has a window to measure the load over instead of going uncapped
-        until a second reading."""
-        if self.usable and (self.last is None or os.getpid() != self.pid):
-            self.free()  # (a forked child drops its parent's readings there)
+        first too, :meth:`forget`): called as an engine call starts, so that a large
+        block later (a model grows to one) has a window to measure the load over
+        instead of going uncapped until a second reading."""
+        if self.last is None and self.usable:
+            self.free()
+
+    def forget(self) -> None:
+        """Drop the readings: in a forked child (``os.register_at_fork``), whose CPU
+        time starts at 0 and whose parent's readings are not its own."""
+        self.pid, self.last, self.free_now, self.cpus = os.getpid(), None, None, None
 
     def _cores_busy(self) -> float | None:
         """Seconds of CPU time the cores this process may use have spent busy since
@@ -241,6 +244,8 @@ class _LoadProbe:
 
 
 _probe = _LoadProbe()
+if hasattr(os, "register_at_fork"):  # (not on Windows)
+    os.register_at_fork(after_in_child=lambda: _probe.forget())
 
 
 class BlasThreads:

@@ -3,6 +3,7 @@ results independent of it; and the full learner's scratch never reaching its pro
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -52,6 +53,9 @@ class _Probe:
         return self.answer
 
     def prime(self):
+        pass
+
+    def forget(self):
         pass
 
 
@@ -181,7 +185,7 @@ def test_load_probe_reads_the_free_cores(tmp_path, monkeypatch):
     clock.wall, clock.own = 2.5, 1.5
     _stat(stat, {0: 1110, 1: 1090}, quiet=9000)
     assert probe.free() == pytest.approx(2.0)
-    probe.pid = -1  # as in a forked child: no answer until two readings of its own
+    probe.forget()  # as in a forked child: no answer until two readings of its own
     clock.wall, clock.own = 3.0, 0.0
     assert probe.free() is None and probe.last[0] == 3.0
     gone = _threads._LoadProbe(str(tmp_path / "missing"))
@@ -221,12 +225,29 @@ def test_an_engine_call_primes_the_load_probe(tmp_path, monkeypatch):
         t.block(AUTO_MIN_FLOPS)
         assert probe.free_now == pytest.approx(1.0)
         assert t._now == (1, True)
-    probe.pid = -1  # as in a forked child: its first call takes a reading of its own
+    probe.forget()  # as in a forked child: its first call takes a reading of its own
     clock.wall = 1.05
     with BlasThreads(0.0):
         pass
     assert probe.pid == _threads.os.getpid() and probe.last[0] == 1.05
     assert probe.free_now is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_drops_the_parents_load_readings(monkeypatch):
+    """os.register_at_fork: a child's probe holds no reading of its parent's (its own
+    CPU time starts at 0), so its first call reads afresh."""
+    probe = _threads._LoadProbe()
+    monkeypatch.setattr(_threads, "_probe", probe)
+    probe.prime()
+    assert probe.last is not None and probe.pid == os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit code, whatever happens
+        ok = probe.last is None and probe.free_now is None and probe.pid == os.getpid()
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert probe.last is not None  # the parent's own readings stay
 
 
 def test_primal_full_fit_runs_under_the_setting(two_threads, monkeypatch):

@@ -42,10 +42,11 @@ def _canonical(X):
     return X
 
 
-def _check_finite_rows(X, extremes=None) -> None:
-    """ValueError naming the first row with NaN or infinity. ``extremes``: X's (max,
-    min) when the caller has them (finite extremes: every value is finite)."""
-    if extremes is not None and _finite(extremes):
+def _check_finite_rows(X, extremes) -> None:
+    """ValueError naming the first row with NaN or infinity. ``extremes``: X's
+    :func:`_extremes` (finite extremes: every value is finite; the rows are searched
+    only otherwise)."""
+    if _finite(extremes):
         return
     row = _first_nonfinite_row(X)
     if row >= 0:
@@ -82,14 +83,13 @@ def _max_min(v):
     return hi, lo
 
 
-def _first_overflowing_row(X, a: float, extremes=None) -> int:
+def _first_overflowing_row(X, a: float, extremes) -> int:
     """First row whose squared norm times ``a`` overflows float64, or -1.
 
     The bound max|x_ij|^2 * (entries per row) * a settles the common case
-    without a pass over the rows. ``extremes``: X's (max, min) if known.
+    without a pass over the rows. ``extremes``: X's :func:`_extremes`.
     """
-    extremes = _extremes(X) if extremes is None else extremes
-    if extremes is None:
+    if extremes is None:  # no values
         return -1
     big = max(abs(extremes[0]), abs(extremes[1]))
     per_row = int(np.diff(X.indptr).max()) if sp.issparse(X) else X.shape[1]
@@ -169,7 +169,7 @@ def with_intercept(X, spec):
     return out
 
 
-def _check_not_too_large(X, a: float, extremes=None) -> None:
+def _check_not_too_large(X, a: float, extremes) -> None:
     """The check ``fit`` makes: a row whose squared norm times ``a`` overflows float64
     would give an infinite margin variance (and ``predict_proba`` a silent 0.5)."""
     row = _first_overflowing_row(X, float(a), extremes)

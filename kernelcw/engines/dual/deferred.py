@@ -52,7 +52,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..._blas import sym_mm, sym_mv
+from ..._blas import sym_mm
 from ...budget.kernels import (
     PROJECT,
     SMALLEST,
@@ -64,7 +64,7 @@ from ...budget.kernels import (
     schur_inverse,
     swap_last_matrix,
 )
-from .deferred_terms import column, drop_start_slot, low_rank, product, settle
+from .deferred_terms import column, drop_start_slot, low_rank, product, product_now, settle
 from .status import OK
 from .steps import ExplicitResult, checked_step, save_model
 
@@ -241,11 +241,9 @@ def _enter(blk, t, sup, pol, dw, a, f, ay, beta, zeta, v):
     kap_t = blk.kap[t]
     Pn = nP
     if pol.code == PROJECT:
-        if c[LAZY_W]:  # kinv_0 k now, for this input alone (kP is zero at removed slots)
-            sym_mv(pol.blas, n0, pol.kinv, kP, wP)
-            for i in range(n0, nP):
-                wP[i] = 0.0
-            low_rank(pol.blas, dw.Vt, dw.sig, nv, kP, nP, wP, dw.tmp, dw.dead)
+        if c[LAZY_W]:  # kinv_0 k now, for this input alone
+            product_now(pol.blas, pol.kinv, n0, dw.Vt, dw.sig, nv, kP, nP, dw.dead, wP,
+                        dw.tmp)  # fmt: skip
         else:
             product(pol.blas, dw.D0, t - c[T0], n0, dw.Vt, dw.sig, nv, kP, nP, dw.dead, wP,
                      dw.tmp)  # fmt: skip

@@ -14,10 +14,18 @@ import math
 
 from numba import njit
 
-from ..._blas import rows_mv, sym_rk
+from ..._blas import rows_mv, sym_mv, sym_rk
 from ...budget.kernels import lower, swap_last_lower
 
-__all__ = ["add_terms", "column", "drop_start_slot", "low_rank", "product", "settle"]
+__all__ = [
+    "add_terms",
+    "column",
+    "drop_start_slot",
+    "low_rank",
+    "product",
+    "product_now",
+    "settle",
+]
 
 
 @njit(cache=True, error_model="numpy")
@@ -59,6 +67,22 @@ def product(fns, C0, col, n0, Ut, s, nr, kP, nP, dead, out, tmp):
     zero at removed slots."""
     for i in range(n0):
         out[i] = C0[i, col]
+    _plus_terms(fns, n0, Ut, s, nr, kP, nP, dead, out, tmp)
+
+
+@njit(cache=True, error_model="numpy")
+def product_now(fns, A0, n0, Ut, s, nr, kP, nP, dead, out, tmp):
+    """:func:`product` with the start matrix's part taken now, by one dsymv of A0 (its
+    lower triangle) with kP (zero at removed slots), for an input whose sub-block left
+    A0 out of its dsymm."""
+    sym_mv(fns, n0, A0, kP, out)
+    _plus_terms(fns, n0, Ut, s, nr, kP, nP, dead, out, tmp)
+
+
+@njit(cache=True, error_model="numpy")
+def _plus_terms(fns, n0, Ut, s, nr, kP, nP, dead, out, tmp):
+    """The rest of a product whose start part is in ``out[:n0]``: zero at the slots
+    entered since, plus the terms, zero at removed slots."""
     for i in range(n0, nP):
         out[i] = 0.0
     low_rank(fns, Ut, s, nr, kP, nP, out, tmp, dead)

@@ -42,8 +42,8 @@ through the context), the walk and the purge one: with BLAS's threads throughout
 fit at B = 3,000 took 1.48x its one-thread time with the other core busy. The
 products alone made a round at B = 4,000 1.29x faster idle and, with the free cores
 counted, no slower under load when timed by hand; ``python -m benchmarks
-under_load`` gave the B = 3,000 fit 0.64-0.83 of one thread idle and 1.29 under load by
-medians in two runs (1.02-1.10 by minima).
+under_load`` gave the B = 3,000 fit 0.64-0.83 of one thread idle in four runs, and under
+load 1.28-1.29 by medians in three (0.99-1.10 by minima) and 1.06 in session 14's last.
 
 Rollback: the batch-pruned form's (:mod:`.pruned`): a checkpoint holds references
 and counts, and a purge first copies the rows it is about to change.
