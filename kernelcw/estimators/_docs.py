@@ -51,9 +51,9 @@ COMMON_DOC = """
         policy, so results change (on magic, "project" with q = 50: 12.92 % test
         error against 13.00 % at q = 1 for B = 500), and no faster than q = 1 at
         budgets up to 1000 (``python -m benchmarks scaling``, headline table). At
-        B = 4000 with q = 500, "oldest", "random" and "smallest" learn at 0.39, 0.57
-        and 0.26 of the unbudgeted speed, against 0.42, 0.30 and 0.24 at q = 1
-        ("project": 0.04 and 0.14; ``python -m benchmarks budget --parts
+        B = 4000 with q = 500, "oldest", "random" and "smallest" learn at 0.39, 0.58
+        and 0.25 of the unbudgeted speed, against 0.38, 0.27 and 0.22 at q = 1
+        ("project": 0.04 and 0.12; ``python -m benchmarks budget --parts
         throughput``, both on an idle machine, where large blocks take BLAS's
         threads).
     block_size : int or None, default=None
