@@ -90,6 +90,8 @@ class DiagStream:
         self.method = DIAG_METHODS[engine.spec.diag_method]
         self.counts = new_counts(1)
         self.log = no_log(1)
+        self.exact = engine.spec.diag_method == "exact"
+        self.ts = np.empty(0)  # the "exact" method's scratch, grown to the widest row
         self.out = np.empty(2)
         self.targets = {1.0: np.array([1.0]), -1.0: np.array([-1.0])}
         self._learn = self._margin = None  # handles of entry points, on first use
@@ -100,8 +102,10 @@ class DiagStream:
     def learn(self, idx: np.ndarray, val: np.ndarray, y: float) -> None:
         """One round on the non-zeros (idx increasing, int64; val float64; ending
         with :attr:`bias` if the model has an intercept), y = +-1."""
+        if self.exact and idx.shape[0] > self.ts.shape[0]:
+            self.ts = np.empty(2 * idx.shape[0])
         args = (self.mu, self.s, idx, val, self.targets[y], self.out, self.rp, self.method,
-                self.counts, self.log)  # fmt: skip
+                self.counts, self.log, self.ts)  # fmt: skip
         if self._learn is None:
             ok = _diag_row(*args)
             self._learn = _entry(_diag_row, args)

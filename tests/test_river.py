@@ -36,11 +36,14 @@ from kernelcw.river import Classifier  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: One learner per engine form: primal full, primal diagonal, dual (Cholesky panels),
-#: dual explicit nu/Pi, dual budgeted (queue, projection, batch-pruned).
+#: One learner per engine form: primal full, primal diagonal (and its exact method),
+#: dual (Cholesky panels), dual explicit nu/Pi, dual budgeted (queue, projection,
+#: batch-pruned).
 FORMS = {
     "primal_full": lambda: SCWClassifier(),
     "primal_diag": lambda: CWClassifier(covariance="diag"),
+    # the "exact" step's scratch: the stream's, grown with the rows' width
+    "primal_diag_exact": lambda: CWClassifier(covariance="diag", diag_method="exact"),
     "dual_panels": lambda: SCWClassifier(kernel="rbf", gamma=0.3),
     "dual_explicit": lambda: PAClassifier(kernel="poly", gamma=0.3, solver="explicit"),
     "dual_oldest": lambda: AROWClassifier(
@@ -54,7 +57,7 @@ FORMS = {
 #: Where the adapter is bit for bit the estimator on the padded matrix (elementwise
 #: arithmetic); elsewhere BLAS and the kernels sum over the wider rows in another
 #: order, which moves the last bits (relative 1e-13).
-EXACT_WIDEN = {"primal_diag"}
+EXACT_WIDEN = {"primal_diag", "primal_diag_exact"}
 
 
 def _stream(n=120, d=6, seed=0, n_classes=2):

@@ -50,6 +50,7 @@ from ..spec import EngineSpec
 from . import _diag_slots as ds
 from ._diag_exact import exact_zeta
 from ._diag_slots import place
+from ._diag_undo import SlotUndo, UndoLog, log_coordinate, no_log
 from ._prefetch import AHEAD, prefetch
 from ._primal_common import Counts, check_same_a, new_counts, raise_nonfinite, rule_record
 from .base import LearnResult, Locked, check_shapes
@@ -70,31 +71,6 @@ class RoundResult(NamedTuple):
     floored: bool
 
 
-class UndoLog(NamedTuple):
-    """What a learn call overwrote, written by the compiled walks: each coordinate's
-    ``(mean, variance)`` in every model before the call's first write to it
-    (:meth:`PrimalDiagEngine.checkpoint`). O(coordinates written), not O(K d).
-
-    While a logging call runs, a coordinate is marked as logged by the sign bit of
-    its variance in model 0 (variances are never negative; the walks read
-    ``abs(s)``): the mark lives in the cache line the round reads anyway, where a
-    separate set of marks cost an extra cache miss per non-zero (measured: +40% at
-    d = 2^20). :func:`diag_fit` clears the marks before it returns or raises.
-    """
-
-    #: (cap,) int64 logged coordinates, in order of first write (empty: no logging)
-    idx: np.ndarray
-    #: (cap, K, 2) their mean and variance in each model before the call
-    val: np.ndarray
-    #: (1,) int64 entries used
-    n: np.ndarray
-
-
-def no_log(K: int) -> UndoLog:
-    """A log that records nothing."""
-    return UndoLog(np.zeros(0, dtype=np.int64), np.zeros((0, K, 2)), np.zeros(1, np.int64))
-
-
 #: A variance that would underflow to 0 (which stands for the prior) is kept as this.
 _TINY = 5e-324
 
@@ -105,18 +81,6 @@ def _var(raw, a):
     bit is the undo log's mark (:class:`UndoLog`)."""
     v = abs(raw)
     return a if v == 0.0 else v
-
-
-@njit(cache=True)
-def _log_coordinate(mu, s, p, log):
-    """Log coordinate p of every model, and mark it (see :class:`UndoLog`)."""
-    j = log.n[0]
-    log.idx[j] = p
-    for k in range(mu.shape[0]):
-        log.val[j, k, 0] = mu[k, p]
-        log.val[j, k, 1] = s[k, p]
-    log.n[0] = j + 1
-    s[0, p] = -s[0, p]
 
 
 @njit(cache=True)
@@ -136,10 +100,11 @@ def row_margin(mu, s, k, idx, val, a):
 
 
 @njit(cache=True, inline="always")
-def _diag_round(mu, s, k, idx, val, y, rp, method, log):
+def _diag_round(mu, s, k, idx, val, y, rp, method, log, ts):
     """One round of model k (rows ``mu[k]``, ``s[k]``) on the non-zeros (idx, val) of
     x, with the rule record ``rp`` (:class:`kernelcw.rules.RuleParams`) and the method
-    code ``method``; every first write of a coordinate goes to ``log`` first.
+    code ``method``; every first write of a coordinate goes to ``log`` first; ``ts``:
+    room for the t_p of the row's non-zeros (the "exact" method's; else unused).
 
     On a floored round the "exact" method takes the "kl" step: its equation lives on
     the unfloored t_p.
@@ -158,7 +123,7 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log):
         return RoundResult(f, 0.0, floored)
     decoupled = rp.rule == AROW or rp.rule == SOP
     if method == _EXACT and not first and not decoupled and not floored:
-        ts = np.empty(idx.shape[0])
+        ts = ts[: idx.shape[0]]
         for q in range(idx.shape[0]):
             ts[q] = _var(s[k, idx[q]], rp.a) * val[q] * val[q]
         alpha, zeta = exact_zeta(rp, m, v, ts)
@@ -170,7 +135,7 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log):
         p = idx[q]
         x = val[q]
         if logging and math.copysign(1.0, s[0, p]) > 0.0:
-            _log_coordinate(mu, s, p, log)
+            log_coordinate(mu, s, p, log)
         raw = s[k, p]  # its sign bit: the log's mark
         sp_ = _var(raw, rp.a)
         mu[k, p] += ay * sp_ * x
@@ -195,15 +160,17 @@ def _l2_ratio(zeta, v, t):
 
 
 @njit(cache=True, inline="always")
-def _diag_row(mu, s, idx, val, Yi, out_i, rp, method, counts, log):
+def _diag_row(mu, s, idx, val, Yi, out_i, rp, method, counts, log, ts):
     """One input through every model; bookkeeping shared by the drivers, which inline
     it and :func:`_diag_round` (numba IR): called, their dozen array arguments cost an
-    atomic reference-count pair each (20 Newsgroups, 2^20: 7.6 ms a pass, 6.0 inlined).
+    atomic reference-count pair each (20 Newsgroups, 2^20: 7.6 ms a pass, 6.0 inlined;
+    the drivers are compiled without numba's runtime, which drops the pairs the
+    inlined arguments still cost: :func:`_diag_csr`).
 
     Returns False when a non-finite step was met.
     """
     for k in range(mu.shape[0]):
-        res = _diag_round(mu, s, k, idx, val, Yi[k], rp, method, log)
+        res = _diag_round(mu, s, k, idx, val, Yi[k], rp, method, log, ts)
         out_i[k] = res.margin
         if res.floored:
             counts.n_floored[k] += 1
@@ -216,10 +183,21 @@ def _diag_row(mu, s, idx, val, Yi, out_i, rp, method, counts, log):
     return True
 
 
-@njit(cache=True)
-def _diag_csr(mu, s, indptr, indices, data, Y, out, rp, method, counts, log):
-    """The rows of a CSR matrix in order (prefetching the state's lines of the row
-    :data:`AHEAD` of each); the first failing row, or -1."""
+#: The walks' options. Compiled without numba's runtime (``_nrt=False``, numba's own
+#: switch; ``numba.extending``'s docs show it): the arrays the inlined rounds take
+#: are then not reference-counted, where numba's pruning left an atomic increment
+#: and decrement per array per row (20 Newsgroups at 2^20, the pass: 5.8 -> 4.0 ms
+#: by hand, interleaved runs). A walk cannot allocate: :func:`diag_fit` hands it its
+#: buffers (the "exact" method's t_p, the slots of a row).
+_WALK = {"cache": True, "_nrt": False}
+
+
+@njit(**_WALK)
+def _diag_csr(mu, s, rows, Y, out, rp, method, counts, log, ts):
+    """The rows of a CSR matrix (``rows``: its indptr, indices, data) in order
+    (prefetching the state's lines of the row :data:`AHEAD` of each); the first
+    failing row, or -1."""
+    indptr, indices, data = rows
     n = indptr.shape[0] - 1
     for i in range(n):
         if i + AHEAD < n:
@@ -227,22 +205,21 @@ def _diag_csr(mu, s, indptr, indices, data, Y, out, rp, method, counts, log):
                 prefetch(mu, 0, indices[q])
         lo = indptr[i]
         hi = indptr[i + 1]
-        row = _diag_row(mu, s, indices[lo:hi], data[lo:hi], Y[i], out[i], rp, method, counts, log)
+        row = _diag_row(
+            mu, s, indices[lo:hi], data[lo:hi], Y[i], out[i], rp, method, counts, log, ts
+        )
         if not row:
             return i
     return -1
 
 
-@njit(cache=True)
-def _slots_csr(slots, mu, s, indptr, indices, data, Y, out, rp, method, counts, log):
-    """The rows of a CSR matrix in order, on the pairs of :mod:`._diag_slots` (``mu``,
-    ``s``: (K, cap) views of the pair buffer): each row's coordinates replaced by their
-    slots (new ones placed), then the dense walk's rounds. The first failing row, or
-    -1."""
-    width = 0
-    for i in range(indptr.shape[0] - 1):
-        width = max(width, indptr[i + 1] - indptr[i])
-    js = np.empty(width, np.int64)
+@njit(**_WALK)
+def _slots_csr(slots, mu, s, rows, Y, out, rp, method, counts, log, js, ts):
+    """The rows of a CSR matrix (as :func:`_diag_csr`'s) in order, on the pairs of
+    :mod:`._diag_slots` (``mu``, ``s``: (K, cap) views of the pair buffer): each row's
+    coordinates replaced by their slots (new ones placed; ``js``: room for the widest
+    row's), then the dense walk's rounds. The first failing row, or -1."""
+    indptr, indices, data = rows
     n = indptr.shape[0] - 1
     table = slots.table.reshape((1, -1))
     for i in range(n):
@@ -252,17 +229,19 @@ def _slots_csr(slots, mu, s, indptr, indices, data, Y, out, rp, method, counts, 
         lo = indptr[i]
         hi = indptr[i + 1]
         place(slots, mu, s, indices, lo, hi, js)
-        if not _diag_row(mu, s, js[: hi - lo], data[lo:hi], Y[i], out[i], rp, method, counts, log):
+        if not _diag_row(
+            mu, s, js[: hi - lo], data[lo:hi], Y[i], out[i], rp, method, counts, log, ts
+        ):
             return i
     return -1
 
 
-@njit(cache=True)
-def _diag_dense(mu, s, X, Y, out, rp, method, counts, log):
-    """The rows of a dense C-ordered matrix in order; the first failing row, or -1."""
-    idx = np.arange(X.shape[1])
+@njit(**_WALK)
+def _diag_dense(mu, s, X, Y, out, rp, method, counts, log, idx, ts):
+    """The rows of a dense C-ordered matrix in order (``idx``: 0..d-1); the first
+    failing row, or -1."""
     for i in range(X.shape[0]):
-        if not _diag_row(mu, s, idx, X[i], Y[i], out[i], rp, method, counts, log):
+        if not _diag_row(mu, s, idx, X[i], Y[i], out[i], rp, method, counts, log, ts):
             return i
     return -1
 
@@ -293,31 +272,30 @@ def diag_fit(
     rp = rule_record(params)
     code = DIAG_METHODS[method]
     log = no_log(mu.shape[0]) if log is None else log
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        width = int(np.diff(X.indptr).max(initial=0))  # the widest row's non-zeros
+    else:
+        X = np.ascontiguousarray(X)
+        width = X.shape[1]
+    ts = np.empty(width if code == _EXACT else 0)  # the walks' scratch (they cannot allocate)
     try:
         if slots is not None:
-            X = sp.csr_matrix(X)
+            js = np.empty(width, np.int64)
             rows = (X.indptr, X.indices, X.data)
-            bad = _slots_csr(slots, mu, s, *rows, Y, out, rp, code, counts, log)
+            bad = _slots_csr(slots, mu, s, rows, Y, out, rp, code, counts, log, js, ts)
         elif sp.issparse(X):
-            X = sp.csr_matrix(X)
-            bad = _diag_csr(mu, s, X.indptr, X.indices, X.data, Y, out, rp, code, counts, log)
+            rows = (X.indptr, X.indices, X.data)
+            bad = _diag_csr(mu, s, rows, Y, out, rp, code, counts, log, ts)
         else:
-            X = np.ascontiguousarray(X)
-            bad = _diag_dense(mu, s, X, Y, out, rp, code, counts, log)
+            idx = np.arange(width)
+            bad = _diag_dense(mu, s, X, Y, out, rp, code, counts, log, idx, ts)
     finally:
         marked = log.idx[: log.n[0]]
         s[0, marked] = np.abs(s[0, marked])
     if bad >= 0:
         raise_nonfinite(bad)
     return counts
-
-
-class SlotUndo(NamedTuple):
-    """A checkpoint of an engine that keeps its state in slots: the log (of slots) and
-    the slots in use before the call (the ones placed after it are given back)."""
-
-    log: UndoLog
-    n: int
 
 
 class PrimalDiagEngine(Locked):
