@@ -13,9 +13,9 @@ no undo.
 
 The calls go to the compiled entry points bound to the exact argument types of the
 first call (numba's dispatcher spends 2-3 microseconds a call resolving the types of
-ten arguments, three of them records, a third of a row's time); every later call
-passes arrays built the same way (int64 and float64, C-ordered, 1-d), so the types
-cannot change.
+ten arguments, eleven now, three of them records: a third of a row's time); every
+later call passes arrays built the same way (int64 and float64, C-ordered, 1-d), so
+the types cannot change.
 """
 
 from __future__ import annotations

@@ -186,9 +186,10 @@ def _diag_row(mu, s, idx, val, Yi, out_i, rp, method, counts, log, ts):
 #: The walks' options. Compiled without numba's runtime (``_nrt=False``, numba's own
 #: switch; ``numba.extending``'s docs show it): the arrays the inlined rounds take
 #: are then not reference-counted, where numba's pruning left an atomic increment
-#: and decrement per array per row (20 Newsgroups at 2^20, the pass: 5.8 -> 4.0 ms
-#: by hand, interleaved runs). A walk cannot allocate: :func:`diag_fit` hands it its
-#: buffers (the "exact" method's t_p, the slots of a row).
+#: and decrement per array per row (20 Newsgroups at 2^20, the compiled pass on warm
+#: memory: 5.8 -> 4.0-4.1 ms, medians of interleaved runs timed by hand). A walk
+#: cannot allocate: :func:`diag_fit` hands it its buffers (the "exact" method's t_p,
+#: the slots of a row).
 _WALK = {"cache": True, "_nrt": False}
 
 
@@ -272,7 +273,7 @@ def diag_fit(
     rp = rule_record(params)
     code = DIAG_METHODS[method]
     log = no_log(mu.shape[0]) if log is None else log
-    if sp.issparse(X):
+    if slots is not None or sp.issparse(X):  # (the slots walk takes CSR rows)
         X = sp.csr_matrix(X)
         width = int(np.diff(X.indptr).max(initial=0))  # the widest row's non-zeros
     else:
