@@ -380,6 +380,31 @@ def test_sparse_nan_row_is_named():
         CWClassifier(covariance="diag").fit(X, [0, 1, 0, 1, 0])
 
 
+def test_max_abs_sees_every_value_in_any_layout():
+    """The input checks' one pass (bit patterns with the sign cleared): max |x|, NaN
+    over inf wherever they sit, None for no values, in any memory layout."""
+    from kernelcw.estimators._input import _max_abs
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 7))
+    want = float(np.abs(X).max())
+    assert _max_abs(X) == want
+    assert _max_abs(np.asfortranarray(X)) == want
+    assert _max_abs(X[::2, ::3]) == float(np.abs(X[::2, ::3]).max())  # a copy
+    assert _max_abs(sp.csr_matrix(X)) == want
+    assert _max_abs(X.astype(np.float32)) == float(np.abs(X.astype(np.float32)).max())
+    assert _max_abs(np.zeros((0, 3))) is None
+    assert _max_abs(np.array([-0.0, -0.0])) == 0.0
+    assert _max_abs(np.array([-1e308, 5.0])) == 1e308
+    for pos in (0, 3, 6):
+        Y = X.copy()
+        Y[pos, pos] = -np.inf
+        assert _max_abs(Y) == np.inf
+        Y[-pos - 1, 1] = np.nan
+        assert np.isnan(_max_abs(Y))  # NaN wins over inf, before or after it
+        assert np.isnan(_max_abs(np.where(np.isinf(Y), np.nan, Y)))
+
+
 def test_one_class_needs_classes():
     X = np.ones((4, 2))
     with pytest.raises(ValueError, match="only one class"):

@@ -16,10 +16,10 @@ def _values(X) -> np.ndarray:
     return X.data if sp.issparse(X) else X
 
 
-def _finite(extremes) -> bool:
-    """Whether values with these (max, min) (:func:`_extremes`; None: no values) are
-    all finite (max and min propagate NaN)."""
-    return extremes is None or (math.isfinite(extremes[0]) and math.isfinite(extremes[1]))
+def _finite(big) -> bool:
+    """Whether values whose :func:`_max_abs` is ``big`` (None: no values) are all
+    finite."""
+    return big is None or math.isfinite(big)
 
 
 def _first_nonfinite_row(X) -> int:
@@ -42,11 +42,11 @@ def _canonical(X):
     return X
 
 
-def _check_finite_rows(X, extremes) -> None:
-    """ValueError naming the first row with NaN or infinity. ``extremes``: X's
-    :func:`_extremes` (finite extremes: every value is finite; the rows are searched
-    only otherwise)."""
-    if _finite(extremes):
+def _check_finite_rows(X, big) -> None:
+    """ValueError naming the first row with NaN or infinity. ``big``: X's
+    :func:`_max_abs` (finite: every value is finite; the rows are searched only
+    otherwise)."""
+    if _finite(big):
         return
     row = _first_nonfinite_row(X)
     if row >= 0:
@@ -55,43 +55,39 @@ def _check_finite_rows(X, extremes) -> None:
         )
 
 
-def _extremes(X) -> tuple[float, float] | None:
-    """(max, min) of X's stored values (NaN if any is NaN), None for no values."""
+def _max_abs(X) -> float | None:
+    """max |x| over X's stored values: NaN if any is NaN, else inf if any is infinite;
+    None for no values."""
     v = _values(X)
     if v.size == 0:
         return None
-    if v.size <= _SMALL and v.dtype == np.float64:  # (a row or a few: one compiled pass)
-        return _max_min(v)
-    return float(v.max()), float(v.min())
-
-
-#: Values up to which :func:`_extremes` takes one compiled pass: numpy's max and min
-#: cost about 1.4 us each for a row, most of it the reductions' setup.
-_SMALL = 4096
+    if v.dtype == np.float64:  # a view for any contiguous layout (else a copy)
+        bits = _max_abs_bits(v.ravel(order="K").view(np.int64))
+        return float(np.array([bits]).view(np.float64)[0])
+    return float(np.max(np.abs(v)))  # (labels of other float types: max keeps NaN)
 
 
 @njit(cache=True)
-def _max_min(v):
-    """(max, min) of v, both NaN if any value is (numpy's max and min propagate NaN)."""
-    hi = -np.inf
-    lo = np.inf
-    for x in v.flat:
-        if x != x:
-            return np.nan, np.nan
-        hi = max(hi, x)
-        lo = min(lo, x)
-    return hi, lo
+def _max_abs_bits(bits):
+    """The largest of the float64 values' bit patterns with the sign bit cleared: the
+    bits of max |x| (IEEE order is the integers' order for non-negative values; NaN's
+    patterns lie above inf's). One pass of integer maxima, which the compiler
+    vectorises: half the time of numpy's max and min together on 1.5 million values,
+    where a float pass must keep NaN's order."""
+    m = 0
+    for i in range(bits.shape[0]):
+        m = max(m, bits[i] & 0x7FFFFFFFFFFFFFFF)
+    return m
 
 
-def _first_overflowing_row(X, a: float, extremes) -> int:
+def _first_overflowing_row(X, a: float, big) -> int:
     """First row whose squared norm times ``a`` overflows float64, or -1.
 
     The bound max|x_ij|^2 * (entries per row) * a settles the common case
-    without a pass over the rows. ``extremes``: X's :func:`_extremes`.
+    without a pass over the rows. ``big``: X's :func:`_max_abs`.
     """
-    if extremes is None:  # no values
+    if big is None:  # no values
         return -1
-    big = max(abs(extremes[0]), abs(extremes[1]))
     per_row = int(np.diff(X.indptr).max()) if sp.issparse(X) else X.shape[1]
     if math.isfinite(big * big * per_row * a):
         return -1
@@ -147,10 +143,10 @@ def validate_X(est, X, reset: bool):
         est, X, accept_sparse="csr", dtype=np.float64, ensure_all_finite=False, reset=reset
     )
     X = _canonical(X)
-    extremes = _extremes(X)  # one pass serves both checks
-    _check_finite_rows(X, extremes)
+    big = _max_abs(X)  # one pass serves both checks
+    _check_finite_rows(X, big)
     spec = est._engine.spec
-    _check_not_too_large(X, spec.a, extremes)
+    _check_not_too_large(X, spec.a, big)
     return with_intercept(X, spec)
 
 
@@ -169,10 +165,10 @@ def with_intercept(X, spec):
     return out
 
 
-def _check_not_too_large(X, a: float, extremes) -> None:
+def _check_not_too_large(X, a: float, big) -> None:
     """The check ``fit`` makes: a row whose squared norm times ``a`` overflows float64
     would give an infinite margin variance (and ``predict_proba`` a silent 0.5)."""
-    row = _first_overflowing_row(X, float(a), extremes)
+    row = _first_overflowing_row(X, float(a), big)
     if row >= 0:
         raise ValueError(
             f"row {row} of X is too large: its squared norm times a overflows float64 (rescale X)"
@@ -200,7 +196,7 @@ def _plain_arrays(est, X, y):
     if "feature_names_in_" in d:
         return None
     kind = y.dtype.kind
-    if kind in "iub" or (kind == "f" and _finite(_extremes(y))):
+    if kind in "iub" or (kind == "f" and _finite(_max_abs(y))):
         return X, y
     return None
 
@@ -229,8 +225,8 @@ def validate_training(est, X, y, classes, first_call: bool, square: bool = False
     else:
         X, y = plain
     X = _canonical(X)
-    extremes = _extremes(X)
-    _check_finite_rows(X, extremes)
+    big = _max_abs(X)
+    _check_finite_rows(X, big)
     if (
         square
         and isinstance(est.kernel, str)
@@ -241,7 +237,7 @@ def validate_training(est, X, y, classes, first_call: bool, square: bool = False
             "kernel='precomputed': fit needs the square Gram matrix "
             f"K(X_train, X_train), got X of shape {X.shape}"
         )
-    _check_not_too_large(X, est.a, extremes)
+    _check_not_too_large(X, est.a, big)
     _check_targets(y)
     classes_ = resolve_classes(est, y, classes, first_call)
     if then is not None:
