@@ -61,23 +61,26 @@ def _max_abs(X) -> float | None:
     v = _values(X)
     if v.size == 0:
         return None
-    if v.dtype == np.float64:  # a view for any contiguous layout (else a copy)
-        bits = _max_abs_bits(v.ravel(order="K").view(np.int64))
-        return float(np.array([bits]).view(np.float64)[0])
-    return float(np.max(np.abs(v)))  # (labels of other float types: max keeps NaN)
+    if v.dtype == np.float64 and (v.flags.c_contiguous or v.flags.f_contiguous):
+        return _max_abs_c(v if v.flags.c_contiguous else v.T)  # (order does not matter)
+    return float(np.max(np.abs(v)))  # strided, or labels of other types: max keeps NaN
 
 
 @njit(cache=True)
-def _max_abs_bits(bits):
-    """The largest of the float64 values' bit patterns with the sign bit cleared: the
-    bits of max |x| (IEEE order is the integers' order for non-negative values; NaN's
-    patterns lie above inf's). One pass of integer maxima, which the compiler
-    vectorises, where a float pass must keep NaN's order: half the time of numpy's
-    max and min together on 1.5 million values (by hand)."""
+def _max_abs_c(v):
+    """:func:`_max_abs` of a C-contiguous float64 array, from the values' bit patterns
+    with the sign bit cleared: their largest is the bits of max |x| (IEEE order is the
+    integers' order for non-negative values; NaN's patterns lie above inf's). One pass
+    of integer maxima, which the compiler vectorises, where a float pass must keep
+    NaN's order: half the time of numpy's max and min together on 1.5 million values
+    (by hand; a row's check costs about what it did, 0.6 us)."""
+    bits = v.reshape(-1).view(np.int64)
     m = 0
     for i in range(bits.shape[0]):
         m = max(m, bits[i] & 0x7FFFFFFFFFFFFFFF)
-    return m
+    out = np.empty(1, np.int64)
+    out[0] = m
+    return out.view(np.float64)[0]
 
 
 def _first_overflowing_row(X, a: float, big) -> int:
