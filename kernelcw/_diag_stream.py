@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from .engines._primal_common import new_counts, raise_nonfinite, rule_record
-from .engines.primal_diag import _diag_row, no_log, row_margin
+from .engines.primal_diag import _WALK, _diag_row, no_log, row_margin
 from .rules import DIAG_METHODS
 
 __all__ = ["DiagStream", "fast_engine", "sum_of_squares"]
@@ -65,7 +65,15 @@ def sum_of_squares(val):
     return sq
 
 
-@njit(cache=True)
+@njit(**_WALK)
+def _round(mu, s, idx, val, Yi, out, rp, method, counts, log, ts):
+    """The engine's round (``_diag_row`` inlined), compiled as its walks are, without
+    numba's runtime: the call then wraps no array it is passed in a reference-counted
+    record (0.23 against 0.76 us a call, by hand)."""
+    return _diag_row(mu, s, idx, val, Yi, out, rp, method, counts, log, ts)
+
+
+@njit(**_WALK)
 def _margin(mu, s, idx, val, out, a):
     """``out = (mu . x, x' diag(s) x)`` of model 0 over the non-zeros (idx, val), in
     their order (the rounds' order); returns ``|x|^2``."""
@@ -107,8 +115,8 @@ class DiagStream:
         args = (self.mu, self.s, idx, val, self.targets[y], self.out, self.rp, self.method,
                 self.counts, self.log, self.ts)  # fmt: skip
         if self._learn is None:
-            ok = _diag_row(*args)
-            self._learn = _entry(_diag_row, args)
+            ok = _round(*args)
+            self._learn = _entry(_round, args)
         else:
             ok = _ENTRIES[self._learn](*args)
         if not ok:
