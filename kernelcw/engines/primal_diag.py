@@ -273,23 +273,24 @@ def diag_fit(
     rp = rule_record(params)
     code = DIAG_METHODS[method]
     log = no_log(mu.shape[0]) if log is None else log
-    if slots is not None or sp.issparse(X):  # (the slots walk takes CSR rows)
-        X = sp.csr_matrix(X)
-        width = int(np.diff(X.indptr).max(initial=0))  # the widest row's non-zeros
-    else:
-        X = np.ascontiguousarray(X)
-        width = X.shape[1]
-    ts = np.empty(width if code == _EXACT else 0)  # the walks' scratch (they cannot allocate)
+    sparse = slots is not None or sp.issparse(X)  # (the slots walk takes CSR rows)
+    X = sp.csr_matrix(X) if sparse else np.ascontiguousarray(X)
+    rows = (X.indptr, X.indices, X.data) if sparse else None
+
+    def scratch(dtype=np.float64):  # room for the widest row's non-zeros
+        width = int(np.diff(X.indptr).max(initial=0)) if sparse else X.shape[1]
+        return np.empty(width, dtype)
+
+    ts = scratch() if code == _EXACT else np.empty(0)  # (the walks cannot allocate)
     try:
         if slots is not None:
-            js = np.empty(width, np.int64)
-            rows = (X.indptr, X.indices, X.data)
-            bad = _slots_csr(slots, mu, s, rows, Y, out, rp, code, counts, log, js, ts)
-        elif sp.issparse(X):
-            rows = (X.indptr, X.indices, X.data)
+            bad = _slots_csr(
+                slots, mu, s, rows, Y, out, rp, code, counts, log, scratch(np.int64), ts
+            )
+        elif sparse:
             bad = _diag_csr(mu, s, rows, Y, out, rp, code, counts, log, ts)
         else:
-            idx = np.arange(width)
+            idx = np.arange(X.shape[1])
             bad = _diag_dense(mu, s, X, Y, out, rp, code, counts, log, idx, ts)
     finally:
         marked = log.idx[: log.n[0]]
