@@ -91,7 +91,9 @@ def _first_overflowing_row(X, a: float, big) -> int:
     """
     if big is None:  # no values
         return -1
-    per_row = int(np.diff(X.indptr).max()) if sp.issparse(X) else X.shape[1]
+    per_row = X.shape[1]  # a bound on a row's entries that needs no pass over X
+    if sp.issparse(X) and not math.isfinite(big * big * per_row * a):
+        per_row = int(np.diff(X.indptr).max())  # the stored ones
     if math.isfinite(big * big * per_row * a):
         return -1
     if sp.issparse(X):
