@@ -234,7 +234,9 @@ def test_hard_streams_with_q_1_continue_in_the_factor(rule, stream, policy):
     binding on, without a switch (the lazy and pruned forms differ by rounding, which
     the collapsing variances of these streams amplify into different decisions)."""
     X, y = _hard_streams()[stream]
-    est = _hard_est(rule, policy, "cholesky", 1).set_params(block_size=1)  # cuts as q1's
+    # blocks of two inputs, cut as q1's below: a walk of one input takes the
+    # round-by-round walk (the same rounds to rounding); this tests the blocked walk
+    est = _hard_est(rule, policy, "cholesky", 1).set_params(block_size=2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         est.fit(X, y)
@@ -251,12 +253,12 @@ def test_hard_streams_with_q_1_continue_in_the_factor(rule, stream, policy):
     assert np.all(np.isfinite(est.decision_function(X)))
     assert est.n_support_ <= 20
     if switched:
-        q1 = _hard_est(rule, policy, "cholesky", 1).set_params(block_size=1)
-        q1.partial_fit(X[:1], y[:1], classes=[0, 1])  # no budget binds yet: panels
+        q1 = _hard_est(rule, policy, "cholesky", 1).set_params(block_size=2)
+        q1.partial_fit(X[:2], y[:2], classes=[0, 1])  # no budget binds yet: panels
         q1._engine._ctx = q1._engine._ctx._replace(factor_only=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            q1.partial_fit(X[1:], y[1:])
+            q1.partial_fit(X[2:], y[2:])  # the same blocks as est's
         np.testing.assert_array_equal(est.support_, q1.support_)
         helpers.assert_rel_close(est.dual_coef_, q1.dual_coef_, 1e-12)
 

@@ -45,7 +45,10 @@ def _assert_same_model(rows, whole, X) -> None:
     np.testing.assert_array_equal(rows.predict(X), whole.predict(X))
 
 
-@pytest.mark.parametrize("budget, policy", [(None, "project"), (90, "project"), (90, "oldest")])
+@pytest.mark.parametrize(
+    "budget, policy",
+    [(None, "project"), (90, "project"), (90, "smallest"), (90, "random"), (90, "oldest")],
+)
 def test_one_row_calls_keep_the_state_flat_and_equal_one_fit(budget, policy):
     X, y = _stream(240)
     params = dict(kernel="rbf", gamma=0.2, budget=budget, budget_policy=policy, random_state=0)
@@ -67,7 +70,8 @@ def test_one_row_calls_keep_the_state_flat_and_equal_one_fit(budget, policy):
         form = rows._engine.forms[0]
         assert isinstance(form.LK, np.ndarray) and form.LK.shape[0] >= form.n
     else:
-        assert shapes[240][0] == ("queue" if policy == "oldest" else "explicit")
+        forms = {"oldest": "queue", "random": "lazy"}
+        assert shapes[240][0] == forms.get(policy, "explicit")
         assert rows.n_support_ == budget
     whole = SCWClassifier(**params).fit(X, y)
     _assert_same_model(rows, whole, X)

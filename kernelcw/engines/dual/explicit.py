@@ -201,7 +201,10 @@ class ExplicitForm(Form):
     model saved in this form or combined by "average"; "oldest" and "random" otherwise
     have their own factor forms) learns in sub-blocks with its changes deferred
     (:mod:`.deferred`, BLAS-3); ``solver="explicit"`` keeps the round-by-round walk,
-    the readable reference."""
+    the readable reference. A walk of one input (a call per row) takes the
+    round-by-round walk in either case: the same round to rounding, without the
+    blocked walk's set-up (B = 200, "project": 13.5 against 47 us for a call's walk,
+    median, by hand)."""
 
     code = 1
     blocked = False  # (a class default: models pickled before it existed)
@@ -303,7 +306,7 @@ class ExplicitForm(Form):
             # an error raised inside the walk after its save still restores the model
             undo = self._armed.undo = self._spares(cap, rec)
         counts = (t0, n_now, self.clock)
-        if self.blocked and B is not None:
+        if self.blocked and B is not None and b - t0 > 1:  # (one input: round by round)
             dw = self._dw
             if dw is None or dw.Kold.shape[0] < cap:
                 dw = self._dw = deferred_scratch(self.capacity, self.policy.tracks_kinv, B)
