@@ -405,6 +405,31 @@ def test_max_abs_sees_every_value_in_any_layout():
         assert np.isnan(_max_abs(np.where(np.isinf(Y), np.nan, Y)))
 
 
+@pytest.mark.parametrize(
+    "dtype", [np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint32, np.uint64, bool]
+)
+def test_counted_labels_are_np_unique(dtype):
+    """Integer and bool classes found by counting equal np.unique's, dtype included,
+    at the ends of each type's range; wide or extreme ranges are sorted instead."""
+    from kernelcw.estimators._input import _counted_unique, _unique_labels
+
+    info = np.iinfo(np.uint8 if dtype is bool else dtype)
+    rng = np.random.default_rng(1)
+    cases = [rng.integers(0, 2, 40), rng.integers(0, 1, 5), np.array([1, 0, 1])]
+    if dtype is not bool:
+        lo, hi = max(int(info.min), -(2**40)), min(int(info.max), 2**40)
+        cases += [np.array([lo, hi - 3, lo + 2]) if hi - lo < 5000 else np.array([lo, lo + 9])]
+        cases += [np.array([info.min, info.max, info.min], dtype=dtype)]  # wide: sorted
+    for labels in cases:
+        y = labels.astype(dtype)
+        got, want = _unique_labels(y, "y"), np.unique(y)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    assert _counted_unique(np.array([0, 10**9])) is None  # range >> count: np.unique
+    y = np.array([2, 7, 7, 2] * 50, dtype=np.int64)
+    assert list(CWClassifier().fit(np.eye(200, 3), y).classes_) == [2, 7]
+
+
 def test_one_class_needs_classes():
     X = np.ones((4, 2))
     with pytest.raises(ValueError, match="only one class"):

