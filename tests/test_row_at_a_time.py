@@ -77,6 +77,25 @@ def test_one_row_calls_keep_the_state_flat_and_equal_one_fit(budget, policy):
     _assert_same_model(rows, whole, X)
 
 
+@pytest.mark.parametrize("policy", ["smallest", "project"])
+def test_one_row_calls_between_blocks_equal_one_fit(policy):
+    """The explicit form walks one input round by round and a block in the blocked
+    walk: calls of one row between calls of several, in one stream, give one fit's
+    model (the two walks keep the same state; the budget binds early and removes on
+    most updates)."""
+    X, y = _stream(420, seed=2)
+    params = dict(kernel="rbf", gamma=0.2, budget=30, budget_policy=policy, random_state=0)
+    est = AROWClassifier(**params).set_params(block_size=9)
+    sizes = [1, 5, 1, 1, 17, 1, 40, 1, 2, 1, 64]
+    lo, k = 0, 0
+    while lo < X.shape[0]:
+        hi = min(X.shape[0], lo + sizes[k % len(sizes)])
+        est.partial_fit(X[lo:hi], y[lo:hi], classes=[0, 1])
+        lo, k = hi, k + 1
+    assert est._engine.factor_forms() == ["explicit"]
+    _assert_same_model(est, AROWClassifier(**params).set_params(block_size=9).fit(X, y), X)
+
+
 def test_factor_grows_across_capacity_boundaries_without_changing_the_model():
     """Calls of varied sizes cross several capacities; after each call the model equals
     one fit on the rows so far, and the buffer holds at most GROWTH^2 n^2 doubles."""

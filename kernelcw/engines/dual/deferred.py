@@ -36,7 +36,10 @@ dsymm (the same choices for the same call, whatever came before), as do larger m
 (a dsymv from memory cost 3.3 dsymm columns at n = 4000, timed alone).
 
 "smallest" scores from nu and Pi's diagonal (kept term by term) instead of the Gram
-matrix passes of the round-by-round walk (:func:`_least_kl`).
+matrix passes of the round-by-round walk (:func:`kernelcw.budget.kernels.choose_victim`):
+the same scores for a model learnt round by round, whose zeta and g describe its nu and
+Pi, but not for one given by nu and Pi alone (combine's "average"), which therefore
+walks round by round (:meth:`.explicit.ExplicitForm.walk`).
 
 nu is kept as that walk keeps it: ``nu += alpha y c`` on an update; after a removal,
 ``nu = -Pi q / a`` with ``q = g / zeta`` (``Pi_0 q`` from the same dsymm); after a

@@ -204,7 +204,8 @@ class ExplicitForm(Form):
     the readable reference. A walk of one input (a call per row) takes the
     round-by-round walk in either case: the same round to rounding, without the
     blocked walk's set-up (B = 200, "project": 13.5 against 47 us for a call's walk,
-    median, by hand)."""
+    median, by hand); so does every walk of a "smallest" model given by nu and Pi
+    alone (:meth:`_unstructured`)."""
 
     code = 1
     blocked = False  # (a class default: models pickled before it existed)
@@ -306,7 +307,7 @@ class ExplicitForm(Form):
             # an error raised inside the walk after its save still restores the model
             undo = self._armed.undo = self._spares(cap, rec)
         counts = (t0, n_now, self.clock)
-        if self.blocked and B is not None and b - t0 > 1:  # (one input: round by round)
+        if self.blocked and B is not None and b - t0 > 1 and not self._unstructured(ctx):
             dw = self._dw
             if dw is None or dw.Kold.shape[0] < cap:
                 dw = self._dw = deferred_scratch(self.capacity, self.policy.tracks_kinv, B)
@@ -326,6 +327,15 @@ class ExplicitForm(Form):
         if not finite:
             status, index = NONFINITE, int(entered[-1])  # Pi overflowed: no quiet inf
         return Walked(entered, ks_end, res.n_floored, index, status)
+
+    def _unstructured(self, ctx) -> bool:
+        """A "smallest" model given by nu and Pi alone (``ctx.nu_pi``: combine's
+        "average"): the blocked walk scores "smallest" from Pi's diagonal and the
+        support vectors' zeta and g (:func:`kernelcw.budget.kernels.least_kl_slot`),
+        which describe only a model learnt round by round, so such a model walks round
+        by round (with the Gram matrix's passes), the reference's choices whatever the
+        calls' cuts."""
+        return ctx.nu_pi and self.policy.name == "smallest"
 
     def _buffers(self, cap: int, b: int) -> tuple:
         """The walk's slot arrays (kap, entry, ks) and :class:`Scratch` arrays (src, kv,

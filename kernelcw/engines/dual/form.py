@@ -34,9 +34,11 @@ class Context(NamedTuple):
     ("cholesky", or "explicit": the round-by-round nu/Pi recursion throughout), and
     ``factor_only``: a budget binding on a removing policy continues in the pruned
     form (q = ``batch``) instead of nu/Pi (set once that recursion failed,
-    ``DualEngine.stabilise``), and ``threads``: the call's
+    ``DualEngine.stabilise``), ``threads``: the call's
     :class:`kernelcw._threads.BlasThreads` (None outside a call), for a form that
-    chooses the threads of its own large calls (:mod:`.lazy`)."""
+    chooses the threads of its own large calls (:mod:`.lazy`), and ``nu_pi``: the
+    engine holds models given by nu and Pi alone (``DualEngine.nu_pi_models``), whose
+    zeta and g do not describe them (:meth:`.explicit.ExplicitForm.walk`)."""
 
     rule: object
     a: float
@@ -50,6 +52,7 @@ class Context(NamedTuple):
     solver: str = "cholesky"
     factor_only: bool = False
     threads: object = None
+    nu_pi: bool = False
 
 
 class BlockData(NamedTuple):
