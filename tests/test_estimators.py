@@ -406,7 +406,8 @@ def test_max_abs_sees_every_value_in_any_layout():
 
 
 @pytest.mark.parametrize(
-    "dtype", [np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint32, np.uint64, bool]
+    "dtype",
+    [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.int64, np.uint32, np.uint64, bool],
 )
 def test_counted_labels_are_np_unique(dtype):
     """Integer and bool classes found by counting equal np.unique's, dtype included,
@@ -426,6 +427,11 @@ def test_counted_labels_are_np_unique(dtype):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
     assert _counted_unique(np.array([0, 10**9])) is None  # range >> count: np.unique
+    near = np.array([2**62, 2**62 - 5])  # (at the edge of the counted range: counted)
+    np.testing.assert_array_equal(_counted_unique(near), np.unique(near))
+    past = np.array([2**62 + 1, 2**62 - 5])  # past it: sorted
+    assert _counted_unique(past) is None
+    np.testing.assert_array_equal(_unique_labels(past, "y"), np.unique(past))
     y = np.array([2, 7, 7, 2] * 50, dtype=np.int64)
     assert list(CWClassifier().fit(np.eye(200, 3), y).classes_) == [2, 7]
 
