@@ -186,9 +186,10 @@ class DualEngine(Locked):
         Returns (f, the block inputs that entered, each slot's kernel source after
         the block, floored rounds)."""
         ctx = self._ctx
-        nu_pi = bool(self.nu_pi_models)  # (an attribute: set by combine and from_state)
-        if ctx.rows_after != rows_after or ctx.threads is not threads or ctx.nu_pi != nu_pi:
-            ctx = ctx._replace(rows_after=rows_after, threads=threads, nu_pi=nu_pi)
+        if ctx.nu_pi != bool(self.nu_pi_models):  # (set by combine and from_state)
+            ctx = self._ctx = ctx._replace(nu_pi=bool(self.nu_pi_models))
+        if ctx.rows_after != rows_after or ctx.threads is not threads:
+            ctx = ctx._replace(rows_after=rows_after, threads=threads)
         b = blk.y.shape[0]
         f_blk = np.empty(b)
         form = self.forms[k]
