@@ -413,8 +413,8 @@ class ExplicitForm(Form):
         pol.counter = counter
         if pol.tracks_kinv:
             _lower_into(pol.kinv, undo.kinv, n)
-        if pol.tracks_gram:
-            pol.G[:n, :n] = undo.G[:n, :n]
+        if pol.tracks_gram:  # saved by its lower triangle: the upper mirrors it
+            _lower_into(pol.G, undo.G, n, mirror=True)
         if pol.tracks_kl:
             pol.vsv[:n] = undo.vsv[:n]
 
@@ -477,11 +477,14 @@ class _Saved:
         self.undo = None
 
 
-def _lower_into(dst: np.ndarray, src: np.ndarray, n: int) -> None:
+def _lower_into(dst: np.ndarray, src: np.ndarray, n: int, mirror: bool = False) -> None:
     """The lower triangle of ``src[:n, :n]`` into dst's (what :func:`.steps.save_model`
-    saved of Pi and kinv; nothing reads them above the diagonal)."""
+    saved of Pi and kinv, which nothing reads above the diagonal), and with ``mirror``
+    into dst's upper triangle too (the Gram matrix G, symmetric and read whole)."""
     for i in range(n):
         dst[i, : i + 1] = src[i, : i + 1]
+        if mirror:
+            dst[:i, i] = src[i, :i]
 
 
 @njit(cache=True)

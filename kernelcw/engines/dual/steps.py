@@ -189,7 +189,8 @@ class ExplicitResult(NamedTuple):
 def save_model(n, sup, pol, undo):
     """The model's leading n, and the policy's tracked arrays, into ``undo`` (an empty
     array in ``undo`` is one the form or policy does not keep): of Pi and kinv, which
-    the walks keep by their lower triangle (nothing reads above it), the lower
+    the walks keep by their lower triangle (nothing reads above it), and of the Gram
+    matrix G, which they keep exactly symmetric (a restore mirrors it), the lower
     triangle only (half the copy, on every call of one row that updates). Element by
     element, in one function: a slice assignment compiles numba's shape check and its
     error message, and each helper function its own compile, seconds of a cold start."""
@@ -200,10 +201,10 @@ def save_model(n, sup, pol, undo):
     if undo.vsv.shape[0]:
         for i in range(n):
             undo.vsv[i] = pol.vsv[i]
-    for src, dst, full in ((sup.Pi, undo.Pi, 0), (pol.kinv, undo.kinv, 0), (pol.G, undo.G, 1)):
+    for src, dst in ((sup.Pi, undo.Pi), (pol.kinv, undo.kinv), (pol.G, undo.G)):
         if dst.shape[0]:
             for i in range(n):
-                for j in range(n if full else i + 1):
+                for j in range(i + 1):
                     dst[i, j] = src[i, j]
     undo.saved[0] = n
 
