@@ -491,6 +491,55 @@ def test_random_union_over_the_budget_keeps_its_model_in_the_lazy_form(method, m
     )
 
 
+@pytest.mark.parametrize("budget", [None, 20])
+def test_an_explicit_solver_union_walks_nu_pi_and_reloads_exactly(budget, tmp_path):
+    """With solver="explicit" a "kl" union (natural parameters) is in the explicit
+    form, walked round by round as the solver promises (it was the panel form, then a
+    blocked nu/Pi walk that a saved and loaded copy did not take: 1e-14 to 1e-12
+    apart), and a saved and loaded union continues bit for bit in calls of any size."""
+    import kernelcw
+
+    X, y = stream(n=300, d=4)
+    p = dict(kernel="rbf", gamma=0.3, solver="explicit", budget=budget, budget_policy="smallest")
+    union = combine([SCWClassifier(**p).fit(X[a : a + 50], y[a : a + 50]) for a in (0, 50)], "kl")
+    assert union._engine.factor_forms() == ["explicit"]
+    assert not union._engine.forms[0].blocked
+    kernelcw.save(union, tmp_path / "u.npz")
+    loaded = kernelcw.load(tmp_path / "u.npz")
+    for lo in range(100, 300, 37):
+        union.partial_fit(X[lo : lo + 37], y[lo : lo + 37])
+        loaded.partial_fit(X[lo : lo + 37], y[lo : lo + 37])
+    for name in ("support_", "dual_coef_", "covariance_coef_"):
+        np.testing.assert_array_equal(getattr(loaded, name), getattr(union, name), err_msg=name)
+
+
+@pytest.mark.parametrize("policy", ["oldest", "random", "smallest", "project"])
+def test_a_union_over_the_budget_keeps_its_budget_batch(policy, tmp_path):
+    """A union pruned to its budget at combine time (one support vector at a time, by
+    the policy) then removes budget_batch = 3 at a time when its budget overflows, as
+    the same model fitted would (the batch-pruned form; it had stayed in the nu/Pi
+    form, removing one at a time), and reloads exactly."""
+    import kernelcw
+
+    X, y = stream(n=400, d=4)
+    make = lambda: SCWClassifier(kernel="rbf", budget=20, budget_policy=policy,  # noqa: E731
+                                 budget_batch=3, random_state=0)  # fmt: skip
+    union = combine(fit_parts(make, X[:150], y[:150]), "kl")
+    assert union.n_support_ == 20
+    assert union._engine.factor_forms() == ["pruned"]
+    kernelcw.save(union, tmp_path / "u.npz")
+    loaded = kernelcw.load(tmp_path / "u.npz")
+    sizes = set()
+    for i in range(150, 400):
+        union.partial_fit(X[i : i + 1], y[i : i + 1])
+        sizes.add(union.n_support_)
+    assert max(sizes) == 20 and 18 in sizes  # (21 - 3 after an overflow)
+    loaded.partial_fit(X[150:], y[150:])
+    np.testing.assert_array_equal(loaded.support_, union.support_)
+    rel = np.linalg.norm(loaded.dual_coef_ - union.dual_coef_) / np.linalg.norm(union.dual_coef_)
+    assert rel < 1e-9
+
+
 @pytest.mark.parametrize("method", ["average", "kl"])
 def test_a_smallest_union_learns_alike_however_the_calls_are_cut(method, tmp_path):
     """A "smallest" union continues to the same model whether its rows come one per
@@ -571,8 +620,11 @@ def test_project_parts_combine_in_their_jittered_kernel_once(budget, q):
         f = eng.forms[0]
         plain = eng.store.kernel.diag(eng.store.rows[f.idx])
         np.testing.assert_allclose(f.kap, plain * (1.0 + PROJECT_JITTER), rtol=1e-15)
-        if hasattr(f, "policy"):  # the nu/Pi form: its inverse Gram matrix is Kj's
-            n = f.n
+        n = f.n
+        if hasattr(f, "projects"):  # the batch-pruned form (q > 1): its Gram cache is Kj
+            assert f.projects and q > 1
+            np.testing.assert_array_equal(np.diagonal(f.G[:n, :n]), f.kap)
+        elif hasattr(f, "policy"):  # the nu/Pi form: its inverse Gram matrix is Kj's
             low = np.tril(f.policy.kinv[:n, :n])
             Kj = f.policy.G[:n, :n]
             assert np.abs(Kj @ (low + np.tril(low, -1).T) - np.eye(n)).max() < 1e-8

@@ -19,8 +19,10 @@ as (zeta, g) becomes the append-only panel form, ``M = diag(1/zeta) + a K``,
 explicit form. A budgeted model over more than its budget is then pruned with its
 own policy (:func:`kernelcw.budget.evict`, one support vector at a time, in the
 explicit form, the slow reference of every policy's round-by-round removal); a
-"random" one then continues in its lazy Cholesky form (:mod:`.lazy`), the others in
-the explicit form.
+"random" one then continues in its lazy Cholesky form (:mod:`.lazy`), one with
+``budget_batch`` q > 1 in the batch-pruned form (:mod:`.pruned`), the others in the
+explicit form. With ``solver="explicit"`` every second-order model is in the explicit
+form (the round-by-round recursion the solver promises), natural parameters included.
 """
 
 from __future__ import annotations
@@ -202,20 +204,35 @@ def build_engine(spec, store: dict[str, np.ndarray], rows, models: list[dict]) -
         state.update({f"model{i}.{k}": v for k, v in form.items()})
     eng = DualEngine.from_state(spec, state)
     eng.nu_pi_models = any("zeta" not in m and m.get("Pi") is not None for m in models)
+    if spec.solver == "explicit":  # the round-by-round nu/Pi recursion throughout
+        eng.forms = [
+            panels_to_explicit(f, eng._ctx, f.n + 1) if isinstance(f, PanelForm) else f
+            for f in eng.forms
+        ]
     if spec.budget is not None:
         for k, form in enumerate(eng.forms):
             if form.n > spec.budget:
                 form = prune_to_budget(form, eng._ctx)
-                eng.forms[k] = _factored(form, eng) if "zeta" in models[k] else form
+            if isinstance(form, ExplicitForm):
+                form = _factored(form, eng, "zeta" in models[k])
+            eng.forms[k] = form
     return eng
 
 
-def _factored(form: ExplicitForm, eng: DualEngine):
-    """A pruned "random" model (second order, solver "cholesky") given by natural
-    parameters, in the lazy form it learns in when its budget binds
-    (:func:`.convert.explicit_to_pruned`, from its zeta, g and Gram matrix); others as
-    they are. (A model given as nu and Pi, averaged or projected, has no such form.)"""
-    if not (form.second and lazy_form(eng._ctx)):
+def _factored(form: ExplicitForm, eng: DualEngine, natural: bool):
+    """A budgeted second-order model in the explicit form (solver "cholesky") in the
+    form a fitted one learns in once its budget binds
+    (:func:`.convert.explicit_to_pruned`): with ``budget_batch`` q > 1 the
+    batch-pruned form, which removes q at a time, and a "random" one with q = 1 its
+    lazy form; others as they are. A removing policy's factor is built from the
+    model's zeta, g and Gram matrix, so only for a model given by ``natural``
+    parameters (one given as nu and Pi, averaged, has no such factor: it keeps the
+    explicit form and removes one at a time); "project"'s comes from Pi itself."""
+    ctx = eng._ctx
+    if not form.second or ctx.solver != "cholesky":
+        return form
+    batched = ctx.batch > 1 and (natural or ctx.policy == "project")
+    if not (batched or (natural and lazy_form(ctx))):
         return form
     G = eng.store.gram(form.idx, form.kap)
     factored = None if G is None else explicit_to_pruned(form, eng._ctx, G)

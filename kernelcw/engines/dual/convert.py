@@ -82,7 +82,8 @@ def panels_to_explicit(p: PanelForm, ctx: Context, need: int) -> ExplicitForm:
     n = p.n
     nu, Pi = p.nu(a), p.Pi(a)
     cap = max(need, n + 1)
-    x = ExplicitForm(True, make_policy(ctx.policy, ctx.budget, ctx.seed), blocked=True)
+    blocked = ctx.solver != "explicit"  # (as :meth:`.explicit.ExplicitForm.from_state`)
+    x = ExplicitForm(True, make_policy(ctx.policy, ctx.budget, ctx.seed), blocked=blocked)
     x.take_slots(p)
     x._nu = np.zeros(cap)
     x._nu[:n] = nu
