@@ -430,12 +430,15 @@ def _combine_dual(ests, w, method, start):
         t = list(w / W)
     store, R, maps = _union_store(engines)
     U = int(store["n"])
+    # a part given by nu and Pi alone (an "average" combination) has no natural
+    # parameters: its zsv and gsv are its parts' sums, which do not describe it
+    nu_pi = [bool(e.nu_pi_models) and method != "average" for e in engines]
     models = []
     for k in range(spec.n_models):
         forms = [e.forms[k] for e in engines]
         removed = [projections(f) for f in forms]
-        if any(removed) and not spec.rule.first_order:
-            _projected_target(spec, removed, len(ests))
+        if (any(removed) or any(nu_pi)) and not spec.rule.first_order:
+            _projected_target(spec, removed, nu_pi, len(ests))
             models.append(projected_model(forms, maps, t, method, spec, R, U))
             models[-1]["removed"] = sum(removed)
             continue
@@ -490,12 +493,24 @@ def _average_model(engines, k, parts, U, spec) -> dict:
     return {"idx": idx, "nu": nu, "Pi": Pi, "zsv": s["zeta"], "gsv": s["g"]}
 
 
-def _projected_target(spec, removed: list[int], n_ests: int) -> None:
+def _projected_target(spec, removed: list[int], nu_pi: list[bool], n_ests: int) -> None:
     """ValueError unless the combined model (estimators[0]'s parameters) can hold a
-    part pruned by projection: a budget and the "project" policy."""
+    part pruned by projection, or one given by nu and Pi alone (``nu_pi``: an
+    "average" combination, under "kl" or "bayes"), both combined from nu and Pi: a
+    budget and the "project" policy."""
     if spec.budget is not None and spec.budget_policy == "project":
         return
-    c = next(i for i, r in enumerate(removed) if r)
+    c = next((i for i, r in enumerate(removed) if r), None)
+    if c is None:
+        c = nu_pi.index(True)
+        where = "start" if c == n_ests else f"estimators[{c}]"
+        raise ValueError(
+            f"{where} is a combination by method='average' (mu and Sigma averaged): it "
+            "is given by nu and Pi alone, without the natural parameters that "
+            "'kl' and 'bayes' add up; combine the models it was made of, use "
+            "method='average', or combine into a model with a budget and "
+            "budget_policy='project' (from nu and Pi, exactly)"
+        )
     where = "start" if c == n_ests else f"estimators[{c}]"
     raise ValueError(
         f"{where} was pruned by projection (budget_policy='project'), which only a "

@@ -491,6 +491,30 @@ def test_random_union_over_the_budget_keeps_its_model_in_the_lazy_form(method, m
     )
 
 
+@pytest.mark.parametrize("method", ["kl", "bayes"])
+def test_an_average_union_is_combined_again_from_nu_and_pi_or_refused(method):
+    """An "average" union is nu and Pi alone: its zsv and gsv are its parts' sums,
+    which do not describe it, so "kl" and "bayes" must not add them up (they did:
+    0.05 off the dense formulas in mu). Into a budgeted "project" model it is combined
+    from nu and Pi, exactly; otherwise refused by name. "average" of it stays open."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    y = (X[:, 0] > 0).astype(int)
+    for kw in ({}, {"budget": 500, "budget_policy": "project"}):
+        m1, m2, m3 = (
+            SCWClassifier(kernel="linear", mode="dual", a=0.7, **kw).fit(X[i : i + 20], y[i : i + 20])
+            for i in (0, 20, 40)
+        )
+        u = combine([m1, m2], "average")
+        assert u._engine.nu_pi_models
+        if not kw:
+            with pytest.raises(ValueError, match=r"estimators\[0\] is a combination by"):
+                combine([u, m3], method)
+            assert_matches(combine([u, m3], "average"), [u, m3], "average", 0.7)
+            continue
+        assert_matches(combine([u, m3], method), [u, m3], method, 0.7)
+
+
 @pytest.mark.parametrize("budget", [None, 20])
 def test_an_explicit_solver_union_walks_nu_pi_and_reloads_exactly(budget, tmp_path):
     """With solver="explicit" a "kl" union (natural parameters) is in the explicit
@@ -511,6 +535,34 @@ def test_an_explicit_solver_union_walks_nu_pi_and_reloads_exactly(budget, tmp_pa
         loaded.partial_fit(X[lo : lo + 37], y[lo : lo + 37])
     for name in ("support_", "dual_coef_", "covariance_coef_"):
         np.testing.assert_array_equal(getattr(loaded, name), getattr(union, name), err_msg=name)
+
+
+@pytest.mark.parametrize("policy", ["oldest", "random", "smallest", "project"])
+def test_a_panel_model_of_the_explicit_solver_binds_into_nu_pi(policy):
+    """A union saved before combine put solver="explicit" models in the explicit form
+    is a panel model of that solver: its budget binds into the nu/Pi form walked round
+    by round ("oldest" went to the Cholesky queue), the model a solver="explicit" fit
+    makes, to rounding."""
+    import dataclasses
+
+    from kernelcw.engines.dual import DualEngine
+
+    X, y = stream(n=200, d=4)
+    p = dict(kernel="rbf", gamma=0.3, budget=20, budget_policy=policy, random_state=0)
+    est = SCWClassifier(**p).partial_fit(X[:20], y[:20], classes=[0, 1])
+    assert est._engine.factor_forms() == ["panels"]
+    spec = dataclasses.replace(est._engine.spec, solver="explicit")
+    est._engine = DualEngine.from_state(spec, est._engine.state_dict())  # (as loaded)
+    est.set_params(solver="explicit")
+    est._began_with = est._structure()
+    est.partial_fit(X[20:], y[20:])
+    assert est._engine.factor_forms() == ["explicit"]
+    assert not est._engine.forms[0].blocked
+    ref = SCWClassifier(**p, solver="explicit").partial_fit(X[:20], y[:20], classes=[0, 1])
+    ref.partial_fit(X[20:], y[20:])
+    np.testing.assert_array_equal(est.support_, ref.support_)
+    rel = np.linalg.norm(est.dual_coef_ - ref.dual_coef_) / np.linalg.norm(ref.dual_coef_)
+    assert rel < 1e-9
 
 
 @pytest.mark.parametrize("policy", ["oldest", "random", "smallest", "project"])

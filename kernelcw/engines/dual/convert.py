@@ -62,7 +62,11 @@ def initial_form(ctx: Context, solver: str) -> Form:
 
 def on_budget(form: PanelForm, ctx: Context, ks: np.ndarray, remaining: int):
     """The form a panel model continues in when its budget binds with ``remaining``
-    block inputs to go; returns (the new form, ks in its slot order)."""
+    block inputs to go; returns (the new form, ks in its slot order). (A panel model
+    of solver "explicit" is a union saved before combine put it in the explicit form:
+    its budget binds into that form.)"""
+    if ctx.solver == "explicit":
+        return panels_to_explicit(form, ctx, min(form.n + remaining, ctx.budget) + 1), ks
     if ctx.batch > 1:
         return panels_to_pruned(form, ctx), ks
     if ctx.policy == "oldest":
