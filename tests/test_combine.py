@@ -502,7 +502,9 @@ def test_an_average_union_is_combined_again_from_nu_and_pi_or_refused(method):
     y = (X[:, 0] > 0).astype(int)
     for kw in ({}, {"budget": 500, "budget_policy": "project"}):
         m1, m2, m3 = (
-            SCWClassifier(kernel="linear", mode="dual", a=0.7, **kw).fit(X[i : i + 20], y[i : i + 20])
+            SCWClassifier(kernel="linear", mode="dual", a=0.7, **kw).fit(
+                X[i : i + 20], y[i : i + 20]
+            )
             for i in (0, 20, 40)
         )
         u = combine([m1, m2], "average")
