@@ -517,6 +517,21 @@ def test_an_average_union_is_combined_again_from_nu_and_pi_or_refused(method):
         assert_matches(combine([u, m3], method), [u, m3], method, 0.7)
 
 
+def test_a_union_that_does_not_factor_says_it_removes_one_at_a_time(monkeypatch):
+    """Where the union's precision does not factor (explicit_to_pruned: None), it
+    stays in the nu/Pi form, removing one at a time, and a RuntimeWarning says so."""
+    from kernelcw.engines.dual import combine_state
+
+    monkeypatch.setattr(combine_state, "explicit_to_pruned", lambda *args: None)
+    X, y = stream(n=200, d=4)
+    make = lambda: SCWClassifier(kernel="rbf", budget=20, budget_policy="smallest",  # noqa: E731
+                                 budget_batch=3)  # fmt: skip
+    parts = fit_parts(make, X[:150], y[:150])
+    with pytest.warns(RuntimeWarning, match="not budget_batch=3"):
+        union = combine(parts, "kl")
+    assert union._engine.factor_forms() == ["explicit"]
+
+
 @pytest.mark.parametrize("budget", [None, 20])
 def test_an_explicit_solver_union_walks_nu_pi_and_reloads_exactly(budget, tmp_path):
     """With solver="explicit" a "kl" union (natural parameters) is in the explicit

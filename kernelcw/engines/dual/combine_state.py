@@ -27,6 +27,8 @@ form (the round-by-round recursion the solver promises), natural parameters incl
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import LinAlgError, cholesky, eigh, lu_factor, lu_solve, solve_triangular
@@ -236,6 +238,14 @@ def _factored(form: ExplicitForm, eng: DualEngine, natural: bool):
         return form
     G = eng.store.gram(form.idx, form.kap)
     factored = None if G is None else explicit_to_pruned(form, eng._ctx, G)
+    if factored is None and batched:
+        warnings.warn(
+            f"combine: the union's precision does not factor in floating point, so it "
+            f"stays in the nu/Pi form and removes one support vector at a time, not "
+            f"budget_batch={ctx.batch}",
+            RuntimeWarning,
+            stacklevel=4,
+        )
     return form if factored is None else factored
 
 
