@@ -527,6 +527,9 @@ _EDITS = {
         _set("engine.model0.G", (0, 0), 0.0), "G's diagonal must be the kap"),
     "asymmetric covariance": (("arow", {}, False), _set("engine.covariance", (0, 0, 1), 5.0),
                               "engine.covariance must be symmetric"),
+    "asymmetric Gram cache": (
+        ("scw1", dict(kernel="rbf", budget=5, budget_policy="smallest"), False),
+        _set("engine.model0.policy.G", (0, 1), 5.0), "policy.G must be exactly symmetric"),
 }  # fmt: skip
 
 

@@ -180,6 +180,8 @@ def _check_model(spec, state, prefix: str, n_store: int, n_seen: int, block: int
             kap = state[prefix + "kap"]  # (to the kernel block's rounding)
             if not np.allclose(np.diagonal(G), kap, rtol=1e-6, atol=1e-12 * kap.max()):
                 raise ValueError(f"engine.{prefix}{key}'s diagonal must be the kap of its slots")
+            if key == "policy.G" and not np.array_equal(G, G.T):  # (a rollback mirrors it)
+                raise ValueError(f"engine.{prefix}{key} must be exactly symmetric")
     return n
 
 
