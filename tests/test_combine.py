@@ -206,8 +206,9 @@ def test_a_union_over_the_budget_is_pruned_with_the_models_policy(policy):
     assert sum(p.n_support_ for p in parts) > 25
     combined = combine(parts, "kl")
     assert combined.n_support_ == 25
-    # pruned in the nu/Pi form; "random" then continues in its lazy Cholesky form
-    want = {"oldest": "explicit", "random": "lazy", "smallest": "explicit"}[policy]
+    # pruned in the nu/Pi form; "random" then continues in its lazy Cholesky form,
+    # "oldest" in the panel form, which binds into the queue
+    want = {"oldest": "panels", "random": "lazy", "smallest": "explicit"}[policy]
     assert combined._engine.factor_forms() == [want]
     assert np.all(np.isfinite(combined.predict_proba(X)))
     combined.partial_fit(X[180:], y[180:])
@@ -515,6 +516,32 @@ def test_an_average_union_is_combined_again_from_nu_and_pi_or_refused(method):
             assert_matches(combine([u, m3], "average"), [u, m3], "average", 0.7)
             continue
         assert_matches(combine([u, m3], method), [u, m3], method, 0.7)
+
+
+def test_an_oldest_union_over_the_budget_binds_into_the_queue(monkeypatch):
+    """An "oldest" union of natural parameters pruned to its budget returns to the
+    panel form (removals unlearn exactly), so its budget binds into the queue as a
+    fitted model's does (it stayed in the nu/Pi form, walked round by round: 0.47
+    against 0.16 s for 3,000 rows at B = 1000, by hand): the same model to rounding."""
+    from kernelcw.engines.dual import combine_state
+
+    X, y = stream(n=400, d=4)
+    make = lambda: SCWClassifier(kernel="rbf", gamma=0.3, budget=20,  # noqa: E731
+                                 budget_policy="oldest")  # fmt: skip
+    parts = fit_parts(make, X[:150], y[:150])
+    union = combine(parts, "kl")
+    assert union.n_support_ == 20 and union._engine.factor_forms() == ["panels"]
+    monkeypatch.setattr(combine_state, "_as_panels", lambda form, eng: form)
+    nu_pi = combine(parts, "kl")
+    assert nu_pi._engine.factor_forms() == ["explicit"]
+    np.testing.assert_allclose(union.decision_function(X), nu_pi.decision_function(X),
+                               rtol=1e-10, atol=1e-12)  # fmt: skip
+    for m in (union, nu_pi):
+        m.partial_fit(X[150:], y[150:])
+    assert union._engine.factor_forms() == ["queue"]
+    np.testing.assert_array_equal(union.support_, nu_pi.support_)
+    rel = np.linalg.norm(union.dual_coef_ - nu_pi.dual_coef_) / np.linalg.norm(nu_pi.dual_coef_)
+    assert rel < 1e-9
 
 
 def test_a_union_that_does_not_factor_says_it_removes_one_at_a_time(monkeypatch):

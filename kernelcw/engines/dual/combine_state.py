@@ -19,7 +19,8 @@ as (zeta, g) becomes the append-only panel form, ``M = diag(1/zeta) + a K``,
 explicit form. A budgeted model over more than its budget is then pruned with its
 own policy (:func:`kernelcw.budget.evict`, one support vector at a time, in the
 explicit form, the slow reference of every policy's round-by-round removal); a
-"random" one then continues in its lazy Cholesky form (:mod:`.lazy`), one with
+"random" one then continues in its lazy Cholesky form (:mod:`.lazy`), an "oldest"
+one in the panel form, whose budget binds into the queue (:mod:`.queue`), one with
 ``budget_batch`` q > 1 in the batch-pruned form (:mod:`.pruned`), the others in the
 explicit form. With ``solver="explicit"`` every second-order model is in the explicit
 form (the round-by-round recursion the solver promises), natural parameters included.
@@ -221,18 +222,41 @@ def build_engine(spec, store: dict[str, np.ndarray], rows, models: list[dict]) -
     return eng
 
 
+def _as_panels(form: ExplicitForm, eng: DualEngine):
+    """An "oldest" model of natural parameters (q = 1, solver "cholesky") pruned to its
+    budget in the explicit form, back in the panel form (removals unlearn exactly: its
+    zsv and gsv describe what is left), so that its budget binds, as a fitted model's
+    does, into the queue (:func:`.convert.panels_to_queue`), not the round-by-round
+    nu/Pi walk; the explicit form where no Gram matrix is at hand or M does not
+    factor."""
+    G = eng.store.gram(form.idx, form.kap)
+    if G is None:
+        return form
+    o = form.order()
+    try:
+        state = panel_state(G[np.ix_(o, o)], form.kap[o], form.zsv[: form.n][o],
+                            form.gsv[: form.n][o], eng._ctx.a)  # fmt: skip
+    except ValueError:
+        return form
+    state.update(_slots(form.idx[o], form.kap[o]))
+    return PanelForm.from_state(state, eng._ctx)
+
+
 def _factored(form: ExplicitForm, eng: DualEngine, natural: bool):
     """A budgeted second-order model in the explicit form (solver "cholesky") in the
     form a fitted one learns in once its budget binds
     (:func:`.convert.explicit_to_pruned`): with ``budget_batch`` q > 1 the
-    batch-pruned form, which removes q at a time, and a "random" one with q = 1 its
-    lazy form; others as they are. A removing policy's factor is built from the
+    batch-pruned form, which removes q at a time, a "random" one with q = 1 its
+    lazy form, an "oldest" one with q = 1 the panel form, which binds into the queue
+    (:func:`_as_panels`); others as they are. A removing policy's factor is built from the
     model's zeta, g and Gram matrix, so only for a model given by ``natural``
     parameters (one given as nu and Pi, averaged, has no such factor: it keeps the
     explicit form and removes one at a time); "project"'s comes from Pi itself."""
     ctx = eng._ctx
     if not form.second or ctx.solver != "cholesky":
         return form
+    if natural and ctx.batch == 1 and ctx.policy == "oldest":
+        return _as_panels(form, eng)
     batched = ctx.batch > 1 and (natural or ctx.policy == "project")
     if not (batched or (natural and lazy_form(ctx))):
         return form
