@@ -49,8 +49,11 @@ COMMON_DOC = """
         ``budget + 1 - q``, in a Cholesky form maintained with BLAS-3 once per q
         overflows (second-order rules, ``solver="cholesky"``): a different (batch)
         policy, so results change (on magic, "project" with q = 50: 12.92 % test
-        error against 13.00 % at q = 1 for B = 500), and no faster than q = 1 at
-        budgets up to 1000 (``python -m benchmarks scaling``, headline table). At
+        error against 13.00 % at q = 1 for B = 500). Each prune refactors the
+        model, so a batch pays only from about a third of the budget: at B = 1000,
+        q = 400 trained in 0.89x SVC's time at 12.81 % against 1.29x and 12.76 % at
+        q = 1, q = 50-300 took longer than q = 1 (``python -m benchmarks scaling
+        --parts headline --batches 50,100,200,300,400 --name scaling_batches``). At
         B = 4000 with q = 500, "oldest", "random" and "smallest" learn at 0.39, 0.58
         and 0.25 of the unbudgeted speed, against 0.38, 0.27 and 0.22 at q = 1
         ("project": 0.04 and 0.12; ``python -m benchmarks budget --parts
