@@ -1,0 +1,218 @@
+"""Calls of one row check their input against a record of the last call that passed
+the full checks (``CWEstimator._row_call``): they must learn exactly what the full
+checks would let through, and refuse exactly what they refuse, with the same error."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+import kernelcw.estimators._base as base
+from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier
+
+
+def _stream(n=120, d=4, seed=0, labels=(0, 1)):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    k = len(labels)
+    idx = (np.floor((X[:, 0] + 2.0) * k / 4.0).clip(0, k - 1)).astype(int)
+    flip = rng.random(n) < 0.1
+    idx[flip] = (idx[flip] + 1) % k
+    return X, np.asarray(labels)[idx]
+
+
+MODELS = {
+    "dual rbf budget": lambda: SCWClassifier(kernel="rbf", budget=30, budget_policy="project"),
+    "dual rbf oldest": lambda: AROWClassifier(kernel="rbf", budget=25, budget_policy="oldest"),
+    "dual linear": lambda: PAClassifier(mode="dual"),
+    "primal full": lambda: CWClassifier(),
+    "primal diag": lambda: SCWClassifier(covariance="diag"),
+}
+
+LABELS = {
+    "int": (3, 7),
+    "three ints": (0, 1, 2),
+    "str": ("no", "yes"),
+    "bool": (False, True),
+    "float": (-1.0, 1.0),
+}
+
+
+def _state(est):
+    attrs = ["n_updates_", "n_mistakes_", "n_variance_floored_"]
+    if hasattr(est, "dual_coef_"):
+        attrs += ["dual_coef_", "support_"]
+    else:
+        attrs += ["mean_"]
+    return {k: copy.deepcopy(getattr(est, k)) for k in attrs}
+
+
+def _assert_equal(x, y, what):
+    if isinstance(x, list | tuple):  # (one array per binary model)
+        assert len(x) == len(y), what
+        for i, (u, v) in enumerate(zip(x, y, strict=True)):
+            _assert_equal(u, v, f"{what}[{i}]")
+    else:
+        np.testing.assert_array_equal(x, y, err_msg=what)
+
+
+def _assert_same_state(a, b):
+    sa, sb = _state(a), _state(b)
+    for k in sa:
+        _assert_equal(sa[k], sb[k], k)
+
+
+def _full_checks_only(est, X, y, **kw):
+    """partial_fit with the record dropped first: the full checks, every call."""
+    est.__dict__.pop("_row_memo", None)
+    return est.partial_fit_margins(X, y, **kw)
+
+
+@pytest.mark.parametrize("labels", LABELS, ids=list(LABELS))
+@pytest.mark.parametrize("model", MODELS, ids=list(MODELS))
+def test_one_row_calls_skip_the_full_checks_and_learn_the_same(model, labels, monkeypatch):
+    X, y = _stream(labels=LABELS[labels])
+    classes = np.unique(y)
+    fast, full = MODELS[model](), MODELS[model]()
+    calls = []
+    real = base.validate_training
+    monkeypatch.setattr(base, "validate_training", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for i in range(len(y)):
+        m1 = fast.partial_fit_margins(X[i : i + 1], y[i : i + 1], classes=classes)
+        n = len(calls)
+        m2 = _full_checks_only(full, X[i : i + 1], y[i : i + 1], classes=classes)
+        assert len(calls) == n + 1
+        np.testing.assert_array_equal(m1, m2)
+    # the first two calls of ``fast`` ran the full checks (start, then the record)
+    assert len(calls) == len(y) + 2
+    _assert_same_state(fast, full)
+    np.testing.assert_array_equal(fast.decision_function(X), full.decision_function(X))
+
+
+def _primed(model="dual rbf budget", labels=(0, 1)):
+    X, y = _stream(labels=labels)
+    est = MODELS[model]()
+    for i in range(40):
+        est.partial_fit(X[i : i + 1], y[i : i + 1], classes=np.unique(y))
+    assert est.__dict__.get("_row_memo") is not None
+    return est, X, y
+
+
+BAD = {
+    "NaN": lambda X, y: (np.array([[np.nan, 0.0, 1.0, 2.0]]), y[:1]),
+    "inf": lambda X, y: (np.array([[0.0, -np.inf, 1.0, 2.0]]), y[:1]),
+    "too large": lambda X, y: (np.array([[1e155, 1e155, 0.0, 0.0]]), y[:1]),
+    "width": lambda X, y: (X[:1, :3], y[:1]),
+    "unknown label": lambda X, y: (X[:1], np.array([5])),
+    "label of another type": lambda X, y: (X[:1], np.array(["a"])),
+    "NaN label": lambda X, y: (X[:1], np.array([np.nan])),
+    "non-integral label": lambda X, y: (X[:1], np.array([0.5])),
+    "y of two": lambda X, y: (X[:1], y[:2]),
+}
+
+
+@pytest.mark.parametrize("bad", BAD, ids=list(BAD))
+def test_a_bad_row_is_refused_as_the_full_checks_refuse_it(bad):
+    est, X, y = _primed()
+    Xb, yb = BAD[bad](X, y)
+    before = _state(est)
+    twin = copy.deepcopy(est)
+    with pytest.raises((ValueError, TypeError)) as got:
+        est.partial_fit(Xb, yb)
+    with pytest.raises(type(got.value)) as ref:
+        _full_checks_only(twin, Xb, yb)
+    assert str(got.value) == str(ref.value)
+    after = _state(est)
+    for k in before:
+        _assert_equal(after[k], before[k], k)
+    # the model goes on as if the bad call had not been made
+    est.partial_fit(X[40:41], y[40:41])
+    _full_checks_only(twin, X[40:41], y[40:41])
+    _assert_same_state(est, twin)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda X, y: (X[:1].astype(np.float32), y[:1], {}),
+        lambda X, y: (X[:1].astype(int), y[:1], {}),
+        lambda X, y: (np.asfortranarray(X[:2])[:1], y[:1], {}),
+        lambda X, y: (X[:1], y[:1].astype(np.int32), {}),
+        lambda X, y: (X[:1], y[:1].astype(float), {}),
+        lambda X, y: (X[:1], y[:1].tolist(), {}),
+        lambda X, y: (X[:1].tolist(), y[:1], {}),
+        lambda X, y: (X[:1], y[:1], {"classes": [0, 1]}),
+        lambda X, y: (X[:1], y[:1], {"classes": np.array([0, 1])}),
+        lambda X, y: (X[:1], y[:1].reshape(1, 1), {}),
+    ],
+    ids=[
+        "float32",
+        "int X",
+        "strided",
+        "int32 y",
+        "float y",
+        "list y",
+        "list X",
+        "classes",
+        "array classes",
+        "column y",
+    ],
+)
+@pytest.mark.filterwarnings("ignore:A column-vector y was passed")
+def test_rows_the_full_checks_convert_learn_the_same(call):
+    est, X, y = _primed()
+    twin = copy.deepcopy(est)
+    for i in range(40, 60):
+        Xi, yi, kw = call(X[i : i + 2], y[i : i + 2])
+        m1 = est.partial_fit_margins(Xi, yi, **kw)
+        m2 = _full_checks_only(twin, Xi, yi, **kw)
+        np.testing.assert_array_equal(m1, m2)
+    _assert_same_state(est, twin)
+
+
+def test_other_classes_are_refused():
+    est, X, y = _primed()
+    for classes in ([0, 1, 2], [0, 2], ["a", "b"]):
+        with pytest.raises(ValueError, match="not the same as on the first call"):
+            est.partial_fit(X[:1], y[:1], classes=classes)
+
+
+def test_set_params_between_rows():
+    """A structural change is refused by name; a rule parameter takes effect at once."""
+    est, X, y = _primed()
+    est.set_params(gamma=0.5)
+    with pytest.raises(ValueError, match="set_params changed gamma"):
+        est.partial_fit(X[40:41], y[40:41])
+    est.set_params(gamma=None, C=0.1)
+    twin = copy.deepcopy(est)
+    for i in range(40, 60):
+        est.partial_fit(X[i : i + 1], y[i : i + 1])
+        _full_checks_only(twin, X[i : i + 1], y[i : i + 1])
+    _assert_same_state(est, twin)
+    ref, _, _ = _primed()
+    for i in range(40, 60):
+        ref.partial_fit(X[i : i + 1], y[i : i + 1])
+    assert not np.array_equal(ref.dual_coef_, est.dual_coef_)  # C = 0.1 applied
+
+
+def test_a_fit_or_a_copy_starts_its_own_record():
+    est, X, y = _primed()
+    loaded = pickle.loads(pickle.dumps(est))
+    copied = copy.deepcopy(est)
+    for i in range(40, 80):
+        est.partial_fit(X[i : i + 1], y[i : i + 1])
+        loaded.partial_fit(X[i : i + 1], y[i : i + 1])
+        copied.partial_fit(X[i : i + 1], y[i : i + 1])
+    _assert_same_state(est, loaded)
+    _assert_same_state(est, copied)
+    assert loaded._row_memo[1] is loaded._engine
+    # fit starts a new engine: the old record no longer applies
+    X3, y3 = _stream(labels=(0, 1, 2), seed=3)
+    est.fit(X3[:30], y3[:30])
+    assert est._row_memo[1] is not est._engine
+    est.partial_fit(X3[30:31], y3[30:31])
+    with pytest.raises(ValueError, match=r"labels \[5\] that are not in classes \[0, 1, 2\]"):
+        est.partial_fit(X3[31:32], np.array([5]))
