@@ -114,7 +114,7 @@ def wider_margins(engine: Engine, X, U, variance: bool = True):
     no more values than a kernel block of them reads).
     """
     if not U.shape[1] or not U.any():
-        return engine.decision(X), engine.margin_variance(X) if variance else None
+        return engine.margins(X) if variance else (engine.decision(X), None)
     if engine.spec.form != "dual":
         f = engine.decision(X)
         if not variance:
@@ -123,7 +123,7 @@ def wider_margins(engine: Engine, X, U, variance: bool = True):
         return f, engine.margin_variance(X) + engine.spec.a * sq[:, None]
     view = _padded_view(engine, U.shape[1])
     XU = np.hstack([X, U])
-    return view.decision(XU), view.margin_variance(XU) if variance else None
+    return view.margins(XU) if variance else (view.decision(XU), None)
 
 
 def _padded_view(engine: Engine, u: int) -> Engine:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import kernelcw.estimators._base as base
+import kernelcw.estimators._input as base_input
 from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier
 
 
@@ -216,3 +217,59 @@ def test_a_fit_or_a_copy_starts_its_own_record():
     est.partial_fit(X3[30:31], y3[30:31])
     with pytest.raises(ValueError, match=r"labels \[5\] that are not in classes \[0, 1, 2\]"):
         est.partial_fit(X3[31:32], np.array([5]))
+
+
+# ---------------------------------------------------------------------------------------
+# prediction: a plain float64 X skips scikit-learn's validate_data (``_plain_X``)
+
+
+def _predictions(est, X):
+    out = [est.decision_function(X), est.predict(X)]
+    if hasattr(est, "predict_proba"):
+        out.append(est.predict_proba(X))
+    return out
+
+
+@pytest.mark.parametrize("labels", ["int", "three ints"])
+@pytest.mark.parametrize("model", MODELS, ids=list(MODELS))
+def test_plain_rows_predict_as_validated_rows(model, labels, monkeypatch):
+    X, y = _stream(labels=LABELS[labels])
+    est = MODELS[model]().fit(X[:80], y[:80])
+    rows = [X[80:81], X[80:120], np.asfortranarray(X[80:120]), X[80:120:3]]
+    fast = [_predictions(est, R) for R in rows]
+    monkeypatch.setattr(base_input, "_plain_X", lambda est, X: False)
+    for R, got in zip(rows, fast, strict=True):
+        for a, b in zip(got, _predictions(est, R), strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    ("X", "match"),
+    [
+        (np.zeros((0, 4)), "0 sample"),
+        (np.zeros((1, 3)), "features"),
+        (np.array([[0.0, np.nan, 1.0, 2.0]]), "NaN or infinity in row 0"),
+        (np.array([[1e155, 1e155, 0.0, 0.0]]), "too large"),
+        (np.zeros(4), "2D array"),
+    ],
+)
+def test_prediction_refuses_what_validation_refuses(X, match):
+    Xt, y = _stream()
+    est = SCWClassifier(kernel="rbf", budget=30).fit(Xt, y)
+    for method in (est.predict, est.decision_function, est.predict_proba):
+        with pytest.raises(ValueError, match=match):
+            method(X)
+
+
+def test_prediction_keeps_scikit_learns_feature_name_checks():
+    import pandas as pd
+
+    X, y = _stream()
+    named = pd.DataFrame(X, columns=list("abcd"))
+    est = SCWClassifier(kernel="rbf", budget=30).fit(named, y)
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        est.predict(X[:1])
+    plain = SCWClassifier(kernel="rbf", budget=30).fit(X, y)
+    with pytest.warns(UserWarning, match="fitted without feature names"):
+        plain.predict(named.iloc[:1])
+    np.testing.assert_array_equal(est.predict_proba(named), plain.predict_proba(X))

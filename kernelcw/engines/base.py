@@ -65,6 +65,10 @@ class Engine(Protocol):
     def margin_variance(self, X) -> np.ndarray:
         """(n, K) margin variances ``x' Sigma x``, floored as in learning."""
 
+    def margins(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """(:meth:`decision`, :meth:`margin_variance`) of X, from one pass where the
+        two share their work (the dual engine's kernel rows)."""
+
     def stabilise(self) -> bool:
         """After a :meth:`learn` call raised FloatingPointError and was restored: move
         the models to a numerically stronger form of the same model, if the engine has

@@ -468,6 +468,9 @@ class PrimalDiagEngine(Locked):
             return ds.csr_times(X.indptr, idx, X.data, w, 1, True, self.spec.a)
         return np.asarray((X * X) @ self.variance.T)
 
+    def margins(self, X) -> tuple[np.ndarray, np.ndarray]:
+        return self.decision(X), self.margin_variance(X)
+
     def state_dict(self) -> dict[str, np.ndarray]:
         if self._slots is not None:
             mean = ds.to_dense(self._slots, self._pairs, 0, 0.0)

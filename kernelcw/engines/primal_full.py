@@ -272,6 +272,9 @@ class PrimalFullEngine(Locked):
             cols = [np.einsum("ij,ij->i", X @ S, X) for S in sigma]
         return np.stack(cols, axis=1)
 
+    def margins(self, X) -> tuple[np.ndarray, np.ndarray]:
+        return self.decision(X), self.margin_variance(X)
+
     def state_dict(self) -> dict[str, np.ndarray]:
         return {"mean": self.mean.copy(), "covariance": self.covariance.copy()}
 

@@ -328,6 +328,9 @@ class DualEngine(Locked):
     def margin_variance(self, X) -> np.ndarray:
         return self._predict(X, with_variance=True)[1]
 
+    def margins(self, X) -> tuple[np.ndarray, np.ndarray]:
+        return self._predict(X, with_variance=True)
+
     def _predict(self, X, with_variance: bool = False, chunk: int = 1024):
         """(f, v) for new data, each (n, K); v is None unless asked for."""
         d = 0 if self.spec.kernel.precomputed else X.shape[1]

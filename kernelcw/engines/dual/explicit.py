@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..._blas import sym_mv, sym_r1
+from ..._blas import SYM_BLAS, sym_mm, sym_mv, sym_r1
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
 from ...budget.kernels import PolicyState, lower_symmetric
 from ...budget.policies import grown
@@ -278,8 +278,11 @@ class ExplicitForm(Form):
     def variance(self, Ks: np.ndarray, kap: np.ndarray, a: float) -> np.ndarray:
         if not self.second or self.n == 0:
             return a * kap
-        Pi = lower_symmetric(self._Pi[: self.n, : self.n])
-        v = a * kap + np.einsum("ij,ij->j", Ks, Pi @ Ks)
+        n, b = Ks.shape
+        Ks = np.ascontiguousarray(Ks, dtype=np.float64)
+        PK = np.empty((n, b))
+        sym_mm(SYM_BLAS, n, b, self._Pi, Ks, PK)  # Pi's lower triangle, as the walks keep it
+        v = a * kap + np.einsum("ij,ij->j", Ks, PK)
         return np.maximum(v, VAR_FLOOR * a * kap)
 
     # ------------------------------------------------------------ learning
