@@ -9,7 +9,8 @@ SCW-I with an RBF kernel (gamma = 1/d, C = 1), one BLAS thread by default. For a
 rows are learned once one row per ``partial_fit`` call and once by one ``fit`` with the
 same settings, in one run. Reported: rows/s over the first and the last ``--window``
 rows of the row-at-a-time run (each call timed alone), its total time over the ``fit``
-time, and whether both give the same predictions on the stream.
+time, the median time of ``predict`` on one row (the first ``--window`` rows, by the
+model at the end), and whether both give the same predictions on the stream.
 
 Goals (the scaling issue): no decline beyond the model's own growth (with a budget the
 model stops growing, so last/first should stay near 1), and within 3x of one ``fit``
@@ -85,12 +86,24 @@ def one_at_a_time(est, X, y, classes, bar) -> np.ndarray:
     return times
 
 
+def predict_calls(est, X) -> np.ndarray:
+    """Seconds per ``predict`` call, one row each (the trained model, held fixed)."""
+    times = np.empty(X.shape[0])
+    for i in range(X.shape[0]):
+        xi = X[i : i + 1]
+        t0 = time.perf_counter()
+        est.predict(xi)
+        times[i] = time.perf_counter() - t0
+    return times
+
+
 def run_case(name, budget, policy, X, y, args, bar) -> list[object]:
     d = X.shape[1]
     classes = np.unique(y)
     time.sleep(args.pause)
     rows = make(budget, policy, d)
     per_call = one_at_a_time(rows, X, y, classes, bar)
+    per_predict = predict_calls(rows, X[: args.window])
     fits = []
     for _ in range(args.fit_repeats):
         time.sleep(args.pause)
@@ -114,6 +127,7 @@ def run_case(name, budget, policy, X, y, args, bar) -> list[object]:
         f"{median(fits):.3f}",
         f"{total / median(fits):.1f}x",
         f"{np.median(per_call) * 1e6:.0f}",
+        f"{np.median(per_predict) * 1e6:.0f}",
         same,
     ]
 
@@ -173,6 +187,7 @@ def run(args, policies: list[str]) -> None:
         f"one fit, s (median of {args.fit_repeats})",
         "rows / fit",
         "median call, us",
+        "median predict of a row, us",
         "same predictions",
     ]
     body = (
@@ -183,8 +198,10 @@ def run(args, policies: list[str]) -> None:
         f"BLAS threads: {args.blas_threads or 'as configured'}. Each `partial_fit` call is "
         "timed alone (perf_counter); rows/s over a window is its rows over the sum of its "
         "calls' times. 'rows / fit' is the whole row-at-a-time time over one `fit` on the "
-        "same rows with the same settings; 'same predictions': both models predict the "
-        "stream's rows alike.\n"
+        "same rows with the same settings; 'median predict of a row': `predict` of one "
+        f"row, each of the first {args.window} rows of the stream in turn, by the model at "
+        "the stream's end; 'same predictions': both models predict the stream's rows "
+        "alike.\n"
     )
     path = write_result(args.name, "Row at a time: partial_fit per row against fit", body)
     print(path.read_text())
