@@ -209,12 +209,14 @@ def test_a_fit_or_a_copy_starts_its_own_record():
         copied.partial_fit(X[i : i + 1], y[i : i + 1])
     _assert_same_state(est, loaded)
     _assert_same_state(est, copied)
-    assert loaded._row_memo[1] is loaded._engine
-    # fit starts a new engine: the old record no longer applies
+    assert loaded._row_memo[1] is loaded._engine  # (its own, made by its calls)
+    # fit starts a new engine: the old record goes
     X3, y3 = _stream(labels=(0, 1, 2), seed=3)
     est.fit(X3[:30], y3[:30])
-    assert est._row_memo[1] is not est._engine
+    assert "_row_memo" not in est.__dict__
     est.partial_fit(X3[30:31], y3[30:31])
+    est.partial_fit(X3[31:32], y3[31:32])
+    assert est._row_memo[1] is est._engine
     with pytest.raises(ValueError, match=r"labels \[5\] that are not in classes \[0, 1, 2\]"):
         est.partial_fit(X3[31:32], np.array([5]))
 
@@ -273,3 +275,70 @@ def test_prediction_keeps_scikit_learns_feature_name_checks():
     with pytest.warns(UserWarning, match="fitted without feature names"):
         plain.predict(named.iloc[:1])
     np.testing.assert_array_equal(est.predict_proba(named), plain.predict_proba(X))
+
+
+# ---------------------------------------------------------------------------------------
+# cases a review found (session 17)
+
+
+def _same_as_full_checks(est, calls):
+    """Each call on ``est`` and on a twin that runs the full checks only: the same
+    margins, or the same error; the same model after each."""
+    twin = copy.deepcopy(est)
+    for X, y, kw in calls:
+        try:
+            got = est.partial_fit_margins(X, y, **kw)
+        except (ValueError, TypeError) as err:
+            with pytest.raises(type(err)) as ref:
+                _full_checks_only(twin, X, y, **kw)
+            assert str(ref.value) == str(err)
+        else:
+            np.testing.assert_array_equal(got, _full_checks_only(twin, X, y, **kw))
+        _assert_same_state(est, twin)
+
+
+@pytest.mark.parametrize(
+    "classes", [[0.5, 1.0], [0.5, 1.0, 2.0], np.array([1.0, np.inf], dtype=object)]
+)
+def test_float_labels_the_full_checks_refuse_stay_refused(classes):
+    """classes= may declare a class that is not a whole number; y may not hold it."""
+    X, _ = _stream()
+    est = CWClassifier()
+    est.partial_fit(X[:1], np.array([1.0]), classes=classes)
+    est.partial_fit(X[1:2], np.array([1.0]))
+    bad = [c for c in list(classes) if c != 1.0]
+    labels = ([*bad, 1.0] * 6)[:6]
+    calls = [(X[i : i + 1], np.array([v]), {}) for i, v in zip(range(2, 8), labels, strict=True)]
+    _same_as_full_checks(est, calls)
+
+
+def test_labels_of_another_dtype_than_the_classes_take_the_full_checks():
+    """numpy compares an int class with a float label by promotion (2**53 + 1 ==
+    2.0**53): the targets are the full checks' whatever that gives."""
+    X, _ = _stream()
+    P = 2**53
+    est = SCWClassifier(covariance="diag")
+    est.partial_fit(X[:1], np.array([float(P)]), classes=np.array([P, P + 1]))
+    calls = [(X[i : i + 1], np.array([float(P + i % 2)]), {}) for i in range(1, 8)]
+    _same_as_full_checks(est, calls)
+    assert "_row_memo" not in est.__dict__
+
+
+def test_a_bad_row_with_malformed_classes_gets_the_full_checks_error():
+    est, X, y = _primed()
+    nan_row = np.array([[np.nan, 0.0, 1.0, 2.0]])
+    calls = [
+        (nan_row, y[:1], {"classes": [1, None]}),
+        (X[:1], y[:1], {"classes": [1, None]}),
+        (X[:1], y[:1], {"classes": [[0, 1], [0]]}),
+        (X[:1], y[:1], {"classes": [0, 1]}),
+    ]
+    _same_as_full_checks(est, calls)
+
+
+def test_the_record_is_not_kept_beyond_its_engine():
+    est, X, y = _primed()
+    assert "_row_memo" not in pickle.loads(pickle.dumps(est)).__dict__
+    assert "_row_memo" not in copy.deepcopy(est).__dict__
+    est.fit(X[:30], y[:30])
+    assert "_row_memo" not in est.__dict__

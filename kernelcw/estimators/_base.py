@@ -132,9 +132,9 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         cost (:func:`kernelcw.run_online` uses it)."""
         row = self._row_call(X, y, classes)
         if row is not None:
-            try:
+            try:  # (checked for the recorded engine: learnt by it, or not at all)
                 return self._learn(*row)
-            except _Dropped:  # (a fit replaced the engine meanwhile)
+            except _Dropped:  # a fit replaced the engine meanwhile: the full checks
                 pass
         checked = self._checked_params()
         if not hasattr(self, "classes_"):
@@ -176,26 +176,31 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         feature count, y's dtype and the classes. A call of one row spent about a
         third of its time in the full checks and their dispatch (24 of 66 us, B = 200,
         by hand) though they find the same thing call after call."""
-        memo = self.__dict__.get("_row_memo")
+        d = self.__dict__
+        memo = d.get("_row_memo")
         if memo is None or type(X) is not np.ndarray or type(y) is not np.ndarray:
             return None
         params, engine, width, a, y_dtype, targets, rule = memo
         if X.shape != (1, width) or X.dtype != np.float64 or y.shape != (1,):
             return None
-        if y.dtype != y_dtype or self.__dict__.get("_engine") is not engine:
+        if y.dtype != y_dtype or d.get("_engine") is not engine or "feature_names_in_" in d:
             return None
         if not _same_objects(_param_getter(type(self)), self, params):
-            return None
-        if classes is not None and not _same_classes(classes, self.classes_):
             return None
         big = _max_abs_c(X) if X.flags.c_contiguous else _max_abs(X)
         # finite, and a times the row's squared norm too (the full checks' bound)
         if not (math.isfinite(big) and math.isfinite(big * big * width * a)):
             return None
-        Y = targets.get(y.item())  # None: not a class
+        Y = targets.get(y.item())  # None: not a class (or a float class not a label)
         if Y is None:
             return None
-        return with_intercept(X, engine.spec), Y.copy(), rule
+        if classes is not None:  # last, as the full checks look at it after X and y
+            try:
+                if not _same_classes(classes, self.classes_):
+                    return None
+            except (TypeError, ValueError):  # (malformed: the full checks say how)
+                return None
+        return with_intercept(X, engine.spec), Y.copy(), rule, None, engine
 
     def _remember_row(self, X, y, checked) -> None:
         """After a continuing call's rows passed the full checks: the record
@@ -203,7 +208,10 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         parameters are plain values (the cache of :meth:`_checked_params`), the model
         has no feature names and y's labels are of a dtype compared by value."""
         d = self.__dict__
+        classes_ = self.classes_
         if X.shape[0] != 1 or type(X) is not np.ndarray or y.dtype.kind not in "iubfUS":
+            return
+        if y.dtype != classes_.dtype:  # numpy compares across dtypes by promotion
             return
         cached = d.get("_checked_for")
         if "feature_names_in_" in d or cached is None or cached[1] is not checked:
@@ -213,14 +221,17 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         if memo is not None and memo[1] is self._engine and memo[4] == y.dtype:
             if _same_objects(getter, self, memo[0]):
                 return  # (recorded already)
-        classes_ = self.classes_
         K = len(classes_)
         Y = -np.ones((K, 1 if K == 2 else K))  # row i: the targets of class i
         if K == 2:
             Y[1, 0] = 1.0
         else:
             np.fill_diagonal(Y, 1.0)
-        targets = {c: Y[i : i + 1] for i, c in enumerate(classes_.tolist())}
+        labels = classes_.tolist()
+        # a float label must be a finite whole number (_check_targets), even where
+        # classes= declared another class
+        ok = [y.dtype.kind != "f" or (math.isfinite(c) and c == math.floor(c)) for c in labels]
+        targets = {c: Y[i : i + 1] for i, c in enumerate(labels) if ok[i]}
         width, a = d["n_features_in_"], float(self.a)
         self._row_memo = (getter(d), self._engine, width, a, y.dtype, targets, checked[0])
 
@@ -257,6 +268,7 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
 
     def _start(self, classes_: np.ndarray, spec) -> None:
         """A fresh engine and counters (the prior N(0, a I))."""
+        self.__dict__.pop("_row_memo", None)  # (the last engine's: let it go)
         self._engine = build_engine(spec)
         self._began_with = self._structure()
         self.classes_ = classes_
@@ -275,6 +287,7 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         engine, ``classes_`` and (n_updates_, n_mistakes_, n_variance_floored_), shaped
         as :meth:`_start` shapes them. The current parameters become the ones the model
         began with."""
+        self.__dict__.pop("_row_memo", None)
         self._engine = engine
         self._began_with = self._structure()
         self.classes_ = classes_
@@ -325,10 +338,11 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
             return np.where(y == classes_[1], 1.0, -1.0)[:, None]
         return np.where(y[:, None] == self.classes_[None, :], 1.0, -1.0)
 
-    def _learn(self, X, Y, rule, positions=None) -> np.ndarray:
+    def _learn(self, X, Y, rule, positions=None, engine=None) -> np.ndarray:
         """One pass in the given order, all or nothing; returns the (n, K) decision
-        values before each update."""
-        engine = self._engine
+        values before each update. ``engine``: the one the rows were checked for
+        (default: the current one); if it is no longer the model's, _Dropped."""
+        engine = self._engine if engine is None else engine
         with engine.lock:  # learning and prediction on one model never interleave
             if self.__dict__.get("_engine") is not engine:
                 raise _Dropped  # (a failed first call, waited for, left it unfitted)
@@ -370,6 +384,11 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
             self.n_updates_ += res.n_updates
             self.n_mistakes_ += res.n_mistakes
             self.n_variance_floored_ += res.n_floored
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_row_memo", None)  # (a cache of this process's objects, made again)
+        return state
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
