@@ -39,6 +39,7 @@ __all__ = [
     "gemm_sub",
     "rows_mv",
     "potrf_lower",
+    "symm_lower",
     "trsm_lower_left",
     "trsm_lower_rows",
     "trsv_lower",
@@ -268,12 +269,18 @@ SYM_BLAS = SymBlas(_dsymv, _dsyr, _dsyr2, _dpotrf, _dpotri, _dsymm, _dsyrk, _dge
 def sym_mv(fns, n, A, x, out):
     """``out[:n] = A[:n, :n] x[:n]`` for a symmetric A given by its lower triangle
     (C order; the strict upper triangle is not read). x and out contiguous."""
+    _symv_at(fns.symv, n, A, x, out)
+
+
+@njit(cache=True)
+def _symv_at(fn, n, A, x, out):
+    """:func:`sym_mv` with dsymv's address ``fn``."""
     if n == 0:
         return
     ch = np.array([_U], dtype=np.uint8)
     ints = np.array([n, _ld(A), 1], dtype=np.int32)
     sc = np.array([1.0, 0.0])
-    fp = _fn10(fns.symv)
+    fp = _fn10(fn)
     fp(ch.ctypes, ints[0:].ctypes, sc[0:].ctypes, A.ctypes, ints[1:].ctypes,
        x.ctypes, ints[2:].ctypes, sc[1:].ctypes, out.ctypes, ints[2:].ctypes)  # fmt: skip
 
@@ -309,16 +316,35 @@ def sym_r2(fns, n, alpha, x, y, A):
 def sym_mm(fns, n, m, A, B, C):
     """``C[:n, :m] = A[:n, :n] B[:n, :m]`` for a symmetric A given by its lower
     triangle (BLAS-3 dsymm; B and C with contiguous rows, C not overlapping A or B)."""
+    _symm_at(fns.symm, n, m, A, B, C)
+
+
+@njit(cache=True)
+def _symm_at(fn, n, m, A, B, C):
+    """:func:`sym_mm` with dsymm's address ``fn``."""
     if n == 0 or m == 0:
         return
     # Fortran sees C' = B' A (A on the right, its upper triangle = our lower one)
     ch = np.array([_R, _U], dtype=np.uint8)
     ints = np.array([m, n, _ld(A), _ld(B), _ld(C)], dtype=np.int32)
     sc = np.array([1.0, 0.0])
-    fp = _fn12(fns.symm)
+    fp = _fn12(fn)
     fp(ch[0:].ctypes, ch[1:].ctypes, ints[0:].ctypes, ints[1:].ctypes, sc[0:].ctypes,
        A.ctypes, ints[2:].ctypes, B.ctypes, ints[3:].ctypes, sc[1:].ctypes, C.ctypes,
        ints[4:].ctypes)  # fmt: skip
+
+
+def symm_lower(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> None:
+    """:func:`sym_mm` from Python: ``C = A[:n, :n] B`` for B and C of n rows with
+    contiguous rows (A's rest, a capacity buffer's, is not read); one column by
+    dsymv, which does not pack A (dsymm did: 16 against 3 us at n = 200, by hand).
+    Handing a compiled function :data:`SYM_BLAS` from Python costs its typing (about
+    10 us, by hand), more than a small product."""
+    n, m = B.shape
+    if m == 1:
+        _symv_at(_dsymv, n, A, B[:, 0], C[:, 0])
+    else:
+        _symm_at(_dsymm, n, m, A, B, C)
 
 
 @njit(cache=True)

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..._blas import SYM_BLAS, sym_mm, sym_mv, sym_r1
+from ..._blas import sym_mv, sym_r1, symm_lower
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
 from ...budget.kernels import PolicyState, lower_symmetric
 from ...budget.policies import grown
@@ -281,7 +281,7 @@ class ExplicitForm(Form):
         n, b = Ks.shape
         Ks = np.ascontiguousarray(Ks, dtype=np.float64)
         PK = np.empty((n, b))
-        sym_mm(SYM_BLAS, n, b, self._Pi, Ks, PK)  # Pi's lower triangle, as the walks keep it
+        symm_lower(self._Pi, Ks, PK)  # Pi's lower triangle, as the walks keep it
         v = a * kap + np.einsum("ij,ij->j", Ks, PK)
         return np.maximum(v, VAR_FLOOR * a * kap)
 
