@@ -342,3 +342,14 @@ def test_the_record_is_not_kept_beyond_its_engine():
     assert "_row_memo" not in copy.deepcopy(est).__dict__
     est.fit(X[:30], y[:30])
     assert "_row_memo" not in est.__dict__
+
+
+def test_the_dual_engine_refuses_rows_of_another_width():
+    """Behind the estimator's checks (n_features_in_ deleted by hand): the compiled
+    kernels read rows without bounds checks, so the engine checks the width itself."""
+    X, y = _stream(d=5)
+    est = SCWClassifier(kernel="rbf", budget=30).fit(X, y)
+    del est.n_features_in_
+    for method in (est.predict, est.decision_function, est.predict_proba):
+        with pytest.raises(ValueError, match="X has 4 columns, the model 5"):
+            method(X[:3, :4])

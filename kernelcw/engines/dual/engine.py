@@ -332,8 +332,16 @@ class DualEngine(Locked):
         return self._predict(X, with_variance=True)
 
     def _predict(self, X, with_variance: bool = False, chunk: int = 1024):
-        """(f, v) for new data, each (n, K); v is None unless asked for."""
-        d = 0 if self.spec.kernel.precomputed else X.shape[1]
+        """(f, v) for new data, each (n, K); v is None unless asked for. X of another
+        width than the model's: a ValueError (the compiled kernels read rows
+        unchecked)."""
+        precomputed = self.spec.kernel.precomputed
+        if not precomputed and X.shape[1] != self.spec.n_features:
+            raise ValueError(
+                f"X has {X.shape[1]} columns, the model {self.spec.n_features} (the features "
+                "it was built for)"
+            )
+        d = 0 if precomputed else X.shape[1]
         with BlasThreads(self._call_flops(min(chunk, X.shape[0]), d)):
             return self._predict_chunks(X, with_variance, chunk)
 

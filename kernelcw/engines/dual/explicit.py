@@ -278,10 +278,12 @@ class ExplicitForm(Form):
     def variance(self, Ks: np.ndarray, kap: np.ndarray, a: float) -> np.ndarray:
         if not self.second or self.n == 0:
             return a * kap
-        n, b = Ks.shape
+        n, b = self.n, Ks.shape[1]
+        if Ks.shape[0] != n:  # (the product reads Pi's leading n x n, unchecked)
+            raise ValueError(f"kernel rows {Ks.shape} for a model of {n} support vectors")
         Ks = np.ascontiguousarray(Ks, dtype=np.float64)
         PK = np.empty((n, b))
-        symm_lower(self._Pi, Ks, PK)  # Pi's lower triangle, as the walks keep it
+        symm_lower(self._Pi, Ks, PK)  # Pi's lower triangle (C order), as the walks keep it
         v = a * kap + np.einsum("ij,ij->j", Ks, PK)
         return np.maximum(v, VAR_FLOOR * a * kap)
 
