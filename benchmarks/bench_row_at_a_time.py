@@ -71,19 +71,23 @@ def make(budget: int | None, policy: str, d: int) -> SCWClassifier:
     return SCWClassifier(variant=1, C=1.0, kernel="rbf", gamma=1.0 / d, random_state=0, **kw)
 
 
-def one_at_a_time(est, X, y, classes, bar) -> np.ndarray:
-    """Seconds per partial_fit call, one row each."""
+def one_at_a_time(est, X, y, classes, bar) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds per partial_fit call, one row each, and whether each row updated."""
     n = X.shape[0]
     times = np.empty(n)
+    updated = np.zeros(n, dtype=bool)
+    before = 0
     for i in range(n):
         xi, yi = X[i : i + 1], y[i : i + 1]
         t0 = time.perf_counter()
         est.partial_fit(xi, yi, classes=classes)
         times[i] = time.perf_counter() - t0
+        updated[i] = est.n_updates_ > before
+        before = est.n_updates_
         if (i + 1) % 500 == 0:
             bar.update(500)
     bar.update(n % 500)
-    return times
+    return times, updated
 
 
 def predict_calls(est, X) -> np.ndarray:
@@ -102,7 +106,7 @@ def run_case(name, budget, policy, X, y, args, bar) -> list[object]:
     classes = np.unique(y)
     time.sleep(args.pause)
     rows = make(budget, policy, d)
-    per_call = one_at_a_time(rows, X, y, classes, bar)
+    per_call, updated = one_at_a_time(rows, X, y, classes, bar)
     per_predict = predict_calls(rows, X[: args.window])
     fits = []
     for _ in range(args.fit_repeats):
@@ -123,6 +127,7 @@ def run_case(name, budget, policy, X, y, args, bar) -> list[object]:
         f"{first:.0f}",
         f"{last:.0f}",
         f"{last / first:.2f}",
+        f"{100 * updated[:w].mean():.0f} / {100 * updated[-w:].mean():.0f}",
         f"{total:.2f}",
         f"{median(fits):.3f}",
         f"{total / median(fits):.1f}x",
@@ -183,6 +188,7 @@ def run(args, policies: list[str]) -> None:
         f"rows/s, first {args.window}",
         f"rows/s, last {args.window}",
         "last / first",
+        "rows that update, first / last, %",
         "one row per call, s",
         f"one fit, s (median of {args.fit_repeats})",
         "rows / fit",
@@ -197,11 +203,12 @@ def run(args, policies: list[str]) -> None:
         + f"\n\nData: {what}. SCW-I (C = 1, eta = 0.75), RBF kernel with gamma = 1/d, "
         f"BLAS threads: {args.blas_threads or 'as configured'}. Each `partial_fit` call is "
         "timed alone (perf_counter); rows/s over a window is its rows over the sum of its "
-        "calls' times. 'rows / fit' is the whole row-at-a-time time over one `fit` on the "
-        "same rows with the same settings; 'median predict of a row': `predict` of one "
-        f"row, each of the first {args.window} rows of the stream in turn, by the model at "
-        "the stream's end; 'same predictions': both models predict the stream's rows "
-        "alike.\n"
+        "calls' times, and a row that updates costs more than one that does not (its "
+        "share per window beside it). 'rows / fit' is the whole row-at-a-time time over "
+        "one `fit` on the same rows with the same settings; 'median predict of a row': "
+        f"`predict` of one row, each of the first {args.window} rows of the stream in turn, "
+        "by the model at the stream's end; 'same predictions': both models predict the "
+        "stream's rows alike.\n"
     )
     path = write_result(args.name, "Row at a time: partial_fit per row against fit", body)
     print(path.read_text())
