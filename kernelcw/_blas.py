@@ -341,7 +341,7 @@ def symm_lower(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> None:
     Handing a compiled function :data:`SYM_BLAS` from Python costs its typing (about
     10 us, by hand), more than a small product."""
     n, m = B.shape
-    if m == 1:
+    if m == 1 and B.strides[0] == 8 and C.strides[0] == 8:  # (contiguous columns)
         _symv_at(_dsymv, n, A, B[:, 0], C[:, 0])
     else:
         _symm_at(_dsymm, n, m, A, B, C)

@@ -269,3 +269,27 @@ def test_staircase_update_is_the_rank_k_update(n, k, group):
     np.testing.assert_array_equal(np.triu(buf, 1), upper)
     with pytest.raises(ValueError, match="non-decreasing"):
         _cholupdate.staircase_update(L.copy(), Lam.copy(), first[::-1] if k > 1 else [-1])
+
+
+@pytest.mark.parametrize("m", [1, 3])
+@pytest.mark.parametrize("layout", ["contiguous", "column of a wider array"])
+def test_symm_lower_from_python_reads_the_lower_triangle_of_a_sub_block(m, layout):
+    """C = A[:n, :n] B with A given by its lower triangle inside a larger buffer (junk
+    above the diagonal and past n); one contiguous column by dsymv, else dsymm; B and C
+    views of wider arrays (strided columns) are left to dsymm, their other columns
+    untouched."""
+    rng = np.random.default_rng(m)
+    n, cap = 7, 10
+    A = rng.normal(size=(cap, cap))
+    S = np.tril(A[:n, :n]) + np.tril(A[:n, :n], -1).T
+    A[np.triu_indices(cap, 1)] = np.nan  # never read
+    if layout == "contiguous":
+        B, C = rng.normal(size=(n, m)), np.full((n, m), np.nan)
+        Bw = Cw = None
+    else:
+        Bw, Cw = rng.normal(size=(n, m + 2)), np.full((n, m + 2), -5.0)
+        B, C = Bw[:, 1 : 1 + m], Cw[:, 1 : 1 + m]
+    _blas.symm_lower(A, B, C)
+    np.testing.assert_allclose(C, S @ B, rtol=1e-13, atol=1e-13)
+    if Cw is not None:
+        assert np.all(Cw[:, 0] == -5.0) and np.all(Cw[:, 1 + m :] == -5.0)

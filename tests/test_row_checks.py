@@ -353,3 +353,59 @@ def test_the_dual_engine_refuses_rows_of_another_width():
     for method in (est.predict, est.decision_function, est.predict_proba):
         with pytest.raises(ValueError, match="X has 4 columns, the model 5"):
             method(X[:3, :4])
+
+
+def test_a_set_params_during_the_full_checks_leaves_no_stale_record(monkeypatch):
+    """Another thread's set_params while a call's full checks run (stood in for by a
+    hook in them): the record must not pair the new parameters with the old rule."""
+    est, X, y = _primed()
+    twin = copy.deepcopy(est)
+    real = base.validate_training
+
+    def racing(*args, **kw):
+        out = real(*args, **kw)
+        est.set_params(C=0.01)  # after the checks read the parameters
+        return out
+
+    est.__dict__.pop("_row_memo")  # this call takes the full checks
+    monkeypatch.setattr(base, "validate_training", racing)
+    est.partial_fit(X[40:41], y[40:41])
+    monkeypatch.setattr(base, "validate_training", real)
+    twin.partial_fit(X[40:41], y[40:41])
+    twin.set_params(C=0.01)
+    for i in range(41, 80):
+        np.testing.assert_array_equal(
+            est.partial_fit_margins(X[i : i + 1], y[i : i + 1]),
+            _full_checks_only(twin, X[i : i + 1], y[i : i + 1]),
+        )
+    _assert_same_state(est, twin)
+    est.set_params(C=-5.0)
+    with pytest.raises(ValueError, match="C=-5.0"):
+        est.partial_fit(X[80:81], y[80:81])
+
+
+def test_a_fit_during_the_full_checks_leaves_no_stale_record(monkeypatch):
+    """Another thread's fit (new classes) while a call's full checks run: the call
+    starts again on the new model, and no record pairs the new engine with the old
+    classes (a label of the old classes only is refused as the full checks refuse it)."""
+    est, X, y = _primed(labels=(3, 7))
+    X3, y3 = _stream(labels=(3, 5), seed=4)
+    real = base.validate_training
+    calls = []
+
+    def racing(*args, **kw):
+        out = real(*args, **kw)
+        if not calls:
+            calls.append(1)
+            est.fit(X3[:30], y3[:30])
+        return out
+
+    est.__dict__.pop("_row_memo")
+    monkeypatch.setattr(base, "validate_training", racing)
+    with pytest.raises(ValueError, match=r"labels \[7\] that are not in classes \[3, 5\]"):
+        est.partial_fit(X[40:41], np.array([7]))
+    monkeypatch.setattr(base, "validate_training", real)
+    for i in range(41, 45):
+        est.partial_fit(X3[i : i + 1], y3[i : i + 1])
+    with pytest.raises(ValueError, match=r"labels \[7\] that are not in classes \[3, 5\]"):
+        est.partial_fit(X[45:46], np.array([7]))

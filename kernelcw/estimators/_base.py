@@ -136,6 +136,9 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
                 return self._learn(*row)
             except _Dropped:  # a fit replaced the engine meanwhile: the full checks
                 pass
+        # the parameter objects these checks are for, taken before them: a record made
+        # below never pairs newer parameters (a set_params meanwhile) with an older rule
+        params = _param_values(self)
         checked = self._checked_params()
         if not hasattr(self, "classes_"):
             with _FIRST_CALL:  # two threads starting one model: one starts, one continues
@@ -153,37 +156,41 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
                         return self._learn(Xv, self._label_matrix(yv), checked[0])
                 finally:
                     engine.lock.release()
+        engine = self._engine  # (the model these checks are for)
         self._check_structure()
-        if checked[1] != self._engine.spec.form:
+        if checked[1] != engine.spec.form:
             raise ValueError(
                 f"kernel={self.kernel!r}, mode={self.mode!r} selects the "
                 f"{_engine_word(checked[1])} engine but this model was started in the "
-                f"{_engine_word(self._engine.spec.form)} one; call fit to start over"
+                f"{_engine_word(engine.spec.form)} one; call fit to start over"
             )
         Xv, yv, _, _ = self._validate(X, y, classes, False, checked)
-        self._remember_row(Xv, yv, checked)
+        self._remember_row(Xv, yv, checked, params, engine)
         try:
-            return self._learn(Xv, self._label_matrix(yv), checked[0])
-        except _Dropped:  # the model's first call failed while this one waited for it
+            return self._learn(Xv, self._label_matrix(yv), checked[0], engine=engine)
+        except _Dropped:  # the engine was dropped or replaced meanwhile: start again
             return self.partial_fit_margins(X, y, classes)
 
     def _row_call(self, X, y, classes):
-        """The checked (X, Y, rule) of a call that continues the model with one dense
-        float64 row, as the full checks would pass it, or None (then they run, and
-        raise where they should). It holds to the record :meth:`_remember_row` made
-        when such a call last passed them: the same parameter objects (plain scalars
-        and strings, so also the same rule and structure), the same engine, the
-        feature count, y's dtype and the classes. A call of one row spent about a
-        third of its time in the full checks and their dispatch (24 of 66 us, B = 200,
-        by hand) though they find the same thing call after call."""
+        """The arguments of :meth:`_learn` (X, Y, rule, None, the engine) for a call
+        that continues the model with one dense float64 row, as the full checks would
+        pass it, or None (then they run, and raise where they should). It holds to the
+        record :meth:`_remember_row` made when such a call last passed them: the same
+        parameter objects (plain scalars and strings, so also the same rule and
+        structure), the same engine and classes, the feature count and y's dtype. A
+        call of one row spent about a third of its time in the full checks and their
+        dispatch (24 of 66 us, B = 200, by hand) though they find the same thing call
+        after call."""
         d = self.__dict__
         memo = d.get("_row_memo")
         if memo is None or type(X) is not np.ndarray or type(y) is not np.ndarray:
             return None
-        params, engine, width, a, y_dtype, targets, rule = memo
+        params, engine, classes_, width, a, y_dtype, targets, rule = memo
         if X.shape != (1, width) or X.dtype != np.float64 or y.shape != (1,):
             return None
         if y.dtype != y_dtype or d.get("_engine") is not engine or "feature_names_in_" in d:
+            return None
+        if d.get("classes_") is not classes_:
             return None
         if not _same_objects(_param_getter(type(self)), self, params):
             return None
@@ -196,19 +203,24 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
             return None
         if classes is not None:  # last, as the full checks look at it after X and y
             try:
-                if not _same_classes(classes, self.classes_):
+                if not _same_classes(classes, classes_):
                     return None
             except (TypeError, ValueError):  # (malformed: the full checks say how)
                 return None
         return with_intercept(X, engine.spec), Y.copy(), rule, None, engine
 
-    def _remember_row(self, X, y, checked) -> None:
-        """After a continuing call's rows passed the full checks: the record
+    def _remember_row(self, X, y, checked, params, engine) -> None:
+        """After a continuing call's rows passed the full checks (for the parameter
+        objects ``params`` and the ``engine``, both taken before them): the record
         :meth:`_row_call` checks the next calls of one row against, if these
         parameters are plain values (the cache of :meth:`_checked_params`), the model
-        has no feature names and y's labels are of a dtype compared by value."""
+        has no feature names and y's labels are of a dtype compared by value. The
+        classes are read after the engine (a fit sets its classes first): classes newer
+        than the engine make a record no call matches."""
         d = self.__dict__
-        classes_ = self.classes_
+        classes_ = d.get("classes_")
+        if params is None or d.get("_engine") is not engine or classes_ is None:
+            return
         if X.shape[0] != 1 or type(X) is not np.ndarray or y.dtype.kind not in "iubfUS":
             return
         if y.dtype != classes_.dtype:  # numpy compares across dtypes by promotion
@@ -216,10 +228,9 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         cached = d.get("_checked_for")
         if "feature_names_in_" in d or cached is None or cached[1] is not checked:
             return  # (parameters other than plain values are checked every call)
-        getter = _param_getter(type(self))
         memo = d.get("_row_memo")
-        if memo is not None and memo[1] is self._engine and memo[4] == y.dtype:
-            if _same_objects(getter, self, memo[0]):
+        if memo is not None and memo[1] is engine and memo[2] is classes_:
+            if memo[5] == y.dtype and all(map(operator.is_, memo[0], params)):
                 return  # (recorded already)
         K = len(classes_)
         Y = -np.ones((K, 1 if K == 2 else K))  # row i: the targets of class i
@@ -232,8 +243,10 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         # classes= declared another class
         ok = [y.dtype.kind != "f" or (math.isfinite(c) and c == math.floor(c)) for c in labels]
         targets = {c: Y[i : i + 1] for i, c in enumerate(labels) if ok[i]}
-        width, a = d["n_features_in_"], float(self.a)
-        self._row_memo = (getter(d), self._engine, width, a, y.dtype, targets, checked[0])
+        width = d.get("n_features_in_")  # (after the engine, as the classes)
+        a = float(params[type(self)._get_param_names().index("a")])
+        record = (params, engine, classes_, width, a, y.dtype, targets, checked[0])
+        self._row_memo = record
 
     def _checked_params(self):
         """:func:`kernelcw.spec.check_params` of the current parameters, reused while they
@@ -269,9 +282,10 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
     def _start(self, classes_: np.ndarray, spec) -> None:
         """A fresh engine and counters (the prior N(0, a I))."""
         self.__dict__.pop("_row_memo", None)  # (the last engine's: let it go)
-        self._engine = build_engine(spec)
+        engine = build_engine(spec)
+        self.classes_ = classes_  # before the engine (:meth:`_remember_row`)
+        self._engine = engine
         self._began_with = self._structure()
-        self.classes_ = classes_
         K = spec.n_models
         if K == 1:
             self.n_updates_ = 0
@@ -288,9 +302,9 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         as :meth:`_start` shapes them. The current parameters become the ones the model
         began with."""
         self.__dict__.pop("_row_memo", None)
+        self.classes_ = classes_  # before the engine (:meth:`_remember_row`)
         self._engine = engine
         self._began_with = self._structure()
-        self.classes_ = classes_
         self.n_updates_, self.n_mistakes_, self.n_variance_floored_ = counters
 
     def _structure(self) -> dict:
@@ -345,7 +359,8 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         engine = self._engine if engine is None else engine
         with engine.lock:  # learning and prediction on one model never interleave
             if self.__dict__.get("_engine") is not engine:
-                raise _Dropped  # (a failed first call, waited for, left it unfitted)
+                raise _Dropped  # (a failed first call, waited for, left it unfitted; or
+                # a fit or load replaced the engine the rows were checked for)
             engine.set_rule(rule)  # eta, C, r may be set_params'd between calls
             checkpoint = engine.checkpoint(X)
             first_floor = not _any(self.n_variance_floored_)
@@ -386,7 +401,8 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
             self.n_variance_floored_ += res.n_floored
 
     def __getstate__(self):
-        state = super().__getstate__()
+        # (scikit-learn's may return the instance's own __dict__: a copy, not the model)
+        state = dict(super().__getstate__())
         state.pop("_row_memo", None)  # (a cache of this process's objects, made again)
         return state
 
@@ -404,7 +420,8 @@ def _any(counts) -> bool:
 
 
 class _Dropped(Exception):
-    """The engine a call waited for was dropped: the model's first call failed."""
+    """The engine a call was checked for, or waited for, is no longer the model's: its
+    first call failed, or a fit (or load) replaced it meanwhile."""
 
 
 _PLAIN = frozenset((int, float, str, bool, type(None)))
@@ -418,6 +435,14 @@ def _param_getter(cls) -> operator.itemgetter:
     if getter is None:  # scikit-learn reads the signature with inspect on every call
         getter = _PARAM_NAMES[cls] = operator.itemgetter(*cls._get_param_names())
     return getter
+
+
+def _param_values(est) -> tuple | None:
+    """The parameter objects, in the class's order (None if one is not an attribute)."""
+    try:
+        return _param_getter(type(est))(est.__dict__)
+    except KeyError:
+        return None
 
 
 def _same_objects(getter: operator.itemgetter, est, values: tuple) -> bool:
