@@ -162,6 +162,9 @@ def test_binary_tails_are_accurate_and_never_exactly_zero_or_one(z):
 def test_binary_exact_only_when_degenerate():
     P = binary_proba(np.array([3.0, -3.0, 0.0]), np.zeros(3))
     np.testing.assert_array_equal(P, [[0.0, 1.0], [1.0, 0.0], [0.5, 0.5]])
+    # a variance of -0.0 is a variance of 0 (sqrt(-0.0) = -0.0 flipped the sign of z)
+    P = binary_proba(np.array([3.0, -3.0, 0.0]), np.array([-0.0, -0.0, -0.0]))
+    np.testing.assert_array_equal(P, [[0.0, 1.0], [1.0, 0.0], [0.5, 0.5]])
 
 
 def _binary_stream(seed):

@@ -73,7 +73,7 @@ def _z(f: np.ndarray, v: np.ndarray) -> np.ndarray:
     if (v > 0.0).all():  # nothing to quiet or replace (errstate: a third of a row's call)
         return f / np.sqrt(v)
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = f / np.sqrt(v)
+        z = f / np.sqrt(v + 0.0)  # (+ 0.0: a variance of -0.0 is 0, not a sign flip)
     return np.where(np.isnan(z), 0.0, z)
 
 
