@@ -123,6 +123,15 @@ def test_multiclass_equal_variances_rank_like_the_margins():
     np.testing.assert_array_equal(np.argsort(P, axis=1), np.argsort(F, axis=1))
 
 
+def test_multiclass_variances_of_minus_zero_are_zero():
+    """sqrt(-0.0) = -0.0 turned a zero variance's step the other way."""
+    F = np.array([[1.0, 0.0, -1.0], [1.0, 0.0, -1.0]])
+    V = np.array([[0.0, 0.5, 0.5], [0.0, 0.0, 0.0]])
+    neg = np.where(V == 0.0, -0.0, V)
+    np.testing.assert_array_equal(multiclass_proba(F, neg), multiclass_proba(F, V))
+    np.testing.assert_array_equal(multiclass_proba(F, neg)[1], [1.0, 0.0, 0.0])
+
+
 def test_multiclass_degenerate_rows():
     """v = 0 is a point mass: exact 0/1 for a strict argmax, equal shares on a tie; x = 0
     (every m and v zero) is uniform."""

@@ -145,7 +145,7 @@ def multiclass_proba(F: np.ndarray, V: np.ndarray) -> np.ndarray:
     _check(F, V)
     n, K = F.shape
     P = np.empty((n, K))
-    S = np.sqrt(V)
+    S = np.sqrt(V + 0.0)  # (+ 0.0: a variance of -0.0 is 0, whose step has no sign)
     full = (S > 0).all(axis=1) & np.isfinite(F).all(axis=1)
     F = np.clip(F, -1e300, 1e300)  # an infinite margin: a score beyond every other
     with np.errstate(divide="ignore", invalid="ignore"):
