@@ -19,6 +19,7 @@ for B = 200.
 
 from __future__ import annotations
 
+import copy
 import time
 
 import numpy as np
@@ -101,6 +102,23 @@ def predict_calls(est, X) -> np.ndarray:
     return times
 
 
+def engine_share(est, X, y, classes) -> tuple[float, float]:
+    """Median seconds of a one-row ``partial_fit`` and of the engine's ``learn`` alone
+    on the same row (two copies of the model at the stream's end, interleaved, over
+    the rows X again): what the estimator's checks and bookkeeping add."""
+    full, bare = copy.deepcopy(est), copy.deepcopy(est)
+    engine = bare.engine_
+    Y = np.where(y == classes[1], 1.0, -1.0)[:, None]
+    t_full, t_bare = np.empty(X.shape[0]), np.empty(X.shape[0])
+    for i in range(X.shape[0]):
+        t0 = time.perf_counter()
+        full.partial_fit(X[i : i + 1], y[i : i + 1], classes=classes)
+        t1 = time.perf_counter()
+        engine.learn(X[i : i + 1], Y[i : i + 1])
+        t_full[i], t_bare[i] = t1 - t0, time.perf_counter() - t1
+    return float(np.median(t_full)), float(np.median(t_bare))
+
+
 def run_case(name, budget, policy, X, y, args, bar) -> list[object]:
     d = X.shape[1]
     classes = np.unique(y)
@@ -108,6 +126,9 @@ def run_case(name, budget, policy, X, y, args, bar) -> list[object]:
     rows = make(budget, policy, d)
     per_call, updated = one_at_a_time(rows, X, y, classes, bar)
     per_predict = predict_calls(rows, X[: args.window])
+    t_full, t_bare = (None, None)
+    if len(classes) == 2:  # (the engine's targets built here for two classes)
+        t_full, t_bare = engine_share(rows, X[: args.window], y[: args.window], classes)
     fits = []
     for _ in range(args.fit_repeats):
         time.sleep(args.pause)
@@ -132,6 +153,7 @@ def run_case(name, budget, policy, X, y, args, bar) -> list[object]:
         f"{median(fits):.3f}",
         f"{total / median(fits):.1f}x",
         f"{np.median(per_call) * 1e6:.0f}",
+        "-" if t_full is None else f"{t_full * 1e6:.0f} / {t_bare * 1e6:.0f}",
         f"{np.median(per_predict) * 1e6:.0f}",
         same,
     ]
@@ -193,6 +215,7 @@ def run(args, policies: list[str]) -> None:
         f"one fit, s (median of {args.fit_repeats})",
         "rows / fit",
         "median call, us",
+        "again at the end: call / engine alone, us",
         "median predict of a row, us",
         "same predictions",
     ]
@@ -205,7 +228,11 @@ def run(args, policies: list[str]) -> None:
         "timed alone (perf_counter); rows/s over a window is its rows over the sum of its "
         "calls' times, and a row that updates costs more than one that does not (its "
         "share per window beside it). 'rows / fit' is the whole row-at-a-time time over "
-        "one `fit` on the same rows with the same settings; 'median predict of a row': "
+        "one `fit` on the same rows with the same settings; 'again at the end': two "
+        f"copies of the model at the stream's end learn the first {args.window} rows once "
+        "more, one row per `partial_fit` and one row per `engine_.learn` (the engine "
+        "alone, without the estimator's checks, checkpoint and counters), interleaved, "
+        "medians; 'median predict of a row': "
         f"`predict` of one row, each of the first {args.window} rows of the stream in turn, "
         "by the model at the stream's end; 'same predictions': both models predict the "
         "stream's rows alike.\n"
