@@ -215,8 +215,9 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         :meth:`_row_call` checks the next calls of one row against, if these
         parameters are plain values (the cache of :meth:`_checked_params`), the model
         has no feature names and y's labels are of a dtype compared by value. The
-        classes are read after the engine (a fit sets its classes first): classes newer
-        than the engine make a record no call matches."""
+        record keeps the classes it read as well as the engine, and a call must find
+        both still the model's: a fit meanwhile (engine first, then classes) leaves a
+        pair that no call matches."""
         d = self.__dict__
         classes_ = d.get("classes_")
         if params is None or d.get("_engine") is not engine or classes_ is None:
@@ -243,7 +244,7 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         # classes= declared another class
         ok = [y.dtype.kind != "f" or (math.isfinite(c) and c == math.floor(c)) for c in labels]
         targets = {c: Y[i : i + 1] for i, c in enumerate(labels) if ok[i]}
-        width = d.get("n_features_in_")  # (after the engine, as the classes)
+        width = d.get("n_features_in_")  # (a fit's, if any, sets it before both)
         a = float(params[type(self)._get_param_names().index("a")])
         record = (params, engine, classes_, width, a, y.dtype, targets, checked[0])
         self._row_memo = record
@@ -282,10 +283,11 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
     def _start(self, classes_: np.ndarray, spec) -> None:
         """A fresh engine and counters (the prior N(0, a I))."""
         self.__dict__.pop("_row_memo", None)  # (the last engine's: let it go)
-        engine = build_engine(spec)
-        self.classes_ = classes_  # before the engine (:meth:`_remember_row`)
-        self._engine = engine
+        # the engine before the classes: a call that sees classes_ continues the model
+        # (partial_fit_margins), and finds its engine
+        self._engine = build_engine(spec)
         self._began_with = self._structure()
+        self.classes_ = classes_
         K = spec.n_models
         if K == 1:
             self.n_updates_ = 0
@@ -302,9 +304,9 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         as :meth:`_start` shapes them. The current parameters become the ones the model
         began with."""
         self.__dict__.pop("_row_memo", None)
-        self.classes_ = classes_  # before the engine (:meth:`_remember_row`)
-        self._engine = engine
+        self._engine = engine  # (before the classes, as in _start)
         self._began_with = self._structure()
+        self.classes_ = classes_
         self.n_updates_, self.n_mistakes_, self.n_variance_floored_ = counters
 
     def _structure(self) -> dict:
