@@ -22,7 +22,14 @@ from ..engines import build_engine
 from ..engines.base import learn_or_stabilise
 from ..rules import VAR_FLOOR
 from ..spec import check_memory, check_params, engine_spec
-from ._input import _max_abs, _max_abs_c, _same_classes, validate_training, with_intercept
+from ._input import (
+    _finite,
+    _first_overflowing_row,
+    _max_abs,
+    _same_classes,
+    validate_training,
+    with_intercept,
+)
 from ._mixins import DualAttributesMixin, PredictionMixin
 
 __all__ = ["CWEstimator"]
@@ -194,9 +201,8 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
             return None
         if not _same_objects(_param_getter(type(self)), self, params):
             return None
-        big = _max_abs_c(X) if X.flags.c_contiguous else _max_abs(X)
-        # finite, and a times the row's squared norm too (the full checks' bound)
-        if not (math.isfinite(big) and math.isfinite(big * big * width * a)):
+        big = _max_abs(X)  # finite, and a times its squared norm too (the full checks')
+        if not _finite(big) or _first_overflowing_row(X, a, big) >= 0:
             return None
         Y = targets.get(y.item())  # None: not a class (or a float class not a label)
         if Y is None:
@@ -233,12 +239,7 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         if memo is not None and memo[1] is engine and memo[2] is classes_:
             if memo[5] == y.dtype and all(map(operator.is_, memo[0], params)):
                 return  # (recorded already)
-        K = len(classes_)
-        Y = -np.ones((K, 1 if K == 2 else K))  # row i: the targets of class i
-        if K == 2:
-            Y[1, 0] = 1.0
-        else:
-            np.fill_diagonal(Y, 1.0)
+        Y = self._label_matrix(classes_)  # row i: the targets of class i
         labels = classes_.tolist()
         # a float label must be a finite whole number (_check_targets), even where
         # classes= declared another class

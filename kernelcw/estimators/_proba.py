@@ -55,7 +55,10 @@ _GH_W = _GH_W / _GH_W.sum()
 _BLOCK_FLOATS = 4_000_000
 
 
-def _check(F: np.ndarray, V: np.ndarray) -> None:
+def _check(F: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """The variances as the probabilities take them (a new array: -0.0 as 0, whose
+    square root -0.0 would turn z = f / sqrt(v), and a step, the other way), after
+    checking both arrays."""
     if F.shape != V.shape or F.ndim != 2:
         raise ValueError(f"margins {F.shape} and variances {V.shape} must be equal (n, K) arrays")
     if np.isnan(F).any() or np.isnan(V).any() or (V < 0).any():
@@ -65,15 +68,16 @@ def _check(F: np.ndarray, V: np.ndarray) -> None:
         )
     if np.isinf(V).any():
         raise ValueError("a margin variance is infinite: x' Sigma x overflowed float64")
+    return V + 0.0
 
 
 def _z(f: np.ndarray, v: np.ndarray) -> np.ndarray:
     """f / sqrt(v): +-inf for v = 0 by the sign of f, 0 for f = v = 0 (a tie). (f and v
-    as :func:`_check` passes them: no NaN, v finite.)"""
+    as :func:`_check` passes and returns them: no NaN, v finite, no -0.0.)"""
     if (v > 0.0).all():  # nothing to quiet or replace (errstate: a third of a row's call)
         return f / np.sqrt(v)
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = f / np.sqrt(v + 0.0)  # (+ 0.0: a variance of -0.0 is 0, not a sign flip)
+        z = f / np.sqrt(v)
     return np.where(np.isnan(z), 0.0, z)
 
 
@@ -85,7 +89,7 @@ def binary_proba(f: np.ndarray, v: np.ndarray) -> np.ndarray:
     change), so a row sums to 1 within 2**-53.
     """
     f, v = np.asarray(f, dtype=float).ravel(), np.asarray(v, dtype=float).ravel()
-    _check(f[:, None], v[:, None])
+    v = _check(f[:, None], v[:, None])[:, 0]
     z = _z(f, v)
     small = ndtr(-np.abs(z))
     finite = np.isfinite(z)
@@ -142,10 +146,10 @@ def multiclass_proba(F: np.ndarray, V: np.ndarray) -> np.ndarray:
     positive; a row with a zero variance is the degenerate case (exact 0 and 1 possible).
     """
     F, V = np.asarray(F, dtype=float), np.asarray(V, dtype=float)
-    _check(F, V)
+    V = _check(F, V)
     n, K = F.shape
     P = np.empty((n, K))
-    S = np.sqrt(V + 0.0)  # (+ 0.0: a variance of -0.0 is 0, whose step has no sign)
+    S = np.sqrt(V)
     full = (S > 0).all(axis=1) & np.isfinite(F).all(axis=1)
     F = np.clip(F, -1e300, 1e300)  # an infinite margin: a score beyond every other
     with np.errstate(divide="ignore", invalid="ignore"):
