@@ -12,6 +12,10 @@ rows of the row-at-a-time run (each call timed alone), its total time over the `
 time, the median time of ``predict`` on one row (the first ``--window`` rows, by the
 model at the end), and whether both give the same predictions on the stream.
 
+``--load`` runs it all with a CPU-bound process pinned to core 0 (the busy machine of
+``bench_under_load``); with ``--blas-threads 0`` the library's own thread choice applies,
+as users run it.
+
 Goals (the scaling issue): no decline beyond the model's own growth (with a budget the
 model stops growing, so last/first should stay near 1), and within 3x of one ``fit``
 for B = 200.
@@ -19,6 +23,7 @@ for B = 200.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 
@@ -28,6 +33,7 @@ from threadpoolctl import threadpool_limits
 from kernelcw import SCWClassifier
 
 from ._common import argument_parser, md_table, median, progress, write_result
+from .bench_under_load import Load
 from .datasets import CACHE_FILES, cache_dir, magic
 
 POLICIES = ("oldest", "random", "smallest", "project")
@@ -175,6 +181,11 @@ def main(argv=None):
     ap.add_argument(
         "--blas-threads", type=int, default=1, help="limit the BLAS threads (0: as configured)"
     )
+    ap.add_argument(
+        "--load",
+        action="store_true",
+        help="run with a CPU-bound process pinned to core 0 (bench_under_load's Load)",
+    )
     ap.add_argument("--name", default="row_at_a_time", help="result file stem")
     args = ap.parse_args(argv)
     policies = [p for p in args.policies.split(",") if p]
@@ -184,7 +195,8 @@ def main(argv=None):
         )
     if min(args.rows, args.unbudgeted_rows, args.window, args.fit_repeats) < 1:
         ap.error("--rows, --unbudgeted-rows, --window and --fit-repeats must be positive")
-    with threadpool_limits(args.blas_threads or None, user_api="blas"):
+    load = Load() if args.load else contextlib.nullcontext()
+    with load, threadpool_limits(args.blas_threads or None, user_api="blas"):
         run(args, policies)
 
 
@@ -224,7 +236,9 @@ def run(args, policies: list[str]) -> None:
         "call within 3x of one `fit` for B = 200.\n\n"
         + md_table(header, table)
         + f"\n\nData: {what}. SCW-I (C = 1, eta = 0.75), RBF kernel with gamma = 1/d, "
-        f"BLAS threads: {args.blas_threads or 'as configured'}. Each `partial_fit` call is "
+        f"BLAS threads: {args.blas_threads or 'as configured'}"
+        + (", with a CPU-bound process pinned to core 0 throughout" if args.load else "")
+        + ". Each `partial_fit` call is "
         "timed alone (perf_counter); rows/s over a window is its rows over the sum of its "
         "calls' times, and a row that updates costs more than one that does not (its "
         "share per window beside it). 'rows / fit' is the whole row-at-a-time time over "
