@@ -44,6 +44,7 @@ import numpy as np
 from sklearn.base import clone
 
 from ._diag_stream import DiagStream, fast_engine, sum_of_squares
+from ._interrupt import deferred_interrupt
 from ._river_input import dict_row, frame_values
 from .engines.base import learn_or_stabilise
 from .estimators import CWClassifier
@@ -381,22 +382,24 @@ class Classifier(_river_base.MiniBatchClassifier):
         self._learn_rows(X, T)
 
     def _learn_rows(self, X: np.ndarray, T: np.ndarray) -> None:
-        """The estimator's ``_learn`` without its per-call costs (a signal handler
-        swapped twice, the rule re-set): all or nothing, counters included, and
-        the variance-floor warning the first time it happens."""
+        """The estimator's ``_learn`` without its per-call costs (the rule re-set):
+        all or nothing, counters included, and the variance-floor warning the first
+        time it happens."""
         self._sync()
         est = self._model
         engine = est._engine
         X = with_intercept(X, engine.spec)
-        saved = (est.n_updates_, est.n_mistakes_, est.n_variance_floored_)
         with engine.lock:
             checkpoint = engine.checkpoint(X)
+            counted = False
             try:  # an error or a Ctrl-C anywhere in here: the model as before the call
                 res, failed = learn_or_stabilise(engine, checkpoint, X, T)
-                est._count(res)  # the estimator's counters, as its own _learn adds them
+                with deferred_interrupt():  # the counters follow the model, whole
+                    est._count(res)  # (in place for several binary models)
+                    counted = True
             except BaseException:
-                engine.restore(checkpoint)
-                est.n_updates_, est.n_mistakes_, est.n_variance_floored_ = saved
+                if not counted:  # (a Ctrl-C held back until the count: the call is done)
+                    engine.restore(checkpoint)
                 raise
         if failed is not None:
             warn_stabilised(est, failed, stacklevel=4)

@@ -111,3 +111,82 @@ def test_deferred_interrupt_delivers_at_the_end():
             done.append(1)  # not cut short
     assert done == [1]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+class _SignalWhileCounting:
+    """A :class:`kernelcw.engines.base.LearnResult` that sends SIGINT to this process
+    when its mistakes count is read: a Ctrl-C that lands while the counters are added
+    up, after the engine learnt the call."""
+
+    def __init__(self, res):
+        self._res = res
+
+    def __getattr__(self, name):
+        if name == "n_mistakes":
+            signal.raise_signal(signal.SIGINT)
+        return getattr(self._res, name)
+
+
+def _trap_counting(monkeypatch, module):
+    learn = module.learn_or_stabilise
+
+    def trapped(*args, **kw):
+        res, failed = learn(*args, **kw)
+        return _SignalWhileCounting(res), failed
+
+    monkeypatch.setattr(module, "learn_or_stabilise", trapped)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3], ids=["binary", "three-classes"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: SCWClassifier(kernel="rbf", budget=8, budget_policy="project"),
+        lambda: AROWClassifier(),
+        lambda: CWClassifier(rule="var", covariance="diag"),
+    ],
+    ids=["rbf-project", "primal-full", "primal-diag"],
+)
+@pytest.mark.parametrize("via", ["estimator", "river"])
+def test_ctrl_c_while_counting_is_held_until_the_call_is_whole(make, n_classes, via, monkeypatch):
+    """The counters follow the model: a Ctrl-C among them (here sent from inside the
+    count) is delivered once the call is done, model and counters alike, also through
+    the river adapter (whose own call path counted without holding it back: a Ctrl-C
+    there left the model learnt and the counters of several binary models half
+    added)."""
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(60, 4)), np.arange(60) % n_classes
+    if via == "river":
+        pytest.importorskip("river")
+        pd = pytest.importorskip("pandas")
+        import kernelcw.river as module
+        from kernelcw.river import Classifier
+
+        model = Classifier(make())
+        cols = [f"x{j}" for j in range(4)]
+
+        def learn(m, lo, hi):
+            m.learn_many(pd.DataFrame(X[lo:hi], columns=cols), pd.Series(y[lo:hi]))
+            return m.estimator_
+
+    else:
+        import kernelcw.estimators._base as module
+
+        model = make()
+
+        def learn(m, lo, hi):
+            return m.partial_fit(X[lo:hi], y[lo:hi], classes=np.arange(n_classes))
+
+    learn(model, 0, 40)
+    twin = copy.deepcopy(model)
+    _trap_counting(monkeypatch, module)
+    with pytest.raises(KeyboardInterrupt):
+        learn(model, 40, 47)
+    monkeypatch.undo()
+    want = learn(twin, 40, 47)  # the same call, uninterrupted
+    est = model.estimator_ if via == "river" else model
+    probe = X[:20]
+    got = (est.decision_function(probe), est.n_updates_, est.n_mistakes_)
+    whole = (want.decision_function(probe), want.n_updates_, want.n_mistakes_)
+    for a, b in zip(got, whole, strict=True):
+        np.testing.assert_array_equal(a, b)
