@@ -48,7 +48,7 @@ from ._interrupt import deferred_interrupt
 from ._river_input import dict_row, frame_values
 from .engines.base import learn_or_stabilise
 from .estimators import CWClassifier
-from .estimators._base import _FLOOR_WARNING, CWEstimator, warn_stabilised
+from .estimators._base import _FLOOR_WARNING, _NO_GUARD, CWEstimator, warn_stabilised
 from .estimators._input import with_intercept
 from .estimators._mixins import margin_proba
 from .grow import add_models, mirror, widen, wider_margins
@@ -233,8 +233,8 @@ class Classifier(_river_base.MiniBatchClassifier):
         """Adds the fast path's counters to the estimator's."""
         if self._fast is not None:
             est, (u, m, f) = self._model, self._fast.take_counts()
-            est.n_updates_, est.n_mistakes_ = est.n_updates_ + u, est.n_mistakes_ + m
-            est.n_variance_floored_ += f
+            u0, m0, f0 = est._counts
+            est._counts = (u0 + u, m0 + m, f0 + f)  # (one store: all three, or none)
 
     def _sparse(self, x: dict) -> tuple[np.ndarray, np.ndarray] | None:
         """``x``'s columns (increasing; the intercept's last) and values for the fast
@@ -391,15 +391,16 @@ class Classifier(_river_base.MiniBatchClassifier):
         X = with_intercept(X, engine.spec)
         with engine.lock:
             checkpoint = engine.checkpoint(X)
-            counted = False
+            counts = None
             try:  # an error or a Ctrl-C anywhere in here: the model as before the call
-                res, failed = learn_or_stabilise(engine, checkpoint, X, T)
-                with deferred_interrupt():  # the counters follow the model, whole
-                    est._count(res)  # (in place for several binary models)
-                    counted = True
+                with _NO_GUARD if engine.undoes_finished(checkpoint) else deferred_interrupt():
+                    res, failed = learn_or_stabilise(engine, checkpoint, X, T)
+                    counts = est._counted(res)
+                    est._counts = counts  # one store: the call is done, counted whole
             except BaseException:
-                if not counted:  # (a Ctrl-C held back until the count: the call is done)
-                    engine.restore(checkpoint)
+                if counts is None or est.__dict__.get("_counts") is not counts:
+                    with deferred_interrupt():
+                        engine.restore(checkpoint)
                 raise
         if failed is not None:
             warn_stabilised(est, failed, stacklevel=4)

@@ -82,7 +82,15 @@ class Engine(Protocol):
 
     def restore(self, checkpoint) -> None:
         """After a :meth:`learn` call on X raised: put the state back as it was when
-        ``checkpoint(X)`` was taken. (Not an undo of a call that succeeded.)"""
+        ``checkpoint(X)`` was taken; also after the call returned, where
+        :meth:`undoes_finished` says so."""
+
+    def undoes_finished(self, checkpoint) -> bool:
+        """Whether :meth:`restore` of ``checkpoint`` also puts back a :meth:`learn`
+        call that returned (nothing since). The estimator stores a call's counters
+        after it returns; where this is False (a checkpoint that holds nothing because
+        a failed call changes nothing) it holds Ctrl-C back from the call's start to
+        that store instead."""
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """The fitted state as plain numpy arrays (scalars as 0-d arrays), enough for

@@ -430,6 +430,9 @@ class PrimalDiagEngine(Locked):
             return SlotUndo(self._armed, int(self._slots.n[0]))
         return self._armed
 
+    def undoes_finished(self, checkpoint) -> bool:
+        return True  # (the log holds every coordinate the call wrote; None: the prior)
+
     def stabilise(self) -> bool:  # the diagonal is the one form: nothing stronger
         return False
 

@@ -249,6 +249,9 @@ class PrimalFullEngine(Locked):
             return None
         return self.mean.copy(), self.covariance.copy()
 
+    def undoes_finished(self, checkpoint) -> bool:
+        return checkpoint is not None  # (None: a call of one block, not copied)
+
     def stabilise(self) -> bool:
         """Sigma itself is the one form: nothing stronger to move to."""
         return False

@@ -8,6 +8,7 @@ fitted attributes are the mixins of :mod:`._mixins`.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 import threading
@@ -53,6 +54,35 @@ STRUCTURAL = (
     "intercept_scaling",
 )
 
+#: The fitted counters, kept together in ``_counts`` (see :func:`_counter`).
+COUNTERS = ("n_updates_", "n_mistakes_", "n_variance_floored_")
+
+
+def _counter(i: int) -> property:
+    """The counter ``COUNTERS[i]``, read from and written into the ``_counts`` tuple.
+    A call's counts land in one store of a new tuple after its learning, which the
+    engine can undo (:meth:`_learn`): a Ctrl-C anywhere leaves the model and its
+    counters both as before the call or both after it, without a signal handler
+    swapped around every count (two system calls per call)."""
+    name = COUNTERS[i]
+
+    def get(self):
+        counts = self.__dict__.get("_counts")
+        if counts is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return counts[i]
+
+    def put(self, value):
+        counts = list(self.__dict__.get("_counts", (0, 0, 0)))
+        counts[i] = value
+        self._counts = tuple(counts)
+
+    return property(get, put, doc=f"``{name}`` (fitted; see the class docstring).")
+
+
+#: The guard of a call whose engine can undo it after it returned: none.
+_NO_GUARD = contextlib.nullcontext()
+
 #: Held while a model's first partial_fit call starts it (creates its engine).
 _FIRST_CALL = threading.Lock()
 
@@ -91,6 +121,10 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
     ``_rule_params()``, which validates the rule's own parameters and returns a
     :class:`kernelcw.rules.RuleParams`.
     """
+
+    n_updates_ = _counter(0)
+    n_mistakes_ = _counter(1)
+    n_variance_floored_ = _counter(2)
 
     # ------------------------------------------------------------ training
 
@@ -291,13 +325,9 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         self.classes_ = classes_
         K = spec.n_models
         if K == 1:
-            self.n_updates_ = 0
-            self.n_mistakes_ = 0
-            self.n_variance_floored_ = 0
+            self._counts = (0, 0, 0)
         else:
-            self.n_updates_ = np.zeros(K, dtype=np.int64)
-            self.n_mistakes_ = np.zeros(K, dtype=np.int64)
-            self.n_variance_floored_ = np.zeros(K, dtype=np.int64)
+            self._counts = tuple(np.zeros(K, dtype=np.int64) for _ in COUNTERS)
 
     def _import_state(self, engine, classes_: np.ndarray, counters: tuple) -> None:
         """Install a fitted state rebuilt outside ``fit`` (by :func:`kernelcw.load`): the
@@ -308,7 +338,7 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         self._engine = engine  # (before the classes, as in _start)
         self._began_with = self._structure()
         self.classes_ = classes_
-        self.n_updates_, self.n_mistakes_, self.n_variance_floored_ = counters
+        self._counts = tuple(counters)
 
     def _structure(self) -> dict:
         return {k: getattr(self, k) for k in STRUCTURAL}
@@ -367,17 +397,20 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
             engine.set_rule(rule)  # eta, C, r may be set_params'd between calls
             checkpoint = engine.checkpoint(X)
             first_floor = not _any(self.n_variance_floored_)
-            counted = False
+            counts = None
             try:
-                # a numerically weak form that fails learns the call once more in a
-                # stronger form of the same model, if the engine has one
-                res, failed = learn_or_stabilise(engine, checkpoint, X, Y, positions)
-                with deferred_interrupt():  # the counters follow the model, whole
-                    self._count(res)
-                    counted = True
+                # (an engine that cannot undo a call that returned: Ctrl-C held back
+                # over it, a single compiled block, until the counters are stored)
+                with _NO_GUARD if engine.undoes_finished(checkpoint) else deferred_interrupt():
+                    # a numerically weak form that fails learns the call once more in a
+                    # stronger form of the same model, if the engine has one
+                    res, failed = learn_or_stabilise(engine, checkpoint, X, Y, positions)
+                    counts = self._counted(res)
+                    self._counts = counts  # one store: the call is done, counted whole
             except BaseException:  # an error or a Ctrl-C: the model as before the call
-                if not counted:  # (a Ctrl-C held back until the count: the call is done)
-                    engine.restore(checkpoint)
+                if counts is None or self.__dict__.get("_counts") is not counts:
+                    with deferred_interrupt():
+                        engine.restore(checkpoint)
                 raise
             if first_floor:  # none before: the counters now hold this call's alone
                 first_floor = _any(self.n_variance_floored_)
@@ -393,15 +426,19 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
             )
         return res.margins
 
-    def _count(self, res) -> None:
-        if self._engine.n_models == 1:
-            self.n_updates_ += int(res.n_updates[0])
-            self.n_mistakes_ += int(res.n_mistakes[0])
-            self.n_variance_floored_ += int(res.n_floored[0])
-        else:
-            self.n_updates_ += res.n_updates
-            self.n_mistakes_ += res.n_mistakes
-            self.n_variance_floored_ += res.n_floored
+    def _counted(self, res) -> tuple:
+        """The counters with a call's :class:`kernelcw.engines.base.LearnResult` added,
+        as new objects (the caller stores them at once: ``_counts``)."""
+        u, m, f = self._counts
+        if isinstance(u, np.ndarray):  # (one per binary model)
+            return u + res.n_updates, m + res.n_mistakes, f + res.n_floored
+        return u + int(res.n_updates[0]), m + int(res.n_mistakes[0]), f + int(res.n_floored[0])
+
+    def __setstate__(self, state):
+        if "_counts" not in state and all(c in state for c in COUNTERS):
+            state = dict(state)  # (pickled when the counters were three attributes)
+            state["_counts"] = tuple(state.pop(c) for c in COUNTERS)
+        super().__setstate__(state)
 
     def __getstate__(self):
         # (scikit-learn's may return the instance's own __dict__: a copy, not the model)

@@ -30,7 +30,7 @@ from ...rules import RuleParams
 from ..base import LearnResult, Locked, check_shapes
 from .convert import explicit_to_pruned, initial_form, lazy_form, on_budget
 from .explicit import ExplicitForm
-from .form import BlockData, Context, Form, entered_inputs
+from .form import BlockData, Context, Form, entered_inputs, for_call
 from .lazy import LazyForm
 from .panels import PanelForm
 from .pruned import PrunedForm
@@ -132,6 +132,9 @@ class DualEngine(Locked):
         b = self._ctx.block_size
         d = 0 if self.spec.kernel.precomputed else X.shape[1]
         mercer = not self._ctx.known_psd  # (a callable, or a precomputed matrix)
+        # one model learning one input (a call per row): the kernel of the rows it uses
+        # alone, in its slots' order, not of every stored row, then taken by slot
+        by_slot = K == 1 and not mercer
         with BlasThreads() as threads:  # the BLAS threads of each block (kernelcw._threads)
             for lo in range(0, n, b):
                 hi = min(n, lo + b)
@@ -139,7 +142,7 @@ class DualEngine(Locked):
                 threads.block(self._call_flops(hi - lo, d, learning=True))
                 cols = positions[lo:hi]
                 Kbb, kap = store.kernel_block(XB, cols)
-                Ks = store.kernel_store(XB)
+                Ks = None if by_slot and hi - lo == 1 else store.kernel_store(XB)
                 if mercer:
                     self._check_mercer(Kbb, kap, Ks, cols)
                 entered: list[np.ndarray] = []
@@ -149,8 +152,9 @@ class DualEngine(Locked):
                     if switched:  # the model before switched form: choose for the block again
                         threads.block(self._call_flops(hi - lo, d, learning=True))
                     yk = np.ascontiguousarray(Y[lo:hi, k])
-                    blk = BlockData(_rows(Ks, self.forms[k]), Kbb, kap, yk)
                     form = self.forms[k]
+                    K0 = store.kernel_rows(XB, form.idx) if Ks is None else _rows(Ks, form)
+                    blk = BlockData(K0, Kbb, kap, yk)
                     f_blk, src, ks, nfl = self._walk_model(k, blk, cols, n - hi, threads)
                     switched = self.forms[k] is not form
                     out[lo:hi, k] = f_blk
@@ -189,7 +193,7 @@ class DualEngine(Locked):
         if ctx.nu_pi != bool(self.nu_pi_models):  # (set by combine and from_state)
             ctx = self._ctx = ctx._replace(nu_pi=bool(self.nu_pi_models))
         if ctx.rows_after != rows_after or ctx.threads is not threads:
-            ctx = ctx._replace(rows_after=rows_after, threads=threads)
+            ctx = for_call(ctx, rows_after, threads)
         b = blk.y.shape[0]
         f_blk = np.empty(b)
         form = self.forms[k]
@@ -308,6 +312,11 @@ class DualEngine(Locked):
             return None
         forms = list(zip(self.forms, cps, strict=True))
         return self.store.checkpoint(), forms, self._ctx.factor_only
+
+    def undoes_finished(self, checkpoint) -> bool:
+        """The store and every form go back whole (references, lengths, and the
+        copies made before the first change in place)."""
+        return checkpoint is not None
 
     def restore(self, checkpoint) -> None:
         if checkpoint is None:

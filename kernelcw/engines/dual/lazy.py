@@ -60,6 +60,7 @@ from .lazy_block import lazy_candidates, lazy_part, lazy_products, lazy_walk
 from .pruned import STAIR_GROUP, PrunedForm
 from .queue import part_size, walk_in_parts
 from .status import OK, STOP
+from .steps import QueueResult
 
 __all__ = ["STAIR_GROUP", "LazyForm", "part_size"]
 
@@ -109,7 +110,7 @@ class LazyForm(PrunedForm):
         slots = (self.entry, self.kap, ks)
         flops = float(n) * n * (t1 - t0)  # the solve L^-1 K0: the walk's largest call
         if ctx.threads is None or flops < AUTO_MIN_FLOPS:
-            res, S, slots = lazy_part(
+            out, S, slots = lazy_part(
                 _blas.TRI_BLAS, bufs, sizes, data, ctx.rule, (V, new), slots, f_blk
             )
         else:  # the products on the threads "auto" allows, the walk and purge on one
@@ -117,7 +118,8 @@ class LazyForm(PrunedForm):
             prods = lazy_products(_blas.TRI_BLAS, self.L, self.r, blk.K0, blk.Kbb, ks,
                                   t0, t1, V, new, STAIR_GROUP)  # fmt: skip
             ctx.threads.block(0.0)
-            res, S, slots = lazy_walk(bufs, sizes, data, ctx.rule, (V, new), slots, f_blk, prods)
+            out, S, slots = lazy_walk(bufs, sizes, data, ctx.rule, (V, new), slots, f_blk, prods)
+        res = QueueResult._make(out)
         if res.status not in (OK, STOP):
             return res, ks, S
         if res.n_new:  # new slot arrays (a checkpoint holds the old ones)

@@ -19,7 +19,7 @@ from ...budget import splitmix64_uniform
 from .queue import Candidates, walk_with_rows
 from .queue_block import gather_kernels, grown_slots
 from .status import OK, STOP
-from .steps import Block
+from .steps import Block, plain_result
 
 __all__ = [
     "append_rows",
@@ -182,7 +182,7 @@ def lazy_part(fns, bufs, sizes, data, rule, cands, slots, f_blk):
     ``bufs = (L, r, qv, zeta)``, ``sizes = (n, t0, t1, budget, clock, group)``,
     ``data = (K0, Kbb, kap, y)`` (the block's), ``cands = (V, new)`` (the walk's
     leavers, :func:`lazy_candidates`), ``slots = (entry, kap, ks)``.
-    Returns (QueueResult, the block inputs that entered, the slots after the append:
+    Returns (QueueResult's fields, the block inputs that entered, the slots after the append:
     new arrays if rows were appended, as rollback needs, else the same)."""
     t0, t1, group = sizes[1], sizes[2], sizes[5]
     V, new = cands
@@ -205,10 +205,10 @@ def lazy_walk(bufs, sizes, data, rule, cands, slots, f_blk, prods):
     u = res.n_new
     S = rows.src[:u]
     if u == 0 or (res.status != OK and res.status != STOP):
-        return res, S + t0, slots
+        return plain_result(res), S + t0, slots
     append_rows(bufs, n, rule.a, W, rows, u)
     entry, kap, ks = slots
-    return res, S + t0, grown_slots(entry, kap, ks, clock, kap_t, S, t0)
+    return plain_result(res), S + t0, grown_slots(entry, kap, ks, clock, kap_t, S, t0)
 
 
 @njit(cache=True)

@@ -48,7 +48,15 @@ from .queue_state import (
     take_checkpoint,
 )
 from .status import OK, PSD_TOL, STOP
-from .steps import Block, block_rows_part, checked_step, chol_rank1, chol_solve_lower
+from .steps import (
+    Block,
+    QueueResult,
+    block_rows_part,
+    checked_step,
+    chol_rank1,
+    chol_solve_lower,
+    plain_result,
+)
 
 __all__ = [
     "QUEUE_REBUILD",
@@ -105,16 +113,6 @@ class QueueRows(NamedTuple):
     zt: np.ndarray
     src: np.ndarray
     PN: np.ndarray
-
-
-class QueueResult(NamedTuple):
-    """Rows appended, leavers (deaths), floored rounds, stop index and status."""
-
-    n_new: int
-    deaths: int
-    n_floored: int
-    index: int
-    status: int
 
 
 @njit(cache=True)
@@ -249,7 +247,7 @@ def queue_part(fns, bufs, sizes, data, rule, slots, f_blk):
     into ``f_blk[t0:t1]``) and, unless it failed, the rows it appended written into the
     buffers (:func:`.queue_block.append_rows`). ``bufs = (LO, LNO, KNO, LN, rO, rN)``,
     ``sizes = (nO, nN, t0, t1, c, budget, clock)``, ``data = (K0, Kbb, kap, y)`` (the
-    block's), ``slots = (entry, kap, zeta, qv, ks)``. Returns (QueueResult, the block
+    block's), ``slots = (entry, kap, zeta, qv, ks)``. Returns (QueueResult's fields, the block
     inputs that entered, the slots after the append: new arrays if rows were appended,
     as rollback needs, else the same)."""
     LO, LNO, KNO, LN, rO, rN = bufs
@@ -266,13 +264,13 @@ def queue_part(fns, bufs, sizes, data, rule, slots, f_blk):
     u = res.n_new
     S = rows.src[:u]
     if u == 0 or (res.status != OK and res.status != STOP):
-        return res, S + t0, slots
+        return plain_result(res), S + t0, slots
     a = rule.a
     append_rows((LNO, KNO, LN, rN), nO, nN, a, S, rows.E, rows.Ld, rows.rn, WO, X, K0c, Kss)
     entry, kap, ks = grown_slots(entry, kap, ks, clock, kap_t, S, t0)
     zeta = np.concatenate((zeta, rows.zt[:u]))
     qv = np.concatenate((qv, rows.qn[:u]))
-    return res, S + t0, (entry, kap, zeta, qv, ks)
+    return plain_result(res), S + t0, (entry, kap, zeta, qv, ks)
 
 
 @njit(cache=True)
@@ -461,7 +459,8 @@ class QueueForm(Form):
         slots = (self.entry, self.kap, self.zeta, self.qv, ks)
         sizes = (nO, nN, t0, t1, c, B, self.clock)
         data = (blk.K0, blk.Kbb, blk.kap, blk.y)
-        res, S, slots = queue_part(_blas.TRI_BLAS, bufs, sizes, data, ctx.rule, slots, f_blk)
+        out, S, slots = queue_part(_blas.TRI_BLAS, bufs, sizes, data, ctx.rule, slots, f_blk)
+        res = QueueResult._make(out)
         if res.status not in (OK, STOP):
             return res, ks, S
         if res.n_new:  # new slot arrays (a checkpoint holds the old ones)

@@ -10,7 +10,8 @@ Cholesky factor with :func:`chol_rank1` and :func:`chol_solve_lower`. Records
 block's kernel data seen from the factor), :class:`NewRows` (the rows a factor walk
 appends), :class:`Step` and :class:`WalkResult`; for the explicit form's two walks
 (:mod:`.explicit`, :mod:`.deferred`), :class:`ExplicitResult`, :class:`Undo` and
-:func:`save_model`.
+:func:`save_model`; for the queue's and the lazy form's walks, :class:`QueueResult`
+and :func:`plain_result`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "Block",
     "ExplicitResult",
     "NewRows",
+    "QueueResult",
     "Step",
     "Undo",
     "WalkResult",
@@ -37,6 +39,7 @@ __all__ = [
     "chol_rank1",
     "chol_solve_lower",
     "own_block",
+    "plain_result",
     "save_model",
 ]
 
@@ -183,6 +186,24 @@ class ExplicitResult(NamedTuple):
     n_floored: int
     index: int
     status: int
+
+
+class QueueResult(NamedTuple):
+    """Rows appended, leavers (deaths), floored rounds, stop index and status."""
+
+    n_new: int
+    deaths: int
+    n_floored: int
+    index: int
+    status: int
+
+
+@njit(cache=True)
+def plain_result(res):
+    """A :class:`QueueResult` as a plain tuple, for a compiled call to return to Python
+    (which rebuilds it, ``QueueResult._make``): numba boxes a namedtuple through
+    look-ups of its class, 0.4 us a call (by hand)."""
+    return (res.n_new, res.deaths, res.n_floored, res.index, res.status)
 
 
 @njit(cache=True)

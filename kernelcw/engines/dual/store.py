@@ -74,9 +74,22 @@ class SupportStore:
             return np.zeros((0, XB.shape[0]))
         return self.kernel.block(self.rows[:n], XB)
 
+    def kernel_rows(self, XB, idx: np.ndarray) -> np.ndarray:
+        """K(store rows idx, XB), (len(idx), b): :meth:`kernel_store` of only the rows
+        a model uses, in its slots' order."""
+        if self.kernel.precomputed:
+            return self.kernel_store(XB)[idx]
+        if self.rows is None or idx.shape[0] == 0:
+            return np.zeros((idx.shape[0], XB.shape[0]))
+        return self.kernel.rows_block(self.rows, idx, XB)
+
     def kernel_block(self, XB, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(K(XB, XB), kappa) for a training block whose rows have positions cols
         (jittered: class docstring)."""
+        if XB.shape[0] == 1 and self.kernel.unit_diagonal:  # k(x, x) = 1 (+ offset)
+            kap = np.empty(1)  # (what kernel.diag adds up, then jittered, as a scalar)
+            kap[0] = (1.0 + self.kernel.offset) * (1.0 + self.jitter)
+            return kap.reshape(1, 1), kap
         Kbb, kap = self._kernel_block(XB, cols)
         if self.jitter:
             kap = jittered(kap, self.jitter)  # a new array
@@ -100,9 +113,6 @@ class SupportStore:
             if self.kernel.offset:
                 Kbb += self.kernel.offset
             return Kbb, np.ascontiguousarray(np.diagonal(Kbb))
-        if XB.shape[0] == 1 and self.kernel.unit_diagonal:  # k(x, x) = 1 (+ offset)
-            kap = np.full(1, 1.0 + self.kernel.offset)  # (what kernel.diag adds up)
-            return kap.reshape(1, 1), kap
         Kbb = self.kernel.block(XB, XB)
         if Kbb.shape[0] > 1:
             Kbb = 0.5 * (Kbb + Kbb.T)  # exact symmetry for the walk
