@@ -1,10 +1,14 @@
 """Ctrl-C held back across the few statements that must not be cut in half.
 
 A KeyboardInterrupt arrives between any two Python statements. Where a model's state
-is committed in several statements (the one-vs-rest models of a block, the counters
-after a call), :func:`deferred_interrupt` records a SIGINT that arrives meanwhile and
-delivers it when the block ends, so the model is changed wholly or not at all. Long
-computations stay interruptible: only the commit is guarded.
+is committed in several statements that no checkpoint can undo (a restore after an
+error, a primal full block learnt without a copy and its counters, the river
+adapter's counts taken from its fast path), :func:`deferred_interrupt` records a
+SIGINT that arrives meanwhile and delivers it when the block ends, so the model is
+changed wholly or not at all. Long computations stay interruptible: only the commit
+is guarded. (A call whose engine can undo it stores its counters in one statement
+and restores the checkpoint on a Ctrl-C before that: no handler swapped, two system
+calls, on every call.)
 """
 
 from __future__ import annotations

@@ -147,8 +147,12 @@ def _neg_sqdist_direct(A, B, scale=1.0):
 @njit(cache=True)
 def _neg_sqdist_direct_rows(A, idx, B, scale=1.0):
     """:func:`_neg_sqdist_direct` of the rows ``A[idx]`` and B without gathering them:
-    the same sums in the same order, so the same values."""
+    the same sums in the same order, so the same values. An index outside A raises
+    IndexError, as numpy's gather would (the loops themselves are unchecked)."""
     n, m, d = idx.shape[0], B.shape[0], A.shape[1]
+    for i in range(n):
+        if idx[i] < 0 or idx[i] >= A.shape[0]:
+            raise IndexError("a support row index outside the store")
     D = np.empty((n, m))
     for i in range(n):
         r = idx[i]
@@ -355,17 +359,11 @@ class Kernel:
         return self._checked(K)
 
     def rows_block(self, A, idx: np.ndarray, B) -> np.ndarray:
-        """``block(A[idx], B)``: the rows of A at ``idx`` (a model's support rows in
-        the store, by slot) against B. For the RBF kernel of small dense blocks (a row
-        learnt at a time), from the differences of the rows in place, without
-        gathering them (:func:`_neg_sqdist_direct_rows`: the same values)."""
-        if (
-            self._f is None
-            and self.kernel == "rbf"
-            and type(A) is np.ndarray
-            and type(B) is np.ndarray
-            and idx.shape[0] * B.shape[0] * max(A.shape[1], 1) <= SMALL_BLOCK
-        ):
+        """``block(A, B)[idx]``, the same values: for the RBF kernel where ``block``
+        computes from the differences (:func:`_small`: a row learnt at a time against
+        a small store), those of the rows ``idx`` alone, without gathering them
+        (:func:`_neg_sqdist_direct_rows`); else the whole block, then its rows."""
+        if self._f is None and self.kernel == "rbf" and _small(A, B):
             D = _neg_sqdist_direct_rows(
                 np.ascontiguousarray(A, dtype=np.float64),
                 idx,
@@ -373,7 +371,7 @@ class Kernel:
                 float(self.gamma),
             )
             return self._checked(np.exp(D, out=D))
-        return self.block(A[idx], B)
+        return self.block(A, B)[idx]
 
     def _checked(self, K) -> np.ndarray:
         """A block with the offset added, refused if it holds NaN or infinity."""

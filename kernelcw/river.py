@@ -232,9 +232,10 @@ class Classifier(_river_base.MiniBatchClassifier):
     def _sync(self) -> None:
         """Adds the fast path's counters to the estimator's."""
         if self._fast is not None:
-            est, (u, m, f) = self._model, self._fast.take_counts()
-            u0, m0, f0 = est._counts
-            est._counts = (u0 + u, m0 + m, f0 + f)  # (one store: all three, or none)
+            with deferred_interrupt():  # (taken from the fast path: stored, not lost)
+                est, (u, m, f) = self._model, self._fast.take_counts()
+                u0, m0, f0 = est._counts
+                est._counts = (u0 + u, m0 + m, f0 + f)
 
     def _sparse(self, x: dict) -> tuple[np.ndarray, np.ndarray] | None:
         """``x``'s columns (increasing; the intercept's last) and values for the fast

@@ -261,6 +261,31 @@ def test_restore_undoes_a_call_exactly(case, n_classes):
     np.testing.assert_array_equal(eng.decision(P), ref.decision(P))
 
 
+@pytest.mark.parametrize("rows", [1, 7, 40])
+@pytest.mark.parametrize("case", ALL_CASES, ids=ALL_IDS)
+def test_undoes_finished_says_whether_restore_undoes_a_call_that_returned(case, rows):
+    """Where ``undoes_finished`` holds (the estimator then stores its counters after
+    the call and restores on a Ctrl-C before that), a restore after the call returned
+    puts the engine back exactly, for a row, a block and several blocks; where it does
+    not, the checkpoint is the primal full engine's call of one block, kept without a
+    copy."""
+    X, Y, P = _data(case, 3)
+    eng, ref = case.engine(3), case.engine(3)
+    for e in (eng, ref):
+        e.learn(X[:50], Y[:50])
+    ck = eng.checkpoint(X[50 : 50 + rows])
+    eng.learn(X[50 : 50 + rows], Y[50 : 50 + rows])
+    if not eng.undoes_finished(ck):
+        assert case.form == "primal_full" and ck is None
+        return
+    eng.restore(ck)
+    np.testing.assert_array_equal(eng.decision(P), ref.decision(P))
+    np.testing.assert_array_equal(eng.margin_variance(P), ref.margin_variance(P))
+    np.testing.assert_array_equal(
+        eng.learn(X[90:], Y[90:]).margins, ref.learn(X[90:], Y[90:]).margins
+    )
+
+
 @pytest.mark.parametrize("n_classes", [2, 3])
 @pytest.mark.parametrize("case", STATE_CASES)
 def test_restore_state_dict_is_exact(case, n_classes):

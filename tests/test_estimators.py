@@ -252,6 +252,41 @@ def test_binary_label_mapping_and_attributes():
     np.testing.assert_array_equal(clf.predict(X), np.where(f >= 0, "spam", "ham"))
 
 
+def test_counters_add_per_binary_model_whatever_their_type():
+    """A call adds its counts per binary model by the engine's model count: a counter
+    set to a plain int on a three-class model becomes that int plus each model's count
+    (what in-place addition gave), not model 0's count alone."""
+    rng = np.random.default_rng(5)
+    X, y = _stream(rng, n=60, d=4, classes=3)
+    est, ref = AROWClassifier().fit(X, y), AROWClassifier().fit(X, y)
+    est.n_updates_ = 0
+    ref.n_updates_ = np.zeros(3, dtype=np.int64)
+    before = ref.n_mistakes_.copy()
+    for e in (est, ref):
+        e.partial_fit(X[:10], y[:10])
+    np.testing.assert_array_equal(est.n_updates_, ref.n_updates_)
+    np.testing.assert_array_equal(est.n_mistakes_, ref.n_mistakes_)
+    assert ref.n_updates_.shape == (3,) and (ref.n_mistakes_ - before).shape == (3,)
+
+
+def test_pickles_with_the_counters_as_three_attributes_load():
+    """Models pickled when the counters were three attributes of their own (before
+    ``_counts``) load with them, and go on counting."""
+    rng = np.random.default_rng(6)
+    X, y = _stream(rng, n=60, d=4)
+    est = AROWClassifier(kernel="rbf").fit(X, y)
+    state = est.__getstate__()
+    counts = state.pop("_counts")
+    state.update(zip(("n_updates_", "n_mistakes_", "n_variance_floored_"), counts, strict=True))
+    old = AROWClassifier.__new__(AROWClassifier)
+    old.__setstate__(state)
+    assert (old.n_updates_, old.n_mistakes_, old.n_variance_floored_) == counts
+    assert not {"n_updates_", "n_mistakes_", "n_variance_floored_"} & set(vars(old))
+    old.partial_fit(X[:5], y[:5])
+    est.partial_fit(X[:5], y[:5])
+    assert old.n_updates_ == est.n_updates_ and old.n_mistakes_ == est.n_mistakes_
+
+
 @pytest.mark.parametrize("cov", ["full", "diag"])
 def test_predict_proba_is_gaussian_probability_of_the_sign(cov):
     rng = np.random.default_rng(5)

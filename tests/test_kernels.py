@@ -395,3 +395,32 @@ def test_small_dense_blocks_from_differences_match_the_expansion():
     np.testing.assert_allclose(direct, D, rtol=1e-12, atol=1e-12)
     far = 1e8 + rng.normal(size=(2, 5))
     np.testing.assert_array_equal(np.diag(kmod._neg_sqdist(far, far)), 0.0)
+
+
+@pytest.mark.parametrize("name", ["rbf", "poly", "linear", "laplacian"])
+@pytest.mark.parametrize("n", [3, 300, 6553, 6554, 9000])
+def test_rows_block_is_the_block_s_rows_bit_for_bit(name, n):
+    """``Kernel.rows_block(A, idx, B)`` (a model's support rows against a row learnt at
+    a time) is ``block(A, B)[idx]`` exactly, on both sides of the size where the block
+    leaves the differences for BLAS's expansion (n * d = SMALL_BLOCK at n = 6553.6)."""
+    from kernelcw.kernels import SMALL_BLOCK, Kernel
+
+    d = 10
+    assert SMALL_BLOCK == 6553.6 * d
+    rng = np.random.default_rng(n)
+    A, B = rng.normal(size=(n, d)), rng.normal(size=(1, d))
+    A[n // 2] = B[0] + 1e-9  # (a near-duplicate: the expansion's recomputed pair)
+    idx = rng.permutation(n)[: max(1, n // 2)]
+    k = Kernel(name, 0.1, 3, 1.0, d, offset=0.5)
+    np.testing.assert_array_equal(k.rows_block(A, idx, B), k.block(A, B)[idx])
+
+
+def test_rows_block_refuses_an_index_outside_the_rows():
+    from kernelcw.kernels import Kernel
+
+    k = Kernel("rbf", 0.1, 3, 1.0, 4)
+    A, B = np.ones((5, 4)), np.zeros((1, 4))
+    with pytest.raises(IndexError):
+        k.rows_block(A, np.array([0, 5]), B)
+    with pytest.raises(IndexError):
+        k.rows_block(A, np.array([-1]), B)

@@ -399,8 +399,9 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
             first_floor = not _any(self.n_variance_floored_)
             counts = None
             try:
-                # (an engine that cannot undo a call that returned: Ctrl-C held back
-                # over it, a single compiled block, until the counters are stored)
+                # (an engine that cannot undo a call that returned, the primal full
+                # engine's call of one block: Ctrl-C held back over that block, until
+                # the counters are stored)
                 with _NO_GUARD if engine.undoes_finished(checkpoint) else deferred_interrupt():
                     # a numerically weak form that fails learns the call once more in a
                     # stronger form of the same model, if the engine has one
@@ -430,7 +431,7 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         """The counters with a call's :class:`kernelcw.engines.base.LearnResult` added,
         as new objects (the caller stores them at once: ``_counts``)."""
         u, m, f = self._counts
-        if isinstance(u, np.ndarray):  # (one per binary model)
+        if res.n_updates.shape[0] != 1:  # (one per binary model)
             return u + res.n_updates, m + res.n_mistakes, f + res.n_floored
         return u + int(res.n_updates[0]), m + int(res.n_mistakes[0]), f + int(res.n_floored[0])
 

@@ -132,8 +132,8 @@ class DualEngine(Locked):
         b = self._ctx.block_size
         d = 0 if self.spec.kernel.precomputed else X.shape[1]
         mercer = not self._ctx.known_psd  # (a callable, or a precomputed matrix)
-        # one model learning one input (a call per row): the kernel of the rows it uses
-        # alone, in its slots' order, not of every stored row, then taken by slot
+        # one model learning one input (a call per row): its rows of the kernel block
+        # by slot, which a row against a small store computes alone (store.kernel_rows)
         by_slot = K == 1 and not mercer
         with BlasThreads() as threads:  # the BLAS threads of each block (kernelcw._threads)
             for lo in range(0, n, b):

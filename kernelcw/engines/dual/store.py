@@ -75,13 +75,12 @@ class SupportStore:
         return self.kernel.block(self.rows[:n], XB)
 
     def kernel_rows(self, XB, idx: np.ndarray) -> np.ndarray:
-        """K(store rows idx, XB), (len(idx), b): :meth:`kernel_store` of only the rows
-        a model uses, in its slots' order."""
-        if self.kernel.precomputed:
+        """``kernel_store(XB)[idx]``, (len(idx), b): the store rows a model uses, in
+        its slots' order, the same values (:meth:`kernelcw.kernels.Kernel.rows_block`:
+        a row against a small store computes only those rows)."""
+        if self.kernel.precomputed or self.rows is None or self.n == 0:
             return self.kernel_store(XB)[idx]
-        if self.rows is None or idx.shape[0] == 0:
-            return np.zeros((idx.shape[0], XB.shape[0]))
-        return self.kernel.rows_block(self.rows, idx, XB)
+        return self.kernel.rows_block(self.rows[: self.n], idx, XB)
 
     def kernel_block(self, XB, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(K(XB, XB), kappa) for a training block whose rows have positions cols
