@@ -41,6 +41,7 @@ from kernelcw import (
     AROWClassifier,
     run_online,
 )
+from kernelcw.estimators._input import with_intercept
 
 RTOL = 1e-8  # fast vs reference: nu, Pi (norm-relative)
 RTOL_SELF = 1e-10  # the fast engine against itself (block sizes, chunks, pickling)
@@ -357,6 +358,40 @@ def test_budget_holds_one_row_at_a_time_and_cuts_do_not_matter(policy, solver):
 
 
 CHUNKS = (0, 1, 3, 8, 21, 55, 120, 250)
+
+
+@pytest.mark.parametrize("policy", ["smallest", "project"])
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_a_one_row_call_restores_the_gram_matrix_from_its_logged_row(policy, n_classes):
+    """A call of one row that updates at the budget saves nu, Pi (and the inverse Gram
+    matrix) whole but logs only the one row of the Gram matrix its removal overwrites;
+    a restore after it (an error, or a Ctrl-C, once the call returned) puts the whole
+    state back exactly."""
+    rng = np.random.default_rng(11)
+    X, y = rng.normal(size=(200, 4)), rng.integers(0, n_classes, size=200)
+    est = AROWClassifier(kernel="rbf", budget=12, budget_policy=policy).fit(X[:80], y[:80])
+    eng = est.engine_
+    assert set(eng.factor_forms()) == {"explicit"}
+    Y = np.where(y[:, None] == est.classes_[None, :], 1.0, -1.0)
+    Y = Y[:, 1:] if n_classes == 2 else Y
+    Xi = with_intercept(X, eng.spec)  # (the rows as the estimator gives them)
+    logged = 0
+    for i in range(80, 140):
+        before = eng.state_dict()
+        ck = eng.checkpoint(Xi[i : i + 1])
+        eng.learn(Xi[i : i + 1], Y[i : i + 1])
+        for _, (_, saved) in ck[1]:
+            undo = saved.undo if saved is not None else None
+            if undo is not None and undo.saved[0] >= 0:
+                assert undo.gp[0] != -2  # (logged by row, not copied)
+                logged += undo.gp[0] >= 0
+        eng.restore(ck)
+        after = eng.state_dict()
+        assert after.keys() == before.keys()
+        for k in before:
+            np.testing.assert_array_equal(after[k], before[k], err_msg=k)
+        eng.learn(Xi[i : i + 1], Y[i : i + 1])  # on to the next row
+    assert logged >= 10
 
 
 @pytest.mark.parametrize("solver", SOLVERS)

@@ -489,10 +489,12 @@ def policy_append(pol, n, kv, kap_new, c, beta, v_raw, a, second, work):
 
 
 @njit(cache=True, error_model="numpy")
-def evict(pol, counter, n, sup, a, second, work):
+def evict(pol, counter, n, sup, a, second, work, glog=None):
     """One round's eviction: the model holds n = budget + 1 support vectors; the one
     the policy chooses (its ``counter``-th removal) leaves (removed or projected) and
-    the last slot moves into its place. The caller counts the removal."""
+    the last slot moves into its place. The caller counts the removal. ``glog``: None,
+    or a walk's rollback log (gp, grow, saved): if ``gp[0] == -1``, G's row p (of the
+    ``saved[0]`` slots saved) into ``grow`` and p into ``gp[0]`` before it changes."""
     p = choose_victim(pol, counter, n, sup, work)
     counter += 1
     fns = pol.blas
@@ -505,6 +507,9 @@ def evict(pol, counter, n, sup, a, second, work):
     else:
         remove(n, p, sup.nu, sup.Pi, sup.zsv, sup.gsv, a, second, work, fns)
     if pol.track_kl or pol.track_kinv:
+        if glog is not None and glog[0][0] == -1 and p < glog[2][0]:
+            glog[1][: glog[2][0]] = pol.G[p, : glog[2][0]]
+            glog[0][0] = p
         swap_last_matrix(n, p, pol.G)
     if pol.track_kinv:
         schur_delete(n, p, pol.kinv, work, fns)

@@ -10,8 +10,8 @@ alone, ``v = a kappa``), and of budgeted models once the budget binds (except
 loop). The per-slot unlearning weights ``zsv`` (zeta) and ``gsv`` (g) let a
 removal unlearn a support vector. Updated in place, so a call is undone from a
 copy that the walk itself makes at the call's first update, into spare buffers the
-form keeps between calls (first-order rules without a budget only append: cut back
-instead).
+form keeps between calls (:mod:`.explicit_undo`; first-order rules without a budget
+only append: cut back instead).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from ...budget.kernels import PolicyState, lower_symmetric
 from ...budget.policies import grown
 from ...rules import FIRST_ORDER, VAR_FLOOR, negligible, step
 from .deferred import Deferred, deferred_scratch, deferred_walk, sub_block
+from .explicit_undo import UNARMED, Saved, restore_saved, spares
 from .form import BlockData, Form, Walked
 from .status import NONFINITE, NOT_PSD, OK, PSD_TOL
 from .steps import ExplicitResult, Undo, checked_step, save_model
@@ -147,7 +148,8 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
             u += 1
             if budgeted is not None:  # a compile-time constant (see above)
                 if n > pol.budget:
-                    evict(pol, counter, n, sup, a, second, scr.work)
+                    evict(pol, counter, n, sup, a, second, scr.work,
+                          (undo.gp, undo.grow, undo.saved))  # fmt: skip
                     counter += 1
                     n -= 1
     return ExplicitResult(n, counter, clock, u, nfl, -1, OK)
@@ -225,8 +227,8 @@ class ExplicitForm(Form):
         self._Pi = np.zeros((0, 0))
         self.zsv = np.zeros(0)
         self.gsv = np.zeros(0)
-        self._armed: _Saved | None = None  # the call's checkpoint, until the walk saves
-        self._spare: Undo | None = None  # the save's buffers, kept between calls if small
+        self._armed: Saved | None = None  # the call's checkpoint, until the walk saves
+        self._spare: Undo | None = None  # the save's buffers (explicit_undo.spares)
 
     def learn_flops(self, b: int) -> float:
         """The blocked walk's largest calls are a sub-block's ``Pi K`` (n^2 times its
@@ -309,11 +311,11 @@ class ExplicitForm(Form):
         psd_tol = np.inf if ctx.known_psd else PSD_TOL
         data = (np.ascontiguousarray(blk.K0), blk.Kbb, blk.kap, blk.y)
         rec = self.policy.record()
-        undo = _UNARMED
+        undo = UNARMED
         if self._armed is not None:
             # the checkpoint holds the buffers before the walk saves into them, so that
             # an error raised inside the walk after its save still restores the model
-            undo = self._armed.undo = self._spares(cap, rec)
+            undo = self._armed.undo = spares(self, cap, rec, b - t0 == 1)
         counts = (t0, n_now, self.clock)
         if self.blocked and B is not None and b - t0 > 1 and not self._unstructured(ctx):
             dw = self._dw
@@ -386,51 +388,15 @@ class ExplicitForm(Form):
         slots = (self.idx, self.entry, self.kap, self.clock, self.policy.counter)
         if self.append_only:
             return slots, None
-        self._armed = _Saved()
+        self._armed = Saved()
         return slots, self._armed
-
-    def _spares(self, cap: int, rec) -> Undo:
-        """The armed :class:`Undo`: the kept spare buffers if they are large enough
-        for the model's capacity and the policy's arrays, else new ones (kept for the
-        next call while they hold at most :data:`SPARE_BYTES`)."""
-        sp = self._spare
-        pol = (rec.kinv, rec.G, rec.vsv)
-        if (
-            sp is None
-            or sp.nu.shape[0] < cap
-            or sp.kinv.shape[0] < rec.kinv.shape[0]
-            or sp.G.shape[0] < rec.G.shape[0]
-            or sp.vsv.shape[0] < rec.vsv.shape[0]
-        ):
-            c = max(cap, self.capacity)
-            mat = (c, c) if self.second else (0, 0)
-            sp = Undo(True, np.full(1, -1, dtype=np.int64), np.empty(c), np.empty(mat),
-                      np.empty(c), np.empty(c), *(np.empty(x.shape) for x in pol))  # fmt: skip
-            nbytes = sum(x.nbytes for x in sp[2:])
-            self._spare = sp if nbytes <= SPARE_BYTES else None
-        sp.saved[0] = -1
-        return sp
 
     def restore(self, cp) -> None:
         (self.idx, self.entry, self.kap, self.clock, counter), saved = cp
         self._armed = None
         undo = None if saved is None else saved.undo
-        if undo is None or undo.saved[0] < 0:
-            return  # nothing changed in place
-        n = int(undo.saved[0])
-        self._nu[:n] = undo.nu[:n]
-        self.zsv[:n] = undo.zsv[:n]
-        self.gsv[:n] = undo.gsv[:n]
-        if self.second:
-            _lower_into(self._Pi, undo.Pi, n)
-        pol = self.policy
-        pol.counter = counter
-        if pol.tracks_kinv:
-            _lower_into(pol.kinv, undo.kinv, n)
-        if pol.tracks_gram:  # saved by its lower triangle: the upper mirrors it
-            _lower_into(pol.G, undo.G, n, mirror=True)
-        if pol.tracks_kl:
-            pol.vsv[:n] = undo.vsv[:n]
+        if undo is not None and undo.saved[0] >= 0:  # (else nothing changed in place)
+            restore_saved(self, undo, counter)
 
     @property
     def nbytes(self) -> int:
@@ -470,35 +436,6 @@ class ExplicitForm(Form):
 #: The policies whose models the Cholesky solver continues in the blocked walk
 #: (:mod:`.deferred`) once the budget binds.
 BLOCKED_POLICIES = ("random", "smallest", "project")
-
-#: Spare buffers of at most this many bytes stay with the form between calls (a call
-#: of one row then saves into memory it already has); larger ones are made for a call
-#: and freed with its checkpoint, as large as the model they save.
-SPARE_BYTES = 32 << 20
-
-#: The walk's undo when nothing is to be saved (the call already saved, or cuts back).
-_UNARMED = Undo(False, np.full(1, -1, dtype=np.int64), *([np.zeros(0), np.zeros((0, 0))]
-                + [np.zeros(0)] * 2 + [np.zeros((0, 0))] * 2 + [np.zeros(0)]))  # fmt: skip
-
-
-class _Saved:
-    """A checkpoint's save: the :class:`Undo` the walk saved the model into at the
-    call's first update (None until then: nothing to undo)."""
-
-    __slots__ = ("undo",)
-
-    def __init__(self):
-        self.undo = None
-
-
-def _lower_into(dst: np.ndarray, src: np.ndarray, n: int, mirror: bool = False) -> None:
-    """The lower triangle of ``src[:n, :n]`` into dst's (what :func:`.steps.save_model`
-    saved of Pi and kinv, which nothing reads above the diagonal), and with ``mirror``
-    into dst's upper triangle too (the Gram matrix G, symmetric and read whole)."""
-    for i in range(n):
-        dst[i, : i + 1] = src[i, : i + 1]
-        if mirror:
-            dst[:i, i] = src[i, :i]
 
 
 @njit(cache=True)

@@ -162,7 +162,11 @@ class Undo(NamedTuple):
     leading n of nu, zsv, gsv and the policy's vsv, the n x n of Pi and the policy's
     kinv (their lower triangles) and G (spare buffers of at least the model's
     capacity, or empty ones where a form or policy has no such array). ``saved[0]``
-    becomes the n saved (-1: nothing saved yet)."""
+    becomes the n saved (-1: nothing saved yet). ``gp[0]``: -2, G is saved whole;
+    otherwise (a walk of one input, which removes at most one support vector) G is
+    not copied, and the removal logs the one row of G it overwrites: the slot into
+    ``gp[0]`` (-1: none yet) and the row into ``grow``
+    (:func:`kernelcw.budget.kernels.evict`'s ``glog``)."""
 
     armed: bool
     saved: np.ndarray
@@ -173,6 +177,8 @@ class Undo(NamedTuple):
     kinv: np.ndarray
     G: np.ndarray
     vsv: np.ndarray
+    gp: np.ndarray
+    grow: np.ndarray
 
 
 class ExplicitResult(NamedTuple):
@@ -212,7 +218,8 @@ def save_model(n, sup, pol, undo):
     array in ``undo`` is one the form or policy does not keep): of Pi and kinv, which
     the walks keep by their lower triangle (nothing reads above it), and of the Gram
     matrix G, which they keep exactly symmetric (a restore mirrors it), the lower
-    triangle only (half the copy, on every call of one row that updates). Element by
+    triangle only (half the copy, on every call of one row that updates), or nothing
+    of G where the walk logs its one changed row instead (``undo.gp``). Element by
     element, in one function: a slice assignment compiles numba's shape check and its
     error message, and each helper function its own compile, seconds of a cold start."""
     for i in range(n):
@@ -222,11 +229,15 @@ def save_model(n, sup, pol, undo):
     if undo.vsv.shape[0]:
         for i in range(n):
             undo.vsv[i] = pol.vsv[i]
-    for src, dst in ((sup.Pi, undo.Pi), (pol.kinv, undo.kinv), (pol.G, undo.G)):
+    for src, dst in ((sup.Pi, undo.Pi), (pol.kinv, undo.kinv)):
         if dst.shape[0]:
             for i in range(n):
                 for j in range(i + 1):
                     dst[i, j] = src[i, j]
+    if undo.G.shape[0] and undo.gp[0] == -2:  # (else logged by row: evict's glog)
+        for i in range(n):
+            for j in range(i + 1):
+                undo.G[i, j] = pol.G[i, j]
     undo.saved[0] = n
 
 
