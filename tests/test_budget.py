@@ -394,6 +394,29 @@ def test_a_one_row_call_restores_the_gram_matrix_from_its_logged_row(policy, n_c
     assert logged >= 10
 
 
+@pytest.mark.parametrize("policy", ["smallest", "project"])
+def test_block_size_one_calls_of_several_rows_restore_exactly(policy):
+    """With block_size=1 a call of several rows walks each form once per row: only the
+    call's last walk may log the Gram matrix by row (a later walk's removal would
+    change rows that no log holds); a restore after the call puts the state back
+    exactly."""
+    rng = np.random.default_rng(11)
+    X, y = rng.normal(size=(200, 4)), rng.integers(0, 2, size=200)
+    est = AROWClassifier(kernel="rbf", budget=12, budget_policy=policy, block_size=1)
+    eng = est.fit(X[:80], y[:80]).engine_
+    Y = np.where(y == est.classes_[1], 1.0, -1.0)[:, None]
+    Xi = with_intercept(X, eng.spec)
+    for i in range(80, 140, 3):
+        before = eng.state_dict()
+        ck = eng.checkpoint(Xi[i : i + 3])
+        eng.learn(Xi[i : i + 3], Y[i : i + 3])
+        eng.restore(ck)
+        after = eng.state_dict()
+        for k in before:
+            np.testing.assert_array_equal(after[k], before[k], err_msg=k)
+        eng.learn(Xi[i : i + 3], Y[i : i + 3])
+
+
 @pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("rule", ["arow", "pa1"])
 @pytest.mark.parametrize("policy", POLICIES)

@@ -315,7 +315,9 @@ class ExplicitForm(Form):
         if self._armed is not None:
             # the checkpoint holds the buffers before the walk saves into them, so that
             # an error raised inside the walk after its save still restores the model
-            undo = self._armed.undo = spares(self, cap, rec, b - t0 == 1)
+            # one input, the call's last (block_size=1 walks a call of m rows m times)
+            one_input = b - t0 == 1 and ctx.rows_after == 0
+            undo = self._armed.undo = spares(self, cap, rec, one_input)
         counts = (t0, n_now, self.clock)
         if self.blocked and B is not None and b - t0 > 1 and not self._unstructured(ctx):
             dw = self._dw

@@ -42,14 +42,16 @@ class Saved:
 
 def spares(form, cap: int, rec, one_input: bool = False) -> Undo:
     """The armed :class:`Undo` of ``form`` for a walk on capacity ``cap`` (``rec``:
-    its policy's record): the kept spare buffers if they are large enough for the
-    model's capacity and the policy's arrays, else new ones. They stay with the form
-    for the next call while they hold at most :data:`SPARE_BYTES`, or whatever their
-    size while the calls walk one input each (a row per call): such a call that
-    updates saves the model, and buffers made for each call cost it fresh memory as
-    well (B = 2000 "project", AROW d = 50: 12.3 against 8.3 ms a call, by hand). A
-    call's peak is the same either way: it holds both. A walk of one input removes at
-    most one support vector: it logs G's one changed row instead of copying G."""
+    its policy's record; ``one_input``: the walk holds one input and is the call's
+    last, so nothing changes the model after it): the kept spare buffers if they are
+    large enough for the model's capacity and the policy's arrays, else new ones.
+    They stay with the form for the next call while they hold at most
+    :data:`SPARE_BYTES`, or whatever their size while the calls walk one input each
+    (a row per call): such a call that updates saves the model, and buffers made for
+    each call cost it fresh memory as well (B = 2000 "project", AROW d = 50: 12.3
+    against 8.3 ms a call, by hand). A call's peak is the same either way: it holds
+    both. A walk of one input removes at most one support vector: it logs G's one
+    changed row instead of copying G."""
     sp = form._spare
     pol = (rec.kinv, rec.G, rec.vsv)
     if (
@@ -69,7 +71,7 @@ def spares(form, cap: int, rec, one_input: bool = False) -> Undo:
     else:
         form._spare = sp if sum(x.nbytes for x in sp[2:]) <= SPARE_BYTES else None
     sp.saved[0] = -1
-    sp.gp[0] = -1 if one_input and sp.grow.shape[0] >= cap else -2
+    sp.gp[0] = -1 if one_input else -2
     return sp
 
 
