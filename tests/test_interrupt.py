@@ -199,3 +199,59 @@ def test_ctrl_c_while_counting_leaves_the_call_whole_or_undone(make, n_classes, 
     assert same(state(est), whole if full else before)
     if not full:  # a retry learns the rows once
         assert same(state(learn(model, 40, 47)), state(learn(twin, 40, 47)))
+
+
+def test_no_compiled_call_returns_a_named_tuple_to_python():
+    """numba boxes a named tuple a compiled function returns by looking its class up
+    in Python code (``numba.core.serialize._numba_unpickle``), and a Ctrl-C that lands
+    there crashed the process (numba 0.68: a segmentation fault; a reviewer's
+    reproducer, for the panel, pruned and primal full walks). So every compiled call
+    that returns to Python returns plain tuples: learning and predicting with every
+    engine form look up no class but ``numpy.ndarray`` (the arrays it returns)."""
+    import sys
+
+    import scipy.sparse as sp
+
+    from kernelcw import PAClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 5))
+    y3 = rng.integers(0, 3, size=200)
+    makers = [
+        lambda: SCWClassifier(block_size=16),
+        lambda: AROWClassifier(covariance="diag"),
+        lambda: CWClassifier(covariance="diag", diag_method="exact"),
+        lambda: PAClassifier(),
+        lambda: SCWClassifier(kernel="rbf", block_size=16),
+        lambda: PAClassifier(kernel="rbf", budget=12),
+        lambda: AROWClassifier(kernel="rbf", budget=12, budget_batch=4),
+        lambda: AROWClassifier(kernel="rbf", budget=12, solver="explicit"),
+    ] + [
+        lambda p=p: AROWClassifier(kernel="rbf", budget=12, budget_policy=p)
+        for p in ("oldest", "random", "smallest", "project")
+    ]
+
+    def run():
+        for make in makers:
+            for y in (y3, (y3 > 0).astype(int)):
+                est = make().fit(X[:100], y[:100])
+                est.partial_fit(X[100:150], y[100:150])
+                for i in range(150, 155):
+                    est.partial_fit(X[i : i + 1], y[i : i + 1])
+                est.predict_proba(X[:20])
+        est = CWClassifier(covariance="diag").fit(sp.csr_matrix(X), y3)
+        est.partial_fit(sp.csr_matrix(X[:1]), y3[:1])
+
+    looked_up = set()
+
+    def profile(frame, event, arg):
+        if event == "return" and frame.f_code.co_name == "_numba_unpickle":
+            looked_up.add(arg)
+
+    run()  # (compiled first: compiling looks up more)
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    assert looked_up <= {np.ndarray}, looked_up

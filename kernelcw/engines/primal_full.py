@@ -86,7 +86,9 @@ def _full_walk(C0, F, sq, y, rp, w):
     (:class:`kernelcw.rules.RuleParams`), with the scratch ``w`` (:class:`BlockScratch`).
 
     ``F`` holds ``X_B mu_0``, ``sq`` the rows' |x|^2 (for the variance floor), ``y``
-    their labels in {-1, +1}. Stops at the first non-finite margin or step.
+    their labels in {-1, +1}. Stops at the first non-finite margin or step. Returns a
+    :class:`WalkResult`'s fields as a plain tuple: a namedtuple's boxing looks its
+    class up in Python code, where a Ctrl-C crashed numba 0.68 (a segmentation fault).
     """
     Q, R, ay, beta, upd = w.Q, w.R, w.ay, w.beta, w.upd
     b = F.shape[0]
@@ -107,7 +109,7 @@ def _full_walk(C0, F, sq, y, rp, w):
             nfl += 1
         alpha, bet, _ = step(rp.rule, y[t] * f, v, rp.phi, rp.C, rp.r)
         if not (math.isfinite(alpha) and math.isfinite(bet) and math.isfinite(f)):
-            return WalkResult(nu, nfl, t)
+            return (nu, nfl, t)
         if alpha > 0.0 and not negligible(alpha * v, f):
             ay[t] = alpha * y[t]
             # Sigma keeps the floor's variance along x, v - bet v^2 >= vmin: a downdate
@@ -129,7 +131,7 @@ def _full_walk(C0, F, sq, y, rp, w):
                         R[t, s] -= coef * R[j, s]
             upd[nu] = t
             nu += 1
-    return WalkResult(nu, nfl, -1)
+    return (nu, nfl, -1)
 
 
 def _dense_block(X, start: int, stop: int) -> np.ndarray:
@@ -180,7 +182,7 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
             np.matmul(XB, P, out=C0)  # m x m
             F = XB @ mu[k]
             yk = np.ascontiguousarray(Y[start:stop, k])
-            res = _full_walk(C0, F, sq, yk, rp, w)
+            res = WalkResult._make(_full_walk(C0, F, sq, yk, rp, w))
             if res.bad_row >= 0:
                 raise_nonfinite(start + res.bad_row)
             idx = upd[: res.n_updated].copy()

@@ -99,13 +99,16 @@ def cholesky_walk(blk, rule, limit, rows, f_out, e):
 def panel_walk(data, rule, limit, src, f_blk, ks):
     """:func:`cholesky_walk` from plain tuples (numba types namedtuple arguments
     slowly): ``data = (G, rW, Kbb, kap, y)``, the rows' records made here. Returns
-    (WalkResult, the rows as a plain tuple (E, Ld, rn, zt, src), the inputs that
-    entered, ks with them appended)."""
+    (WalkResult's fields, the rows as a plain tuple (E, Ld, rn, zt, src), the inputs
+    that entered, ks with them appended): no namedtuple crosses back into Python,
+    whose boxing looks the class up in Python code, where a Ctrl-C crashed numba
+    0.68 (a segmentation fault)."""
     b = data[3].shape[0]
     rows = NewRows(np.empty((b, b)), np.empty(b), np.empty(b), np.empty(b), src)
     res = cholesky_walk(Block(*data), rule, limit, rows, f_blk, np.empty(b))
     s = src[: res.n_new]
-    return res, (rows.E, rows.Ld, rows.rn, rows.zt, src), s.copy(), np.concatenate((ks, -1 - s))
+    fields = (res.n_new, res.n_floored, res.index, res.status)
+    return fields, (rows.E, rows.Ld, rows.rn, rows.zt, src), s.copy(), np.concatenate((ks, -1 - s))
 
 
 @njit(cache=True)
@@ -304,7 +307,8 @@ class PanelForm(Form):
             _blas.gemm_sub(1.0, WT, self.r.reshape(-1, 1), 0.0, rW2)
             rW = rW2[:, 0]
         walked = panel_walk((G, rW, Kbb, kap, blk.y), ctx.rule, limit, src, f_blk, ks)
-        res, rows, entered, ks = walked
+        fields, rows, entered, ks = walked
+        res = WalkResult._make(fields)
         if res.status not in (OK, STOP):
             return res, entered, ks
         u = res.n_new

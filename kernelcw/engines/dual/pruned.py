@@ -90,7 +90,9 @@ class PrunedRows(NamedTuple):
 def pruned_walk(blk, rule, limit, psd_tol, rows, f_out, e):
     """The panel walk (``doc/dual-form.md`` section 3) that stops right *after* the
     update that appends its ``limit``-th row (status PRUNE at that index). A v below
-    ``-psd_tol * a * kappa`` is an error, above it is floored (counted)."""
+    ``-psd_tol * a * kappa`` is an error, above it is floored (counted). Returns a
+    :class:`.steps.WalkResult`'s fields as a plain tuple (see
+    :func:`.panels.panel_walk`: no namedtuple crosses back into Python)."""
     b = blk.rW.shape[0]
     a = rule.a
     u = 0
@@ -102,7 +104,7 @@ def pruned_walk(blk, rule, limit, psd_tol, rows, f_out, e):
         v = a * blk.kap[t] - a * a * (blk.G[t, t] + ee)
         st = checked_step(rule, blk.y[t] * f, f, v, blk.kap[t], psd_tol)
         if st.status != OK:
-            return WalkResult(u, nfl, t, st.status)
+            return (u, nfl, t, st.status)
         nfl += st.floored
         if st.alpha > 0.0:
             lnn = math.sqrt(1.0 / st.zeta + st.v)
@@ -116,8 +118,8 @@ def pruned_walk(blk, rule, limit, psd_tol, rows, f_out, e):
             rows.src[u] = t
             u += 1
             if u == limit:
-                return WalkResult(u, nfl, t, PRUNE)
-    return WalkResult(u, nfl, -1, OK)
+                return (u, nfl, t, PRUNE)
+    return (u, nfl, -1, OK)
 
 
 class PrunedForm(Form):
@@ -244,7 +246,9 @@ class PrunedForm(Form):
         # semi-definite a v below zero is that rounding, floored (and counted)
         psd_tol = np.inf if ctx.known_psd else PSD_TOL
         limit = self.budget + 1 - n
-        res = pruned_walk(walk_blk, ctx.rule, limit, psd_tol, rows, f_sub, np.empty(bs))
+        res = WalkResult._make(
+            pruned_walk(walk_blk, ctx.rule, limit, psd_tol, rows, f_sub, np.empty(bs))
+        )
         f_blk[t0:] = f_sub
         u = res.n_new
         S = rows.src[:u].copy()
