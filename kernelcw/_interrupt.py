@@ -6,9 +6,10 @@ error, a primal full block learnt without a copy and its counters, the river
 adapter's counts taken from its fast path), :func:`deferred_interrupt` records a
 SIGINT that arrives meanwhile and delivers it when the block ends, so the model is
 changed wholly or not at all. Long computations stay interruptible: only the commit
-is guarded. (A call whose engine can undo it stores its counters in one statement
-and restores the checkpoint on a Ctrl-C before that: no handler swapped, two system
-calls, on every call.)
+is guarded, and the primal full engine's call of one block (a block of rows for each
+one-vs-rest model), which keeps no copy to restore. A call whose engine can undo it
+stores its counters in one statement and restores the checkpoint on a Ctrl-C before
+that: no handler swapped (two system calls) on every call.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ try:  # the C module under ``signal``: the same calls without the enum conversio
 except ImportError:  # pragma: no cover - an interpreter without it
     _sig = signal
 
-__all__ = ["deferred_interrupt", "restore_on_error"]
+__all__ = ["deferred_interrupt", "put_back", "restore_on_error"]
 
 
 class deferred_interrupt:  # noqa: N801 - used as a function: ``with deferred_interrupt():``
@@ -69,9 +70,15 @@ def restore_on_error(obj, before: dict | None = None):
     try:
         yield
     except BaseException:
-        with deferred_interrupt():
-            d = obj.__dict__
-            for k in [k for k in d if k not in before]:
-                del d[k]
-            d.update(before)
+        put_back(obj, before)
         raise
+
+
+def put_back(obj, before: dict) -> None:
+    """``obj``'s attributes as in ``before`` (a copy of its ``__dict__``), Ctrl-C held
+    back while they are put back."""
+    with deferred_interrupt():
+        d = obj.__dict__
+        for k in [k for k in d if k not in before]:
+            del d[k]
+        d.update(before)

@@ -419,8 +419,9 @@ class Classifier(_river_base.MiniBatchClassifier):
     def _new_label(self, y) -> None:
         if self._declared is not None:  # checked on entry; the model starts on first rows
             return
-        self._labels.append(y)
-        K = len(self._labels)
+        K = len(self._labels) + 1
+        if K <= 2:
+            self._labels.append(y)
         if K == 2:
             pending, self._pending = self._pending, []
             self._start(self._labels)
@@ -432,16 +433,20 @@ class Classifier(_river_base.MiniBatchClassifier):
             return
         if K < 2:
             return
-        self._sync()
+        self._sync()  # (the new class: its model built aside, then installed whole)
         model = self._model
-        engine = mirror(model._engine) if K == 3 else model._engine
-        model._engine = add_models(engine, 1)
-        for name in ("n_updates_", "n_mistakes_", "n_variance_floored_"):
-            old = np.atleast_1d(getattr(model, name))
+        engine = add_models(mirror(model._engine) if K == 3 else model._engine, 1)
+        counts = []
+        for old in model._counts:
+            old = np.atleast_1d(old)
             prev = np.concatenate([old, old]) if K == 3 else old
-            setattr(model, name, np.concatenate([prev, [0]]).astype(np.int64))
-        model.classes_ = _label_array(self._labels)
-        self._rows_y = _label_rows(self._labels)
+            counts.append(np.concatenate([prev, [0]]).astype(np.int64))
+        labels = [*self._labels, y]
+        classes_, rows_y = _label_array(labels), _label_rows(labels)
+        with deferred_interrupt():  # the new class, whole or not at all
+            model._install(engine, classes_, tuple(counts))
+            self._labels.append(y)
+            self._rows_y = rows_y
 
     def _start(self, labels: list) -> None:
         """The estimator and its engine at the prior, for ``labels`` (>= 2)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import threading
 import warnings
 
 import numpy as np
@@ -148,6 +149,40 @@ def test_failed_first_partial_fit_leaves_the_estimator_unfitted():
     kernel.fail_at = None
     est.partial_fit(X, y, classes=[0, 1])
     ref = SCWClassifier(kernel=_FailingKernel(), block_size=8).partial_fit(X, y)
+    np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))
+
+
+def test_first_call_interrupted_between_starting_and_learning_leaves_it_unfitted(monkeypatch):
+    """A Ctrl-C after a first partial_fit started the model (its engine made) and before
+    it learnt (here as it takes the new engine's lock) leaves the estimator unfitted and
+    that lock free (a reviewer's gap: the model stayed fitted at the prior)."""
+    from kernelcw.engines.base import Locked
+
+    X, y = _stream(60, 4)
+    est = SCWClassifier(kernel="rbf", budget=10)
+    real = Locked.lock
+    seen = []
+
+    def interrupted(engine):
+        if not seen:  # the first call's first look at its new engine's lock
+            seen.append(engine)
+            raise KeyboardInterrupt("injected")
+        return real.fget(engine)
+
+    monkeypatch.setattr(Locked, "lock", property(interrupted))
+    with pytest.raises(KeyboardInterrupt, match="injected"):
+        est.partial_fit(X, y)
+    monkeypatch.setattr(Locked, "lock", real)
+    assert len(seen) == 1
+    assert not hasattr(est, "classes_") and "_engine" not in vars(est)
+    assert not hasattr(est, "n_updates_")
+    got = []
+    other = threading.Thread(target=lambda: got.append(seen[0].lock.acquire(timeout=2)))
+    other.start()
+    other.join()
+    assert got == [True]
+    est.partial_fit(X, y)
+    ref = SCWClassifier(kernel="rbf", budget=10).partial_fit(X, y)
     np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))
 
 

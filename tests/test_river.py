@@ -531,3 +531,40 @@ def test_readme_river_example_runs_and_prints_what_it_says(capsys):
     printed = capsys.readouterr().out.strip().splitlines()
     claimed = [ln.split("# ", 1)[1] for ln in code.splitlines() if "print(" in ln and "# " in ln]
     assert printed == claimed
+
+
+@pytest.mark.parametrize("form", ["dual_project", "primal_diag", "primal_full"])
+def test_a_new_label_that_fails_to_be_added_leaves_the_adapter_as_it_was(form, monkeypatch):
+    """The third label's model is built aside and installed whole: an error or a Ctrl-C
+    while it is built (here in ``add_models``) leaves the labels, classes, models and
+    counters as they were, and the label is added on the next row that brings it (a
+    reviewer's find: the label was kept without its model, and every later row
+    failed)."""
+    import kernelcw.river as adapter
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    labels = np.array(["a", "b"])[rng.integers(0, 2, size=60)]
+    model = Classifier(FORMS[form]())
+    for i in range(50):
+        model.learn_one({f"x{j}": X[i, j] for j in range(3)}, labels[i])
+    before = copy.deepcopy(model)
+    add_models = adapter.add_models
+
+    def interrupted(*args, **kw):
+        raise KeyboardInterrupt("injected")
+
+    monkeypatch.setattr(adapter, "add_models", interrupted)
+    row = {"x0": 1.0, "x1": 0.0, "x2": 0.0}
+    with pytest.raises(KeyboardInterrupt, match="injected"):
+        model.learn_one(row, "c")
+    monkeypatch.setattr(adapter, "add_models", add_models)
+    assert model.labels == before.labels
+    np.testing.assert_array_equal(model.estimator_.classes_, before.estimator_.classes_)
+    np.testing.assert_array_equal(model.estimator_.n_updates_, before.estimator_.n_updates_)
+    for m in (model, before):
+        m.learn_one(row, "c")
+        m.learn_one({f"x{j}": X[55, j] for j in range(3)}, labels[55])
+    assert model.labels == before.labels == ["a", "b", "c"]
+    np.testing.assert_array_equal(model.estimator_.n_updates_, before.estimator_.n_updates_)
+    assert model.predict_proba_one(row) == before.predict_proba_one(row)

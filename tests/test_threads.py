@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -157,3 +158,42 @@ def test_a_failed_first_call_does_not_drop_a_call_that_waited_for_it():
     ref = AROWClassifier(kernel=kernel).partial_fit(XB, yB, classes=[0, 1])
     np.testing.assert_array_equal(est.decision_function(XB), ref.decision_function(XB))
     assert est.n_updates_ == ref.n_updates_
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: AROWClassifier(), lambda: SCWClassifier(kernel="rbf", budget=8)],
+    ids=["primal-full", "rbf-budget"],
+)
+def test_a_fit_waits_for_a_call_learning_into_the_engine_it_replaces(make, monkeypatch):
+    """A ``fit`` that replaces the model while another thread's call is learning into
+    the old engine waits for that call (it holds the old engine's lock), so the call's
+    counters never land on the new model: after both, the model and its counters are
+    the fit's alone (a reviewer's race: the fit's counters plus the dropped call's)."""
+    import kernelcw.estimators._base as base
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    y = (X[:, 0] > 0).astype(int)
+    ref = make().fit(X, y)
+    est = make().fit(X[:10], y[:10])
+    learn = base.learn_or_stabilise
+    in_learn, fit_called = threading.Event(), threading.Event()
+
+    def slow(*args, **kw):
+        res = learn(*args, **kw)
+        if threading.current_thread().name == "other":
+            in_learn.set()
+            fit_called.wait(10)
+            time.sleep(0.2)  # (the fit, started meanwhile, must wait for this call)
+        return res
+
+    monkeypatch.setattr(base, "learn_or_stabilise", slow)
+    other = threading.Thread(target=est.partial_fit, args=(X[:5], 1 - y[:5]), name="other")
+    other.start()
+    assert in_learn.wait(10)
+    fit_called.set()
+    est.fit(X, y)
+    other.join()
+    assert (est.n_updates_, est.n_mistakes_) == (ref.n_updates_, ref.n_mistakes_)
+    np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))

@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 
-from .._interrupt import deferred_interrupt, restore_on_error
+from .._interrupt import deferred_interrupt, put_back, restore_on_error
 from ..engines import build_engine
 from ..engines.base import learn_or_stabilise
 from ..rules import VAR_FLOOR
@@ -59,11 +59,9 @@ COUNTERS = ("n_updates_", "n_mistakes_", "n_variance_floored_")
 
 
 def _counter(i: int) -> property:
-    """The counter ``COUNTERS[i]``, read from and written into the ``_counts`` tuple.
-    A call's counts land in one store of a new tuple after its learning, which the
-    engine can undo (:meth:`_learn`): a Ctrl-C anywhere leaves the model and its
-    counters both as before the call or both after it, without a signal handler
-    swapped around every count (two system calls per call)."""
+    """The counter ``COUNTERS[i]`` in the ``_counts`` tuple, which a call replaces in
+    one store after learning (:meth:`_learn`): a Ctrl-C leaves model and counters both
+    as before the call or both after it, with no signal handler swapped per call."""
     name = COUNTERS[i]
 
     def get(self):
@@ -182,20 +180,23 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
         params = _param_values(self)
         checked = self._checked_params()
         if not hasattr(self, "classes_"):
-            with _FIRST_CALL:  # two threads starting one model: one starts, one continues
-                starts = not hasattr(self, "classes_")
-                if starts:
-                    before = self.__dict__.copy()
-                    with restore_on_error(self, before):
+            before = engine = None
+            try:  # a first call that fails or is interrupted anywhere leaves it unfitted
+                with _FIRST_CALL:  # two threads starting one model: one starts, one continues
+                    if not hasattr(self, "classes_"):
+                        before = self.__dict__.copy()
                         Xv, yv, classes_, spec = self._validate(X, y, classes, True, checked)
                         self._start(classes_, spec)
-                    engine = self._engine
-                    engine.lock.acquire()  # calls that continue it wait for this one
-            if starts:  # learning holds the engine's lock only
-                try:  # a failed first call leaves the estimator unfitted
-                    with restore_on_error(self, before):
-                        return self._learn(Xv, self._label_matrix(yv), checked[0])
-                finally:
+                        engine = self._engine
+                        engine.lock.acquire()  # calls that continue it wait for this one
+                if engine is not None:  # learning holds the engine's lock only
+                    return self._learn(Xv, self._label_matrix(yv), checked[0])
+            except BaseException:
+                if before is not None:
+                    put_back(self, before)
+                raise
+            finally:  # (owned: a Ctrl-C may land before the acquire, or right after it)
+                if engine is not None and engine.lock._is_owned():
                     engine.lock.release()
         engine = self._engine  # (the model these checks are for)
         self._check_structure()
@@ -317,28 +318,31 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
 
     def _start(self, classes_: np.ndarray, spec) -> None:
         """A fresh engine and counters (the prior N(0, a I))."""
-        self.__dict__.pop("_row_memo", None)  # (the last engine's: let it go)
-        # the engine before the classes: a call that sees classes_ continues the model
-        # (partial_fit_margins), and finds its engine
-        self._engine = build_engine(spec)
-        self._began_with = self._structure()
-        self.classes_ = classes_
-        K = spec.n_models
-        if K == 1:
-            self._counts = (0, 0, 0)
+        if spec.n_models == 1:
+            counts = (0, 0, 0)
         else:
-            self._counts = tuple(np.zeros(K, dtype=np.int64) for _ in COUNTERS)
+            counts = tuple(np.zeros(spec.n_models, dtype=np.int64) for _ in COUNTERS)
+        self._install(build_engine(spec), classes_, counts)
 
     def _import_state(self, engine, classes_: np.ndarray, counters: tuple) -> None:
         """Install a fitted state rebuilt outside ``fit`` (by :func:`kernelcw.load`): the
         engine, ``classes_`` and (n_updates_, n_mistakes_, n_variance_floored_), shaped
         as :meth:`_start` shapes them. The current parameters become the ones the model
         began with."""
-        self.__dict__.pop("_row_memo", None)
-        self._engine = engine  # (before the classes, as in _start)
-        self._began_with = self._structure()
-        self.classes_ = classes_
-        self._counts = tuple(counters)
+        self._install(engine, classes_, tuple(counters))
+
+    def _install(self, engine, classes_: np.ndarray, counts: tuple) -> None:
+        """The model becomes ``engine`` with its classes and counters, under the replaced
+        engine's lock: a call learning into that one stores its counters first."""
+        old = self.__dict__.get("_engine")
+        with old.lock if old is not None else _NO_GUARD:
+            self.__dict__.pop("_row_memo", None)  # (the last engine's: let it go)
+            # the engine before the classes: a call that sees classes_ continues the
+            # model (partial_fit_margins), and finds its engine
+            self._engine = engine
+            self._began_with = self._structure()
+            self.classes_ = classes_
+            self._counts = counts
 
     def _structure(self) -> dict:
         return {k: getattr(self, k) for k in STRUCTURAL}
@@ -407,7 +411,8 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
                     # stronger form of the same model, if the engine has one
                     res, failed = learn_or_stabilise(engine, checkpoint, X, Y, positions)
                     counts = self._counted(res)
-                    self._counts = counts  # one store: the call is done, counted whole
+                    if self.__dict__.get("_engine") is engine:  # (else a fit dropped it)
+                        self._counts = counts  # one store: the call is done, counted whole
             except BaseException:  # an error or a Ctrl-C: the model as before the call
                 if counts is None or self.__dict__.get("_counts") is not counts:
                     with deferred_interrupt():
