@@ -233,7 +233,7 @@ def run(args, policies: list[str]) -> None:
     ]
     body = (
         "Goals (the scaling issue): no decline beyond the model's own growth; one row per "
-        "call within 3x of one `fit` for B = 200.\n\n"
+        f"call within 3x of one `fit` for B = 200 (this run: B = {args.budget}).\n\n"
         + md_table(header, table)
         + f"\n\nData: {what}. SCW-I (C = 1, eta = 0.75), RBF kernel with gamma = 1/d, "
         f"BLAS threads: {args.blas_threads or 'as configured'}"

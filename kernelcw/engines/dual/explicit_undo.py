@@ -53,12 +53,14 @@ def spares(form, cap: int, rec, one_input: bool = False) -> Undo:
     both. A walk of one input removes at most one support vector: it logs G's one
     changed row instead of copying G."""
     sp = form._spare
-    pol = (rec.kinv, rec.G, rec.vsv)
+    # a walk of one input logs G by row (Undo): no copy of G to hold
+    G = rec.G[:0, :0] if one_input else rec.G
+    pol = (rec.kinv, G, rec.vsv)
     if (
         sp is None
         or sp.nu.shape[0] < cap
         or sp.kinv.shape[0] < rec.kinv.shape[0]
-        or sp.G.shape[0] < rec.G.shape[0]
+        or sp.G.shape[0] < G.shape[0]
         or sp.vsv.shape[0] < rec.vsv.shape[0]
     ):
         c = max(cap, form.capacity)
