@@ -24,7 +24,7 @@ try:  # the C module under ``signal``: the same calls without the enum conversio
 except ImportError:  # pragma: no cover - an interpreter without it
     _sig = signal
 
-__all__ = ["deferred_interrupt", "put_back", "restore_on_error"]
+__all__ = ["as_interrupt", "deferred_interrupt", "put_back", "restore_on_error"]
 
 
 class deferred_interrupt:  # noqa: N801 - used as a function: ``with deferred_interrupt():``
@@ -82,3 +82,18 @@ def put_back(obj, before: dict) -> None:
         for k in [k for k in d if k not in before]:
             del d[k]
         d.update(before)
+
+
+def as_interrupt(err: BaseException) -> BaseException:
+    """The KeyboardInterrupt behind ``err``, if ``err`` is the SystemError numba raises
+    when a Ctrl-C lands while it boxes a compiled call's result ("returned a result
+    with an exception set", the interrupt among its causes); else ``err``. A caller
+    that catches KeyboardInterrupt then sees one."""
+    if isinstance(err, SystemError):
+        seen, cause = set(), err
+        while cause is not None and id(cause) not in seen:
+            if isinstance(cause, KeyboardInterrupt):
+                return cause
+            seen.add(id(cause))
+            cause = cause.__cause__ or cause.__context__
+    return err

@@ -44,7 +44,7 @@ import numpy as np
 from sklearn.base import clone
 
 from ._diag_stream import DiagStream, fast_engine, sum_of_squares
-from ._interrupt import deferred_interrupt
+from ._interrupt import as_interrupt, deferred_interrupt
 from ._river_input import dict_row, frame_values
 from .engines.base import learn_or_stabilise
 from .estimators import CWClassifier
@@ -398,10 +398,12 @@ class Classifier(_river_base.MiniBatchClassifier):
                     res, failed = learn_or_stabilise(engine, checkpoint, X, T)
                     counts = est._counted(res)
                     est._counts = counts  # one store: the call is done, counted whole
-            except BaseException:
+            except BaseException as err:
                 if counts is None or est.__dict__.get("_counts") is not counts:
                     with deferred_interrupt():
                         engine.restore(checkpoint)
+                if as_interrupt(err) is not err:
+                    raise as_interrupt(err) from None
                 raise
         if failed is not None:
             warn_stabilised(est, failed, stacklevel=4)

@@ -255,3 +255,42 @@ def test_no_compiled_call_returns_a_named_tuple_to_python():
     finally:
         sys.setprofile(None)
     assert looked_up <= {np.ndarray}, looked_up
+
+
+def test_a_ctrl_c_numba_reports_as_a_system_error_is_a_keyboard_interrupt():
+    """numba raises SystemError ("returned a result with an exception set") when a
+    Ctrl-C lands while it boxes a compiled call's result, the KeyboardInterrupt among
+    its causes (a reviewer saw about a quarter of interrupted calls so): learning
+    restores the model and raises the KeyboardInterrupt itself."""
+    from kernelcw._interrupt import as_interrupt
+
+    interrupt = KeyboardInterrupt()
+    inner = SystemError("inner")
+    inner.__cause__ = interrupt
+    outer = SystemError("CPUDispatcher(...) returned a result with an exception set")
+    outer.__cause__ = inner
+    assert as_interrupt(outer) is interrupt
+    other = SystemError("no interrupt behind it")
+    assert as_interrupt(other) is other
+    assert as_interrupt(ValueError()) is not interrupt
+
+
+def test_learning_turns_numba_s_system_error_into_the_interrupt(monkeypatch):
+    import kernelcw.estimators._base as base
+
+    X, y = _stream(40)
+    est = SCWClassifier(kernel="rbf", budget=8).fit(X[:30], y[:30])
+    before = _snapshot(est, X)
+    learn = base.learn_or_stabilise
+
+    def boxed(*args, **kw):
+        learn(*args, **kw)  # (the engine learnt; numba then failed to box its result)
+        err = SystemError("CPUDispatcher(...) returned a result with an exception set")
+        err.__cause__ = KeyboardInterrupt()
+        raise err
+
+    monkeypatch.setattr(base, "learn_or_stabilise", boxed)
+    with pytest.raises(KeyboardInterrupt):
+        est.partial_fit(X[30:], y[30:])
+    for a, b in zip(_snapshot(est, X), before, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 
-from .._interrupt import deferred_interrupt, put_back, restore_on_error
+from .._interrupt import as_interrupt, deferred_interrupt, put_back, restore_on_error
 from ..engines import build_engine
 from ..engines.base import learn_or_stabilise
 from ..rules import VAR_FLOOR
@@ -78,8 +78,7 @@ def _counter(i: int) -> property:
     return property(get, put, doc=f"``{name}`` (fitted; see the class docstring).")
 
 
-#: The guard of a call whose engine can undo it after it returned: none.
-_NO_GUARD = contextlib.nullcontext()
+_NO_GUARD = contextlib.nullcontext()  # (a call whose engine can undo it after it returned)
 
 #: Held while a model's first partial_fit call starts it (creates its engine).
 _FIRST_CALL = threading.Lock()
@@ -413,10 +412,12 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
                     counts = self._counted(res)
                     if self.__dict__.get("_engine") is engine:  # (else a fit dropped it)
                         self._counts = counts  # one store: the call is done, counted whole
-            except BaseException:  # an error or a Ctrl-C: the model as before the call
+            except BaseException as err:  # an error or a Ctrl-C: the model as before the call
                 if counts is None or self.__dict__.get("_counts") is not counts:
                     with deferred_interrupt():
                         engine.restore(checkpoint)
+                if as_interrupt(err) is not err:
+                    raise as_interrupt(err) from None
                 raise
             if first_floor:  # none before: the counters now hold this call's alone
                 first_floor = _any(self.n_variance_floored_)
