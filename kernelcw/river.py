@@ -44,11 +44,10 @@ import numpy as np
 from sklearn.base import clone
 
 from ._diag_stream import DiagStream, fast_engine, sum_of_squares
-from ._interrupt import as_interrupt, deferred_interrupt
+from ._interrupt import deferred_interrupt
 from ._river_input import dict_row, frame_values
-from .engines.base import learn_or_stabilise
 from .estimators import CWClassifier
-from .estimators._base import _FLOOR_WARNING, _NO_GUARD, CWEstimator, warn_stabilised
+from .estimators._base import _FLOOR_WARNING, CWEstimator, warn_stabilised
 from .estimators._input import with_intercept
 from .estimators._mixins import margin_proba
 from .grow import add_models, mirror, widen, wider_margins
@@ -390,21 +389,8 @@ class Classifier(_river_base.MiniBatchClassifier):
         est = self._model
         engine = est._engine
         X = with_intercept(X, engine.spec)
-        with engine.lock:
-            checkpoint = engine.checkpoint(X)
-            counts = None
-            try:  # an error or a Ctrl-C anywhere in here: the model as before the call
-                with _NO_GUARD if engine.undoes_finished(checkpoint) else deferred_interrupt():
-                    res, failed = learn_or_stabilise(engine, checkpoint, X, T)
-                    counts = est._counted(res)
-                    est._counts = counts  # one store: the call is done, counted whole
-            except BaseException as err:
-                if counts is None or est.__dict__.get("_counts") is not counts:
-                    with deferred_interrupt():
-                        engine.restore(checkpoint)
-                if as_interrupt(err) is not err:
-                    raise as_interrupt(err) from None
-                raise
+        with engine.lock:  # (the estimator's own all-or-nothing learning and counting)
+            res, failed = est._learn_locked(engine, X, T)
         if failed is not None:
             warn_stabilised(est, failed, stacklevel=4)
         if not self._floored and res.n_floored.any():

@@ -152,14 +152,14 @@ def test_ctrl_c_while_counting_leaves_the_call_whole_or_undone(make, n_classes, 
     """The counters follow the model: a Ctrl-C while they are added up (here sent from
     inside the count, after the engine learnt the call) leaves the model and its
     counters both as before the call, never the model learnt and the counters not (or
-    half added), also through the river adapter, whose own call path counted without
-    guarding it; a retry then learns the rows once."""
+    half added), also through the river adapter (whose own call path counted without
+    guarding it, and now learns through the estimator's); a retry then learns the rows
+    once."""
     rng = np.random.default_rng(3)
     X, y = rng.normal(size=(60, 4)), np.arange(60) % n_classes
     if via == "river":
         pytest.importorskip("river")
         pd = pytest.importorskip("pandas")
-        import kernelcw.river as module
         from kernelcw.river import Classifier
 
         model = Classifier(make())
@@ -170,12 +170,12 @@ def test_ctrl_c_while_counting_leaves_the_call_whole_or_undone(make, n_classes, 
             return m.estimator_
 
     else:
-        import kernelcw.estimators._base as module
-
         model = make()
 
         def learn(m, lo, hi):
             return m.partial_fit(X[lo:hi], y[lo:hi], classes=np.arange(n_classes))
+
+    import kernelcw.estimators._base as module  # (the adapter learns through it too)
 
     probe = X[:20]
 

@@ -31,7 +31,7 @@ from ._input import (
     validate_training,
     with_intercept,
 )
-from ._mixins import DualAttributesMixin, PredictionMixin
+from ._mixins import COUNTERS, CountersMixin, DualAttributesMixin, PredictionMixin
 
 __all__ = ["CWEstimator"]
 
@@ -53,30 +53,6 @@ STRUCTURAL = (
     "fit_intercept",
     "intercept_scaling",
 )
-
-#: The fitted counters, kept together in ``_counts`` (see :func:`_counter`).
-COUNTERS = ("n_updates_", "n_mistakes_", "n_variance_floored_")
-
-
-def _counter(i: int) -> property:
-    """The counter ``COUNTERS[i]`` in the ``_counts`` tuple, which a call replaces in
-    one store after learning (:meth:`_learn`): a Ctrl-C leaves model and counters both
-    as before the call or both after it, with no signal handler swapped per call."""
-    name = COUNTERS[i]
-
-    def get(self):
-        counts = self.__dict__.get("_counts")
-        if counts is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return counts[i]
-
-    def put(self, value):
-        counts = list(self.__dict__.get("_counts", (0, 0, 0)))
-        counts[i] = value
-        self._counts = tuple(counts)
-
-    return property(get, put, doc=f"``{name}`` (fitted; see the class docstring).")
-
 
 _NO_GUARD = contextlib.nullcontext()  # (a call whose engine can undo it after it returned)
 
@@ -111,17 +87,15 @@ def warn_stabilised(est, message: str, stacklevel: int) -> None:
     warnings.warn(text, RuntimeWarning, stacklevel=stacklevel + 1)
 
 
-class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEstimator):
+class CWEstimator(
+    PredictionMixin, DualAttributesMixin, CountersMixin, ClassifierMixin, BaseEstimator
+):
     """Shared machinery of every estimator (not public).
 
     Subclasses store their own parameters in ``__init__`` and implement
     ``_rule_params()``, which validates the rule's own parameters and returns a
     :class:`kernelcw.rules.RuleParams`.
     """
-
-    n_updates_ = _counter(0)
-    n_mistakes_ = _counter(1)
-    n_variance_floored_ = _counter(2)
 
     # ------------------------------------------------------------ training
 
@@ -398,27 +372,8 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
                 raise _Dropped  # (a failed first call, waited for, left it unfitted; or
                 # a fit or load replaced the engine the rows were checked for)
             engine.set_rule(rule)  # eta, C, r may be set_params'd between calls
-            checkpoint = engine.checkpoint(X)
             first_floor = not _any(self.n_variance_floored_)
-            counts = None
-            try:
-                # (an engine that cannot undo a call that returned, the primal full
-                # engine's call of one block: Ctrl-C held back over that block, until
-                # the counters are stored)
-                with _NO_GUARD if engine.undoes_finished(checkpoint) else deferred_interrupt():
-                    # a numerically weak form that fails learns the call once more in a
-                    # stronger form of the same model, if the engine has one
-                    res, failed = learn_or_stabilise(engine, checkpoint, X, Y, positions)
-                    counts = self._counted(res)
-                    if self.__dict__.get("_engine") is engine:  # (else a fit dropped it)
-                        self._counts = counts  # one store: the call is done, counted whole
-            except BaseException as err:  # an error or a Ctrl-C: the model as before the call
-                if counts is None or self.__dict__.get("_counts") is not counts:
-                    with deferred_interrupt():
-                        engine.restore(checkpoint)
-                if as_interrupt(err) is not err:
-                    raise as_interrupt(err) from None
-                raise
+            res, failed = self._learn_locked(engine, X, Y, positions)
             if first_floor:  # none before: the counters now hold this call's alone
                 first_floor = _any(self.n_variance_floored_)
         if failed is not None:
@@ -432,6 +387,32 @@ class CWEstimator(PredictionMixin, DualAttributesMixin, ClassifierMixin, BaseEst
                 stacklevel=3,
             )
         return res.margins
+
+    def _learn_locked(self, engine, X, Y, positions=None):
+        """:func:`learn_or_stabilise` into ``engine`` (its lock held), all or nothing:
+        the counters land in one store after it, and on any error or Ctrl-C before that
+        store the engine's checkpoint is restored. Returns (LearnResult, the first
+        error's message where a stronger form learnt the call again, or None)."""
+        checkpoint = engine.checkpoint(X)
+        counts = None
+        try:
+            # (an engine that cannot undo a call that returned, the primal full engine's
+            # call of one block: Ctrl-C held back over that block until the store)
+            with _NO_GUARD if engine.undoes_finished(checkpoint) else deferred_interrupt():
+                # a numerically weak form that fails learns the call once more in a
+                # stronger form of the same model, if the engine has one
+                res, failed = learn_or_stabilise(engine, checkpoint, X, Y, positions)
+                counts = self._counted(res)
+                if self.__dict__.get("_engine") is engine:  # (else a fit dropped it)
+                    self._counts = counts  # one store: the call is done, counted whole
+        except BaseException as err:  # an error or a Ctrl-C: the model as before the call
+            if counts is None or self.__dict__.get("_counts") is not counts:
+                with deferred_interrupt():
+                    engine.restore(checkpoint)
+            if as_interrupt(err) is not err:
+                raise as_interrupt(err) from None
+            raise
+        return res, failed
 
     def _counted(self, res) -> tuple:
         """The counters with a call's :class:`kernelcw.engines.base.LearnResult` added,

@@ -1,6 +1,6 @@
-"""What a fitted estimator shows: predictions, and the fitted attributes of the
-primal (``mean_``, ``covariance_``, ``coef_``) and dual (``support_``,
-``dual_coef_``, ...) forms, all read from the engine."""
+"""What a fitted estimator shows: predictions, its counters, and the fitted attributes
+of the primal (``mean_``, ``covariance_``, ``coef_``) and dual (``support_``,
+``dual_coef_``, ...) forms, all read from the engine (the counters from ``_counts``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,47 @@ from sklearn.utils.validation import check_is_fitted
 from ._input import validate_X
 from ._proba import binary_proba, multiclass_proba
 
-__all__ = ["DualAttributesMixin", "PredictionMixin", "margin_proba", "primal_from_dual"]
+__all__ = [
+    "COUNTERS",
+    "CountersMixin",
+    "DualAttributesMixin",
+    "PredictionMixin",
+    "margin_proba",
+    "primal_from_dual",
+]
+
+
+#: The fitted counters, kept together in ``_counts`` (:class:`CountersMixin`).
+COUNTERS = ("n_updates_", "n_mistakes_", "n_variance_floored_")
+
+
+def _counter(i: int) -> property:
+    """The counter ``COUNTERS[i]`` in the ``_counts`` tuple, which a call replaces in
+    one store after learning (``CWEstimator._learn_locked``): a Ctrl-C leaves model
+    and counters both as before the call or both after it, with no signal handler
+    swapped per call."""
+    name = COUNTERS[i]
+
+    def get(self):
+        counts = self.__dict__.get("_counts")
+        if counts is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return counts[i]
+
+    def put(self, value):
+        counts = list(self.__dict__.get("_counts", (0, 0, 0)))
+        counts[i] = value
+        self._counts = tuple(counts)
+
+    return property(get, put, doc=f"``{name}`` (fitted; see the class docstring).")
+
+
+class CountersMixin:
+    """``n_updates_``, ``n_mistakes_``, ``n_variance_floored_``: one tuple, ``_counts``."""
+
+    n_updates_ = _counter(0)
+    n_mistakes_ = _counter(1)
+    n_variance_floored_ = _counter(2)
 
 
 def _check_fitted(est) -> None:
