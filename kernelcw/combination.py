@@ -29,6 +29,7 @@ from .engines.dual.combine_state import (
     projections,
 )
 from .estimators._base import CWEstimator
+from .estimators._mixins import COUNTERS
 
 __all__ = ["METHODS", "combine"]
 
@@ -245,9 +246,8 @@ def _assemble(first, ests, engine):
             setattr(new, k, copy.deepcopy(v))
     new._began_with = copy.copy(first._began_with)
     new._engine = engine
-    for k in ("n_updates_", "n_mistakes_", "n_variance_floored_"):
-        total = sum(getattr(e, k) for e in ests)
-        setattr(new, k, total if np.ndim(total) else int(total))
+    totals = (sum(getattr(e, k) for e in ests) for k in COUNTERS)
+    new._counts = tuple(t if np.ndim(t) else int(t) for t in totals)
     return new
 
 

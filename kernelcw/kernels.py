@@ -131,24 +131,16 @@ SMALL_BLOCK = 1 << 16
 @njit(cache=True)
 def _neg_sqdist_direct(A, B, scale=1.0):
     """-|a - b|^2 times ``scale`` for every pair of rows of dense A and B, from the
-    differences."""
-    n, m, d = A.shape[0], B.shape[0], A.shape[1]
-    D = np.empty((n, m))
-    for i in range(n):
-        for j in range(m):
-            acc = 0.0
-            for k in range(d):
-                t = A[i, k] - B[j, k]
-                acc += t * t
-            D[i, j] = -acc * scale
-    return D
+    differences (:func:`_neg_sqdist_direct_rows` of all of A's rows)."""
+    return _neg_sqdist_direct_rows(A, np.arange(A.shape[0]), B, scale)
 
 
 @njit(cache=True)
 def _neg_sqdist_direct_rows(A, idx, B, scale=1.0):
-    """:func:`_neg_sqdist_direct` of the rows ``A[idx]`` and B without gathering them:
-    the same sums in the same order, so the same values. An index outside A raises
-    IndexError, as numpy's gather would (the loops themselves are unchecked)."""
+    """-|a - b|^2 times ``scale`` for the rows ``A[idx]`` and every row of B, from the
+    differences, without gathering the rows (a model's support rows in the store). An
+    index outside A raises IndexError, as numpy's gather would (the loops themselves
+    are unchecked)."""
     n, m, d = idx.shape[0], B.shape[0], A.shape[1]
     for i in range(n):
         if idx[i] < 0 or idx[i] >= A.shape[0]:

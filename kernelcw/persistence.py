@@ -37,6 +37,7 @@ import scipy.sparse as sp
 
 from . import __version__
 from ._atomic import write_atomically
+from .estimators._mixins import COUNTERS
 from .registry import ALGORITHMS
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "load", "save"]
@@ -51,7 +52,6 @@ READS = (1,)
 META = "kernelcw.json"
 #: The estimator classes a file may name (looked up, never imported from the file).
 WHITELIST = tuple(sorted({alg.estimator for alg in ALGORITHMS.values()}))
-_COUNTERS = ("n_updates_", "n_mistakes_", "n_variance_floored_")
 #: What zipfile and np.load raise on a damaged archive.
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError)
 
@@ -190,7 +190,7 @@ def _export(est) -> tuple[dict, dict[str, np.ndarray]]:
     with engine.lock:
         state = engine.state_dict()
         arrays = {"classes_": _plain_classes(est.classes_)}
-        for c in _COUNTERS:
+        for c in COUNTERS:
             arrays[c] = np.asarray(getattr(est, c), dtype=np.int64)
     if hasattr(est, "feature_names_in_"):
         arrays["feature_names_in_"] = np.asarray(est.feature_names_in_, dtype=str)
@@ -392,7 +392,7 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
         spec.seed, spec.block_size = seed, block
     K = spec.n_models
     counters = []
-    for c in _COUNTERS:
+    for c in COUNTERS:
         arr = arrays.get(c)
         shape = () if K == 1 else (K,)
         if arr is None or arr.shape != shape or arr.dtype.kind not in "iu" or np.any(arr < 0):

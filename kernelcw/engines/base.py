@@ -14,7 +14,14 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Engine", "LearnResult", "Locked", "check_shapes", "learn_or_stabilise"]
+__all__ = [
+    "Engine",
+    "LearnResult",
+    "Locked",
+    "check_shapes",
+    "check_width",
+    "learn_or_stabilise",
+]
 
 
 class LearnResult(NamedTuple):
@@ -126,14 +133,21 @@ def check_shapes(X, Y, n_features: int | None, n_models: int) -> None:
     the state by column and the labels by (row, model) without bounds checks (rows
     wider than the model wrote past a diagonal model's state). Shapes only, O(1): the
     estimators have validated the values."""
-    if n_features is not None and X.shape[1] != n_features:
-        raise ValueError(
-            f"X has {X.shape[1]} columns, the model {n_features} (the features it was "
-            "built for; a primal model's intercept column is one of them)"
-        )
+    if n_features is not None:
+        check_width(X, n_features)
     if Y.shape != (X.shape[0], n_models):
         raise ValueError(
             f"Y is {Y.shape}, not ({X.shape[0]}, {n_models}): one label a row and model"
+        )
+
+
+def check_width(X, n_features: int) -> None:
+    """ValueError unless X has ``n_features`` columns (the compiled code reads rows
+    by the model's width, unchecked)."""
+    if X.shape[1] != n_features:
+        raise ValueError(
+            f"X has {X.shape[1]} columns, the model {n_features} (the features it was "
+            "built for; a primal model's intercept column is one of them)"
         )
 
 

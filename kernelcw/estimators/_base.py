@@ -409,8 +409,9 @@ class CWEstimator(
             if counts is None or self.__dict__.get("_counts") is not counts:
                 with deferred_interrupt():
                     engine.restore(checkpoint)
-            if as_interrupt(err) is not err:
-                raise as_interrupt(err) from None
+            interrupt = as_interrupt(err)
+            if interrupt is not err:
+                raise interrupt from None
             raise
         return res, failed
 

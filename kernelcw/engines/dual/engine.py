@@ -27,7 +27,7 @@ from numba import njit
 
 from ..._threads import BlasThreads
 from ...rules import RuleParams
-from ..base import LearnResult, Locked, check_shapes
+from ..base import LearnResult, Locked, check_shapes, check_width
 from .convert import explicit_to_pruned, initial_form, lazy_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form, entered_inputs, for_call
@@ -345,11 +345,8 @@ class DualEngine(Locked):
         width than the model's: a ValueError (the compiled kernels read rows
         unchecked)."""
         precomputed = self.spec.kernel.precomputed
-        if not precomputed and X.shape[1] != self.spec.n_features:
-            raise ValueError(
-                f"X has {X.shape[1]} columns, the model {self.spec.n_features} (the features "
-                "it was built for)"
-            )
+        if not precomputed:
+            check_width(X, self.spec.n_features)
         d = 0 if precomputed else X.shape[1]
         with BlasThreads(self._call_flops(min(chunk, X.shape[0]), d)):
             return self._predict_chunks(X, with_variance, chunk)
