@@ -67,12 +67,6 @@ def get_config() -> dict:
     return dict(override[-1]) if override else dict(_global)
 
 
-def _blas_threads_setting():
-    """``get_config()["blas_threads"]`` without the copy (read on every engine call)."""
-    override = getattr(_local, "stack", None)
-    return (override[-1] if override else _global)["blas_threads"]
-
-
 def set_config(blas_threads=_UNSET) -> None:
     """Set kernelcw's settings for the whole process.
 
@@ -267,12 +261,13 @@ class BlasThreads:
 
     def __enter__(self) -> BlasThreads:
         global _active, _base
-        mode = _blas_threads_setting()
+        override = getattr(_local, "stack", None)  # (get_config's, without its copy)
+        mode = (override[-1] if override else _global)["blas_threads"]
         self._mode = mode
         self._now = None
         if mode is None:
             return self
-        pools = _pools()
+        pools = _pools() if _handles is None else _handles
         with _lock:
             if _active == 0:
                 _base = [(get, put, get()) for get, put in pools]

@@ -208,10 +208,11 @@ def schwarz_violation(K, da, db, rtol):
 
 def _small(A, B) -> bool:
     """Dense, and small enough to be computed from the differences (SMALL_BLOCK)."""
-    return (
-        not (sp.issparse(A) or sp.issparse(B))
-        and A.shape[0] * B.shape[0] * max(A.shape[1], 1) <= SMALL_BLOCK
-    )
+    # (two ndarrays, the case of every call of one row: no sparse look-ups)
+    if not (type(A) is np.ndarray and type(B) is np.ndarray):
+        if sp.issparse(A) or sp.issparse(B):
+            return False
+    return A.shape[0] * B.shape[0] * max(A.shape[1], 1) <= SMALL_BLOCK
 
 
 def _neg_sqdist(A, B, scale: float = 1.0) -> np.ndarray:

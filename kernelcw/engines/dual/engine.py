@@ -116,10 +116,11 @@ class DualEngine(Locked):
         """One pass over X (dense or CSR) in order; Y (n, K) in {-1, +1}. An error
         part-way leaves the state part-way: callers :meth:`restore` a checkpoint."""
         self.check_usable()
-        K = self.n_models
-        check_shapes(X, Y, None if self.spec.kernel.precomputed else self.spec.n_features, K)
+        K = len(self.forms)
+        spec = self.spec
+        precomputed = spec.kernel.precomputed
+        check_shapes(X, Y, None if precomputed else spec.n_features, K)
         n = X.shape[0]
-        out = np.empty((n, K))
         store = self.store
         if positions is None:  # the stream continues: n_seen, n_seen + 1, ...
             positions = np.arange(store.n_seen, store.n_seen + n, dtype=np.int64)
@@ -128,46 +129,62 @@ class DualEngine(Locked):
             positions = np.asarray(positions, dtype=np.int64)
             if n:
                 store.n_seen = max(store.n_seen, int(positions.max()) + 1)
-        n_upd, n_mis, n_fl = np.zeros((3, K), dtype=np.int64)
+        d = 0 if precomputed else X.shape[1]
+        if n == 1:  # a call per row: its one block, without the loop's set-up
+            with BlasThreads(self._call_flops(1, d, learning=True)) as threads:
+                f, counts = self._learn_block(X, Y, positions, 0, d, threads)
+            return LearnResult(f, *np.array(counts, dtype=np.int64).reshape(3, K))
+        out = np.empty((n, K))
+        counts = np.zeros((3, K), dtype=np.int64)  # updates, mistakes, floored rounds
         b = self._ctx.block_size
-        d = 0 if self.spec.kernel.precomputed else X.shape[1]
-        mercer = not self._ctx.known_psd  # (a callable, or a precomputed matrix)
-        # one model learning one input (a call per row): its rows of the kernel block
-        # by slot, which a row against a small store computes alone (store.kernel_rows)
-        by_slot = K == 1 and not mercer
         with BlasThreads() as threads:  # the BLAS threads of each block (kernelcw._threads)
             for lo in range(0, n, b):
                 hi = min(n, lo + b)
-                XB = X[lo:hi]
                 threads.block(self._call_flops(hi - lo, d, learning=True))
-                cols = positions[lo:hi]
-                Kbb, kap = store.kernel_block(XB, cols)
-                Ks = None if by_slot and hi - lo == 1 else store.kernel_store(XB)
-                if mercer:
-                    self._check_mercer(Kbb, kap, Ks, cols)
-                entered: list[np.ndarray] = []
-                slots: list[np.ndarray] = []
-                switched = False
-                for k in range(K):
-                    if switched:  # the model before switched form: choose for the block again
-                        threads.block(self._call_flops(hi - lo, d, learning=True))
-                    yk = np.ascontiguousarray(Y[lo:hi, k])
-                    form = self.forms[k]
-                    K0 = store.kernel_rows(XB, form.idx) if Ks is None else _rows(Ks, form)
-                    blk = BlockData(K0, Kbb, kap, yk)
-                    f_blk, src, ks, nfl = self._walk_model(k, blk, cols, n - hi, threads)
-                    switched = self.forms[k] is not form
-                    out[lo:hi, k] = f_blk
-                    if hi - lo == 1:  # one row (a call per row): Python's floats
-                        n_mis[k] += (f_blk.item(0) >= 0.0) != (yk.item(0) > 0.0)
-                    else:
-                        n_mis[k] += np.count_nonzero((f_blk >= 0.0) != (yk > 0.0))
-                    n_upd[k] += src.shape[0]
-                    n_fl[k] += nfl
-                    entered.append(src)
-                    slots.append(ks)
-                self._place(XB, cols, entered, slots)
-        return LearnResult(out, n_upd, n_mis, n_fl)
+                out[lo:hi], c = self._learn_block(
+                    X[lo:hi], Y[lo:hi], positions[lo:hi], n - hi, d, threads
+                )
+                counts += np.reshape(c, (3, K))
+        return LearnResult(out, *counts)
+
+    def _learn_block(self, XB, YB, cols, rows_after: int, d: int, threads):
+        """One block of :meth:`learn` (its BLAS threads chosen): the kernel block, each
+        model's walk, the new support inputs placed. Returns (the (b, K) margins, the
+        counts: updates, mistakes and floored rounds of each model, in that order)."""
+        store = self.store
+        b, K = YB.shape
+        mercer = not self._ctx.known_psd  # (a callable, or a precomputed matrix)
+        Kbb, kap = store.kernel_block(XB, cols)
+        # one model learning one input (a call per row): its rows of the kernel block
+        # by slot, which a row against a small store computes alone (store.kernel_rows)
+        Ks = None if b == 1 and K == 1 and not mercer else store.kernel_store(XB)
+        if mercer:
+            self._check_mercer(Kbb, kap, Ks, cols)
+        out = np.empty((b, K))
+        counts = [0] * (3 * K)
+        entered: list[np.ndarray] = []
+        slots: list[np.ndarray] = []
+        switched = False
+        for k in range(K):
+            if switched:  # the model before switched form: choose for the block again
+                threads.block(self._call_flops(b, d, learning=True))
+            yk = np.ascontiguousarray(YB[:, k])
+            form = self.forms[k]
+            K0 = store.kernel_rows(XB, form.idx) if Ks is None else _rows(Ks, form)
+            f_blk, src, ks, nfl = self._walk_model(k, BlockData(K0, Kbb, kap, yk), cols,
+                                                    rows_after, threads)  # fmt: skip
+            switched = self.forms[k] is not form
+            out[:, k] = f_blk
+            if b == 1:  # one row (a call per row): Python's floats
+                counts[K + k] = int((f_blk.item(0) >= 0.0) != (yk.item(0) > 0.0))
+            else:
+                counts[K + k] = int(np.count_nonzero((f_blk >= 0.0) != (yk > 0.0)))
+            counts[k] = src.shape[0]
+            counts[2 * K + k] = nfl
+            entered.append(src)
+            slots.append(ks)
+        self._place(XB, cols, entered, slots)
+        return out, counts
 
     def _check_mercer(self, Kbb, kap, Ks, cols) -> None:
         """:func:`.status.check_mercer` on a block's own kernel and, once for every
@@ -188,7 +205,7 @@ class DualEngine(Locked):
         for the block need not suit it; :meth:`learn` chooses for the block again before
         the next model).
         Returns (f, the block inputs that entered, each slot's kernel source after
-        the block, floored rounds)."""
+        the block or None where that is its slot at the start, floored rounds)."""
         ctx = self._ctx
         if ctx.nu_pi != bool(self.nu_pi_models):  # (set by combine and from_state)
             ctx = self._ctx = ctx._replace(nu_pi=bool(self.nu_pi_models))
@@ -197,7 +214,7 @@ class DualEngine(Locked):
         b = blk.y.shape[0]
         f_blk = np.empty(b)
         form = self.forms[k]
-        ks = np.arange(form.n, dtype=np.int64)  # support at the block's start: rows of K0
+        ks0 = ks = np.arange(form.n, dtype=np.int64)  # support at the block's start: K0's rows
         t0 = 0
         entered, nfl = [], 0
         while True:
@@ -217,11 +234,13 @@ class DualEngine(Locked):
             raise_for(
                 w.status, row, self.spec.kernel.name, ctx.rule.rule, explicit, ctx.rule.first_order
             )
-        return f_blk, entered_inputs(entered), ks, nfl
+        # None: every slot kept its row (a walk that changed nothing may give back ks0)
+        return f_blk, entered_inputs(entered), None if ks is ks0 else ks, nfl
 
     def _place(self, XB, cols, entered, slots) -> None:
         """This block's new support inputs enter the store once, whoever took them;
-        each model's slots then point at store rows."""
+        each model's slots then point at store rows (``slots``: each model's ks after
+        its walk, None for a model whose slots stayed as they were)."""
         if len(entered) == 1:  # one model: its inputs, in block order (sorted, unique)
             union = entered[0]
         else:
@@ -230,6 +249,8 @@ class DualEngine(Locked):
         if union.size:
             self.store.append(XB, union, cols)  # (rows first, first + 1, ... in union's order)
         for form, ks in zip(self.forms, slots, strict=True):
+            if ks is None:  # (its slots as at the block's start)
+                continue
             if union.size:
                 form.idx = _store_rows(form.idx, ks, union, first, XB.shape[0])
             else:  # nothing entered: every slot is a store row already

@@ -22,11 +22,11 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..._blas import sym_mv, sym_r1, symm_lower
+from ..._blas import SymBlas, sym_mv, sym_r1, symm_lower
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
 from ...budget.kernels import PolicyState, lower_symmetric
 from ...budget.policies import grown
-from ...rules import FIRST_ORDER, VAR_FLOOR, negligible, step
+from ...rules import FIRST_ORDER, VAR_FLOOR, RuleParams, negligible, step
 from .deferred import Deferred, deferred_scratch, deferred_walk, sub_block
 from .explicit_undo import UNARMED, Saved, restore_saved, spares
 from .form import BlockData, Form, Walked
@@ -156,19 +156,36 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
 
 
 @njit(cache=True)
-def _walk_out(res, sup, src):
+def _walk_out(res, sup, src, slots):
     """What :meth:`ExplicitForm.walk` keeps of a walk: ((counter, clock, floored
-    rounds, index, status) of ``res``, new arrays of the slots' kap and entry, the
-    inputs that entered and the slots' ks, and whether nu and Pi stayed finite after
-    an update that went through). A plain tuple: numba boxes a namedtuple through
-    look-ups of its class, 0.4 us a call (by hand)."""
+    rounds, index, status) of ``res``, the slots' kap and entry, the inputs that
+    entered and the slots' ks, and whether nu and Pi stayed finite after an update
+    that went through). A plain tuple: numba boxes a namedtuple through look-ups of
+    its class, 0.4 us a call (by hand). The slots' arrays are new where the walk
+    changed them; a walk that changed nothing (no update, so no removal) gives back
+    the ``slots`` it was given (kap, entry, ks), which numba returns as the same
+    objects: no copies (about 1 us of a call of one row that does not update)."""
     n = res.n
     finite = True
+    counts = (res.counter, res.clock, res.n_floored, res.index, res.status)
+    if res.n_new == 0:
+        return counts, slots[0], slots[1], src[:0].copy(), slots[2], finite
     if res.status == OK and res.n_new:
         finite = all_finite(sup.nu, sup.Pi, n)
     kap, entry, ks = sup.kap[:n].copy(), sup.entry[:n].copy(), sup.ks[:n].copy()
-    counts = (res.counter, res.clock, res.n_floored, res.index, res.status)
     return counts, kap, entry, src[: res.n_new].copy(), ks, finite
+
+
+@njit(cache=True)
+def records(rec, rule):
+    """The walk's :class:`PolicyState` and :class:`kernelcw.rules.RuleParams` from the
+    plain tuples :meth:`ExplicitForm.walk` passes (``BudgetPolicy.plain_record`` and
+    the rule's fields): numba types plain tuples faster than namedtuples, about 1 us
+    a call for these two (by hand)."""
+    b = rec[9]
+    pol = PolicyState(rec[0], rec[1], rec[2], rec[3], rec[4], rec[5], rec[6], rec[7], rec[8],
+                      SymBlas(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]))  # fmt: skip
+    return pol, RuleParams(rule[0], rule[1], rule[2], rule[3], rule[4])
 
 
 @njit(cache=True)
@@ -180,9 +197,10 @@ def blocked_part(data, counts, sup, slots, rec, rule, psd_tol, scr, undo, dw):
     t0, n, clock = counts
     s = Support(*sup)
     _fill_slots(s.kap, slots[0], s.entry, slots[1], s.ks, slots[2])
-    res = deferred_walk(BlockData(*data), t0, s, n, clock, PolicyState(*rec), rule, psd_tol,
+    pol, rule = records(rec, rule)
+    res = deferred_walk(BlockData(*data), t0, s, n, clock, pol, rule, psd_tol,
                         Scratch(*scr), Undo(*undo), Deferred(*dw))  # fmt: skip
-    return _walk_out(res, s, scr[1])
+    return _walk_out(res, s, scr[1], slots)
 
 
 @njit(cache=True)
@@ -192,9 +210,10 @@ def explicit_part(data, counts, sup, slots, rec, rule, psd_tol, scr, undo, flags
     t0, n, clock = counts
     s = Support(*sup)
     _fill_slots(s.kap, slots[0], s.entry, slots[1], s.ks, slots[2])
-    res = explicit_walk(BlockData(*data), t0, s, n, clock, PolicyState(*rec), rule, flags[0],
+    pol, rule = records(rec, rule)
+    res = explicit_walk(BlockData(*data), t0, s, n, clock, pol, rule, flags[0],
                         psd_tol, Scratch(*scr), Undo(*undo), flags[1])  # fmt: skip
-    return _walk_out(res, s, scr[1])
+    return _walk_out(res, s, scr[1], slots)
 
 
 class ExplicitForm(Form):
@@ -310,25 +329,26 @@ class ExplicitForm(Form):
         # be positive semi-definite is that drift, floored (and counted), not an error
         psd_tol = np.inf if ctx.known_psd else PSD_TOL
         data = (np.ascontiguousarray(blk.K0), blk.Kbb, blk.kap, blk.y)
-        rec = self.policy.record()
+        rec = self.policy.plain_record()
+        rule = tuple(ctx.rule)
         undo = UNARMED
         if self._armed is not None:
             # the checkpoint holds the buffers before the walk saves into them, so that
             # an error raised inside the walk after its save still restores the model
             # one input, the call's last (block_size=1 walks a call of m rows m times)
             one_input = b - t0 == 1 and ctx.rows_after == 0
-            undo = self._armed.undo = spares(self, cap, rec, one_input)
+            undo = self._armed.undo = spares(self, cap, self.policy, one_input)
         counts = (t0, n_now, self.clock)
         if self.blocked and B is not None and b - t0 > 1 and not self._unstructured(ctx):
             dw = self._dw
             if dw is None or dw.Kold.shape[0] < cap:
                 dw = self._dw = deferred_scratch(self.capacity, self.policy.tracks_kinv, B)
-            out = blocked_part(data, counts, sup, slots, tuple(rec), ctx.rule, psd_tol, scr,
+            out = blocked_part(data, counts, sup, slots, rec, rule, psd_tol, scr,
                                tuple(undo), tuple(dw))  # fmt: skip
         else:
             # None: numba drops the second-order code, or the eviction (explicit_walk)
             flags = (True if self.second else None, None if B is None else True)
-            out = explicit_part(data, counts, sup, slots, tuple(rec), ctx.rule, psd_tol, scr,
+            out = explicit_part(data, counts, sup, slots, rec, rule, psd_tol, scr,
                                 tuple(undo), flags)  # fmt: skip
         (
             (counter, clock, n_floored, index, status),

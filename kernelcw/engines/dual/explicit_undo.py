@@ -42,7 +42,7 @@ class Saved:
 
 def spares(form, cap: int, rec, one_input: bool = False) -> Undo:
     """The armed :class:`Undo` of ``form`` for a walk on capacity ``cap`` (``rec``:
-    its policy's record; ``one_input``: the walk holds one input and is the call's
+    its policy, or the policy's record; ``one_input``: the walk holds one input and is the call's
     last, so nothing changes the model after it): the kept spare buffers if they are
     large enough for the model's capacity and the policy's arrays, else new ones.
     They stay with the form for the next call while they hold at most
