@@ -419,6 +419,25 @@ class TriBlas(NamedTuple):
 
 TRI_BLAS = TriBlas(_dtrsm, _dtrsv, _dgemm)
 
+# The records as plain tuples, for a compiled call from Python to make the record from
+# (:func:`sym_record`, :func:`tri_record`): numba types a plain tuple argument faster
+# than a namedtuple (about 0.5 us a call for SYM_BLAS, by hand).
+SYM_PLAIN = tuple(SYM_BLAS)
+TRI_PLAIN = tuple(TRI_BLAS)
+
+
+@njit(cache=True)
+def sym_record(f):
+    """The :class:`SymBlas` of :data:`SYM_PLAIN` (or of a SymBlas)."""
+    return SymBlas(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7])
+
+
+@njit(cache=True)
+def tri_record(f):
+    """The :class:`TriBlas` of :data:`TRI_PLAIN` (or of a TriBlas)."""
+    return TriBlas(f[0], f[1], f[2])
+
+
 _trsm_c = njit(cache=True)(_trsm)
 _trsv_c = njit(cache=True)(_trsv)
 _gemm_c = njit(cache=True)(_gemm)

@@ -137,6 +137,14 @@ class RuleParams(NamedTuple):
         return self.rule in FIRST_ORDER
 
 
+@njit(cache=True)
+def rule_record(r):
+    """The :class:`RuleParams` of its fields as a plain tuple (or of a RuleParams): a
+    compiled call from Python takes the rule as ``tuple(rule)``, which numba types
+    faster than the namedtuple (about 0.4 us a call, by hand)."""
+    return RuleParams(r[0], r[1], r[2], r[3], r[4])
+
+
 @njit(cache=True, error_model="numpy")
 def negligible(gain, f):
     """Whether a step whose margin change at x is ``gain`` (``alpha v``; first order

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._blas import SYM_BLAS
+from .._blas import SYM_BLAS, SYM_PLAIN
 from .kernels import (
     NO_BUDGET,
     OLDEST,
@@ -37,9 +37,6 @@ __all__ = [
     "grown",
     "make_policy",
 ]
-
-#: :data:`kernelcw._blas.SYM_BLAS` as a plain tuple (:meth:`BudgetPolicy.plain_record`).
-SYM_PLAIN = tuple(SYM_BLAS)
 
 
 class BudgetPolicy:
@@ -93,10 +90,10 @@ class BudgetPolicy:
         return PolicyState(*self.plain_record()[:-1], SYM_BLAS)
 
     def plain_record(self) -> tuple:
-        """:meth:`record` as a plain tuple, its BLAS record too, for a compiled call
-        to make the record from (:func:`kernelcw.engines.dual.explicit.records`): numba
-        types a plain tuple argument faster than a namedtuple (about 0.6 us a call for
-        this one, by hand)."""
+        """:meth:`record` as a plain tuple, its BLAS record too
+        (:data:`kernelcw._blas.SYM_PLAIN`), for a compiled call to make the record from
+        (:func:`kernelcw.engines.dual.explicit.records`): numba types a plain tuple
+        argument faster than a namedtuple (about 0.6 us a call for this one, by hand)."""
         return (
             self.code,
             np.inf if self.budget is None else float(self.budget),

@@ -22,11 +22,11 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..._blas import SymBlas, sym_mv, sym_r1, symm_lower
+from ..._blas import sym_mv, sym_r1, sym_record, symm_lower
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
 from ...budget.kernels import PolicyState, lower_symmetric
 from ...budget.policies import grown
-from ...rules import FIRST_ORDER, VAR_FLOOR, RuleParams, negligible, step
+from ...rules import FIRST_ORDER, VAR_FLOOR, negligible, rule_record, step
 from .deferred import Deferred, deferred_scratch, deferred_walk, sub_block
 from .explicit_undo import UNARMED, Saved, restore_saved, spares
 from .form import BlockData, Form, Walked
@@ -182,10 +182,9 @@ def records(rec, rule):
     plain tuples :meth:`ExplicitForm.walk` passes (``BudgetPolicy.plain_record`` and
     the rule's fields): numba types plain tuples faster than namedtuples, about 1 us
     a call for these two (by hand)."""
-    b = rec[9]
     pol = PolicyState(rec[0], rec[1], rec[2], rec[3], rec[4], rec[5], rec[6], rec[7], rec[8],
-                      SymBlas(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]))  # fmt: skip
-    return pol, RuleParams(rule[0], rule[1], rule[2], rule[3], rule[4])
+                      sym_record(rec[9]))  # fmt: skip
+    return pol, rule_record(rule)
 
 
 @njit(cache=True)

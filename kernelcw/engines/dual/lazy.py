@@ -111,14 +111,16 @@ class LazyForm(PrunedForm):
         flops = float(n) * n * (t1 - t0)  # the solve L^-1 K0: the walk's largest call
         if ctx.threads is None or flops < AUTO_MIN_FLOPS:
             out, S, slots = lazy_part(
-                _blas.TRI_BLAS, bufs, sizes, data, ctx.rule, (V, new), slots, f_blk
+                _blas.TRI_PLAIN, bufs, sizes, data, tuple(ctx.rule), (V, new), slots, f_blk
             )
         else:  # the products on the threads "auto" allows, the walk and purge on one
             ctx.threads.block(flops)
-            prods = lazy_products(_blas.TRI_BLAS, self.L, self.r, blk.K0, blk.Kbb, ks,
+            prods = lazy_products(_blas.TRI_PLAIN, self.L, self.r, blk.K0, blk.Kbb, ks,
                                   t0, t1, V, new, STAIR_GROUP)  # fmt: skip
             ctx.threads.block(0.0)
-            out, S, slots = lazy_walk(bufs, sizes, data, ctx.rule, (V, new), slots, f_blk, prods)
+            out, S, slots = lazy_walk(
+                bufs, sizes, data, tuple(ctx.rule), (V, new), slots, f_blk, prods
+            )
         res = QueueResult._make(out)
         if res.status not in (OK, STOP):
             return res, ks, S

@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..._blas import gemm_sub_c, trsm_lower_left_c
+from ..._blas import gemm_sub_c, tri_record, trsm_lower_left_c
 from ..._cholupdate import givens_update
 from ...budget import splitmix64_uniform
+from ...rules import rule_record
 from .queue import Candidates, walk_with_rows
 from .queue_block import gather_kernels, grown_slots
 from .status import OK, STOP
@@ -43,6 +44,7 @@ def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group):
     ``rho = Y'r``. Y's column for slot v is zero above v: its columns, sorted by
     slot, are solved in bands of ``group``, each from its first slot's row.
     ``fns``: a :class:`kernelcw._blas.TriBlas`."""
+    fns = tri_record(fns)  # (a plain tuple from Python)
     n = ks.shape[0]
     bs = t1 - t0
     W, Kss = gather_kernels(K0, Kbb, ks, t0, t1)  # K0c, solved in place
@@ -196,6 +198,7 @@ def lazy_walk(bufs, sizes, data, rule, cands, slots, f_blk, prods):
     """:func:`lazy_part` after its products (``prods``, :func:`lazy_products`'s
     result): the walk and the append. Separate for a walk whose products take BLAS's
     threads while the walk takes one (:meth:`.lazy.LazyForm._walk_part`)."""
+    rule = rule_record(rule)  # (a plain tuple from Python)
     n, t0, t1, budget, clock = sizes[:5]
     kap_t = data[2][t0:t1]
     Kss, W, G, rW, P0, H0, rho0 = prods

@@ -38,7 +38,7 @@ import numpy as np
 from numba import njit
 
 from ... import _blas
-from ...rules import VAR_FLOOR
+from ...rules import VAR_FLOOR, rule_record
 from .form import Form, Walked
 from .status import OK, PSD_TOL, STOP
 from .steps import Block, NewRows, WalkResult, block_rows_part, checked_step, own_block
@@ -103,6 +103,7 @@ def panel_walk(data, rule, limit, src, f_blk, ks):
     that entered, ks with them appended): no namedtuple crosses back into Python,
     whose boxing looks the class up in Python code, where a Ctrl-C crashed numba
     0.68 (a segmentation fault)."""
+    rule = rule_record(rule)  # (a plain tuple from Python)
     b = data[3].shape[0]
     rows = NewRows(np.empty((b, b)), np.empty(b), np.empty(b), np.empty(b), src)
     res = cholesky_walk(Block(*data), rule, limit, rows, f_blk, np.empty(b))
@@ -306,7 +307,7 @@ class PanelForm(Form):
             rW2 = np.empty((b, 1))
             _blas.gemm_sub(1.0, WT, self.r.reshape(-1, 1), 0.0, rW2)
             rW = rW2[:, 0]
-        walked = panel_walk((G, rW, Kbb, kap, blk.y), ctx.rule, limit, src, f_blk, ks)
+        walked = panel_walk((G, rW, Kbb, kap, blk.y), tuple(ctx.rule), limit, src, f_blk, ks)
         fields, rows, entered, ks = walked
         res = WalkResult._make(fields)
         if res.status not in (OK, STOP):

@@ -36,7 +36,7 @@ from numba import njit
 from scipy.linalg import solve_triangular
 
 from ... import _blas, _cholupdate
-from ...rules import VAR_FLOOR
+from ...rules import VAR_FLOOR, rule_record
 from .form import Form, Walked, entered_inputs
 from .queue_block import append_rows, block_products, drop_oldest, drop_slots, grown_slots
 from .queue_state import (
@@ -249,7 +249,8 @@ def queue_part(fns, bufs, sizes, data, rule, slots, f_blk):
     ``sizes = (nO, nN, t0, t1, c, budget, clock)``, ``data = (K0, Kbb, kap, y)`` (the
     block's), ``slots = (entry, kap, zeta, qv, ks)``. Returns (QueueResult's fields, the block
     inputs that entered, the slots after the append: new arrays if rows were appended,
-    as rollback needs, else the same)."""
+    as rollback needs, else the same). ``fns`` and ``rule`` come as plain tuples."""
+    fns, rule = _blas.tri_record(fns), rule_record(rule)
     LO, LNO, KNO, LN, rO, rN = bufs
     nO, nN, t0, t1, c, budget, clock = sizes
     K0, Kbb, kap_blk, y_blk = data
@@ -458,8 +459,8 @@ class QueueForm(Form):
         bufs = (self.LO, self.LNO, self.KNO, self.LN, self.rO, self.rN)
         slots = (self.entry, self.kap, self.zeta, self.qv, ks)
         sizes = (nO, nN, t0, t1, c, B, self.clock)
-        data = (blk.K0, blk.Kbb, blk.kap, blk.y)
-        out, S, slots = queue_part(_blas.TRI_BLAS, bufs, sizes, data, ctx.rule, slots, f_blk)
+        data, rule = (blk.K0, blk.Kbb, blk.kap, blk.y), tuple(ctx.rule)
+        out, S, slots = queue_part(_blas.TRI_PLAIN, bufs, sizes, data, rule, slots, f_blk)
         res = QueueResult._make(out)
         if res.status not in (OK, STOP):
             return res, ks, S
@@ -480,7 +481,7 @@ class QueueForm(Form):
         slots = (self.entry, self.kap, self.zeta, self.qv, ks)
         if D <= _cholupdate.GIVENS_MAX_RANK:  # (a few: one compiled call, the same steps)
             bufs = (self.LN, self.LNO, self.rO, self.rN)
-            slots = drop_oldest(_blas.TRI_BLAS, bufs, nN, nO2, nO, slots)
+            slots = drop_oldest(_blas.TRI_PLAIN, bufs, nN, nO2, nO, slots)
         else:
             _cholupdate.tpqrt_update(self.LN[:nN, :nN], self.LNO[:nN, nO2:nO])
             self.LNO[:nN, nO2:nO] = 0.0

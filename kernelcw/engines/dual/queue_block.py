@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..._blas import gemm_sub_c, trsm_lower_left_c
+from ..._blas import gemm_sub_c, tri_record, trsm_lower_left_c
 from ..._cholupdate import givens_update
 from .steps import own_block
 
@@ -159,8 +159,9 @@ def drop_slots(slots, lo, hi):
 @njit(cache=True)
 def drop_oldest(fns, bufs, nN, nO2, nO, slots):
     """:func:`drop_columns` (with q_N from the slots' ``qv``) and :func:`drop_slots`
-    in one compiled call: the few oldest, O's rows nO2..nO-1, leave."""
-    drop_columns(fns, bufs, nN, nO2, nO, slots[3][nO:])
+    in one compiled call: the few oldest, O's rows nO2..nO-1, leave (``fns``: a
+    :class:`kernelcw._blas.TriBlas`, or its plain tuple)."""
+    drop_columns(tri_record(fns), bufs, nN, nO2, nO, slots[3][nO:])
     return drop_slots(slots, nO2, nO)
 
 
