@@ -138,7 +138,7 @@ class RuleParams(NamedTuple):
 
 
 @njit(cache=True)
-def rule_record(r):
+def rule_from_plain(r):
     """The :class:`RuleParams` of its fields as a plain tuple (or of a RuleParams): a
     compiled call from Python takes the rule as ``tuple(rule)``, which numba types
     faster than the namedtuple (about 0.4 us a call, by hand)."""

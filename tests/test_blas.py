@@ -293,3 +293,32 @@ def test_symm_lower_from_python_reads_the_lower_triangle_of_a_sub_block(m, layou
     np.testing.assert_allclose(C, S @ B, rtol=1e-13, atol=1e-13)
     if Cw is not None:
         assert np.all(Cw[:, 0] == -5.0) and np.all(Cw[:, 1 + m :] == -5.0)
+
+
+def test_plain_records_rebuild_the_named_ones():
+    """Compiled calls from Python take the BLAS, rule and budget policy records as
+    plain tuples and rebuild the namedtuples inside: field for field the same."""
+    from kernelcw.budget import make_policy
+    from kernelcw.engines.dual.explicit import records
+    from kernelcw.rules import RULES, RuleParams, rule_from_plain
+
+    assert _blas.sym_record(_blas.SYM_PLAIN) == _blas.SYM_BLAS
+    assert _blas.tri_record(_blas.TRI_PLAIN) == _blas.TRI_BLAS
+    assert _blas.tri_record(_blas.TRI_BLAS) == _blas.TRI_BLAS  # (a record passes through)
+    rules = [
+        RuleParams(int(code), 0.25 + i, 1.5, 2.0, 3.0) for i, code in enumerate(RULES.values())
+    ]
+    for r in rules:
+        assert rule_from_plain(tuple(r)) == r
+    for policy in ("oldest", "random", "smallest", "project"):
+        pol = make_policy(policy, 7, 11)
+        pol.counter = 5
+        got, rule = records(pol.plain_record(), tuple(rules[0]))
+        want = pol.record()
+        assert rule == rules[0]
+        assert got._fields == want._fields
+        for name, g, w in zip(want._fields, got, want, strict=True):
+            if isinstance(w, np.ndarray):
+                assert g is w, name  # (numba gives the caller's own arrays back)
+            else:
+                assert g == w, name  # (the values; numba boxes its uint64 seed as an int)

@@ -86,7 +86,9 @@ class BudgetPolicy:
                 self.vsv[:n] = a * np.diagonal(G) + np.einsum("ij,ij->j", G, Pi @ G)
 
     def record(self) -> PolicyState:
-        """The record the compiled walk takes."""
+        """The policy's :class:`PolicyState`, for compiled code called with it
+        (:func:`kernelcw.budget.kernels.evict` from combination); the walk takes
+        :meth:`plain_record`."""
         return PolicyState(*self.plain_record()[:-1], SYM_BLAS)
 
     def plain_record(self) -> tuple:

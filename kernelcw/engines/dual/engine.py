@@ -202,8 +202,8 @@ class DualEngine(Locked):
     def _walk_model(self, k: int, blk: BlockData, cols: np.ndarray, rows_after: int, threads):
         """Walk one block for model k, switching its form where a budget binds (then the
         ``threads`` are chosen again for the new form and the inputs left: those chosen
-        for the block need not suit it; :meth:`learn` chooses for the block again before
-        the next model).
+        for the block need not suit it; :meth:`_learn_block` chooses for the block again
+        before the next model).
         Returns (f, the block inputs that entered, each slot's kernel source after
         the block or None where that is its slot at the start, floored rounds)."""
         ctx = self._ctx

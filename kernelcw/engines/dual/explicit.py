@@ -26,7 +26,7 @@ from ..._blas import sym_mv, sym_r1, sym_record, symm_lower
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
 from ...budget.kernels import PolicyState, lower_symmetric
 from ...budget.policies import grown
-from ...rules import FIRST_ORDER, VAR_FLOOR, negligible, rule_record, step
+from ...rules import FIRST_ORDER, VAR_FLOOR, negligible, rule_from_plain, step
 from .deferred import Deferred, deferred_scratch, deferred_walk, sub_block
 from .explicit_undo import UNARMED, Saved, restore_saved, spares
 from .form import BlockData, Form, Walked
@@ -170,7 +170,7 @@ def _walk_out(res, sup, src, slots):
     counts = (res.counter, res.clock, res.n_floored, res.index, res.status)
     if res.n_new == 0:
         return counts, slots[0], slots[1], src[:0].copy(), slots[2], finite
-    if res.status == OK and res.n_new:
+    if res.status == OK:  # (an update went through: n_new > 0 here)
         finite = all_finite(sup.nu, sup.Pi, n)
     kap, entry, ks = sup.kap[:n].copy(), sup.entry[:n].copy(), sup.ks[:n].copy()
     return counts, kap, entry, src[: res.n_new].copy(), ks, finite
@@ -184,7 +184,7 @@ def records(rec, rule):
     a call for these two (by hand)."""
     pol = PolicyState(rec[0], rec[1], rec[2], rec[3], rec[4], rec[5], rec[6], rec[7], rec[8],
                       sym_record(rec[9]))  # fmt: skip
-    return pol, rule_record(rule)
+    return pol, rule_from_plain(rule)
 
 
 @njit(cache=True)

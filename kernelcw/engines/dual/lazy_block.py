@@ -16,7 +16,7 @@ from numba import njit
 from ..._blas import gemm_sub_c, tri_record, trsm_lower_left_c
 from ..._cholupdate import givens_update
 from ...budget import splitmix64_uniform
-from ...rules import rule_record
+from ...rules import rule_from_plain
 from .queue import Candidates, walk_with_rows
 from .queue_block import gather_kernels, grown_slots
 from .status import OK, STOP
@@ -43,7 +43,7 @@ def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group):
     whose rows of P, H, rho are zero) ``Y = L^-1 E_V``, ``P = Y'W``, ``H = Y'Y``,
     ``rho = Y'r``. Y's column for slot v is zero above v: its columns, sorted by
     slot, are solved in bands of ``group``, each from its first slot's row.
-    ``fns``: a :class:`kernelcw._blas.TriBlas`."""
+    ``fns``: a :class:`kernelcw._blas.TriBlas` or its plain tuple (from Python)."""
     fns = tri_record(fns)  # (a plain tuple from Python)
     n = ks.shape[0]
     bs = t1 - t0
@@ -116,7 +116,8 @@ def purge_rows(fns, L, r, qv, zeta, N, V, fold):
     leavers are gathered into ``Lam`` (zero above each leaver's first later row,
     ``first``). With ``fold`` (a few leavers) Lam is folded in here by Givens sweeps
     and r refreshed (:func:`refresh_r`); else the caller folds it in and refreshes.
-    Returns (the kept slots A, Lam, first)."""
+    Returns (the kept slots A, Lam, first). ``fns``: a TriBlas or its plain tuple."""
+    fns = tri_record(fns)
     D = V.shape[0]
     p0 = V[0]
     keep = np.ones(N, dtype=np.bool_)
@@ -145,7 +146,8 @@ def purge_rows(fns, L, r, qv, zeta, N, V, fold):
 @njit(cache=True)
 def refresh_r(fns, L, r, qv, p0, m):
     """``r[p0:m] = L[p0:m, p0:m]^-1 (qv[p0:m] - L[p0:m, :p0] r[:p0])`` after the
-    trailing rows of the factor changed."""
+    trailing rows of the factor changed (``fns``: a TriBlas or its plain tuple)."""
+    fns = tri_record(fns)
     rt = qv[p0:m].copy().reshape((m - p0, 1))
     if p0 > 0:
         gemm_sub_c(fns, -1.0, L[p0:m, :p0], r[:p0].reshape((p0, 1)), 1.0, rt, False)
@@ -198,7 +200,7 @@ def lazy_walk(bufs, sizes, data, rule, cands, slots, f_blk, prods):
     """:func:`lazy_part` after its products (``prods``, :func:`lazy_products`'s
     result): the walk and the append. Separate for a walk whose products take BLAS's
     threads while the walk takes one (:meth:`.lazy.LazyForm._walk_part`)."""
-    rule = rule_record(rule)  # (a plain tuple from Python)
+    rule = rule_from_plain(rule)  # (a plain tuple from Python)
     n, t0, t1, budget, clock = sizes[:5]
     kap_t = data[2][t0:t1]
     Kss, W, G, rW, P0, H0, rho0 = prods

@@ -38,7 +38,7 @@ import numpy as np
 from numba import njit
 
 from ... import _blas
-from ...rules import VAR_FLOOR, rule_record
+from ...rules import VAR_FLOOR, rule_from_plain
 from .form import Form, Walked
 from .status import OK, PSD_TOL, STOP
 from .steps import Block, NewRows, WalkResult, block_rows_part, checked_step, own_block
@@ -103,7 +103,7 @@ def panel_walk(data, rule, limit, src, f_blk, ks):
     that entered, ks with them appended): no namedtuple crosses back into Python,
     whose boxing looks the class up in Python code, where a Ctrl-C crashed numba
     0.68 (a segmentation fault)."""
-    rule = rule_record(rule)  # (a plain tuple from Python)
+    rule = rule_from_plain(rule)  # (a plain tuple from Python)
     b = data[3].shape[0]
     rows = NewRows(np.empty((b, b)), np.empty(b), np.empty(b), np.empty(b), src)
     res = cholesky_walk(Block(*data), rule, limit, rows, f_blk, np.empty(b))

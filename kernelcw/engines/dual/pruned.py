@@ -57,7 +57,7 @@ from scipy.linalg.lapack import dpotrf, dpotri, dtrtri
 
 from ... import _blas, _cholupdate
 from ...budget import splitmix64_uniform
-from ...rules import VAR_FLOOR
+from ...rules import VAR_FLOOR, rule_from_plain
 from .form import Form, Walked, entered_inputs
 from .lazy_block import copy_lower, purge_rows, refresh_r
 from .status import OK, PSD_TOL
@@ -94,6 +94,7 @@ def pruned_walk(blk, rule, limit, psd_tol, rows, f_out, e):
     :class:`.steps.WalkResult`'s fields as a plain tuple (see
     :func:`.panels.panel_walk`: no namedtuple crosses back into Python)."""
     b = blk.rW.shape[0]
+    rule = rule_from_plain(rule)  # (a plain tuple from Python)
     a = rule.a
     u = 0
     nfl = 0
@@ -247,7 +248,7 @@ class PrunedForm(Form):
         psd_tol = np.inf if ctx.known_psd else PSD_TOL
         limit = self.budget + 1 - n
         res = WalkResult._make(
-            pruned_walk(walk_blk, ctx.rule, limit, psd_tol, rows, f_sub, np.empty(bs))
+            pruned_walk(walk_blk, tuple(ctx.rule), limit, psd_tol, rows, f_sub, np.empty(bs))
         )
         f_blk[t0:] = f_sub
         u = res.n_new
@@ -349,11 +350,11 @@ class PrunedForm(Form):
         self._save_rows(p0)
         fold = V.shape[0] <= _cholupdate.GIVENS_MAX_RANK
         bufs = (self.L, self.r, self.qv, self.zeta)
-        A, Lam, first = purge_rows(_blas.TRI_BLAS, *bufs, self.n, V, fold)
+        A, Lam, first = purge_rows(_blas.TRI_PLAIN, *bufs, self.n, V, fold)
         m = A.shape[0]
         if not fold:  # leaver j's column is zero above its first later row
             _cholupdate.staircase_update(self.L[p0:m, p0:m], Lam, first, group=STAIR_GROUP)
-            refresh_r(_blas.TRI_BLAS, *bufs[:3], p0, m)
+            refresh_r(_blas.TRI_PLAIN, *bufs[:3], p0, m)
         return A
 
     def _project(self, A, V, nu, Kinv, a: float) -> None:

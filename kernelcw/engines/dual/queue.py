@@ -36,7 +36,7 @@ from numba import njit
 from scipy.linalg import solve_triangular
 
 from ... import _blas, _cholupdate
-from ...rules import VAR_FLOOR, rule_record
+from ...rules import VAR_FLOOR, rule_from_plain
 from .form import Form, Walked, entered_inputs
 from .queue_block import append_rows, block_products, drop_oldest, drop_slots, grown_slots
 from .queue_state import (
@@ -250,7 +250,7 @@ def queue_part(fns, bufs, sizes, data, rule, slots, f_blk):
     block's), ``slots = (entry, kap, zeta, qv, ks)``. Returns (QueueResult's fields, the block
     inputs that entered, the slots after the append: new arrays if rows were appended,
     as rollback needs, else the same). ``fns`` and ``rule`` come as plain tuples."""
-    fns, rule = _blas.tri_record(fns), rule_record(rule)
+    fns, rule = _blas.tri_record(fns), rule_from_plain(rule)
     LO, LNO, KNO, LN, rO, rN = bufs
     nO, nN, t0, t1, c, budget, clock = sizes
     K0, Kbb, kap_blk, y_blk = data
