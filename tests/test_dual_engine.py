@@ -15,6 +15,7 @@ from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier
 from kernelcw.engines.dual import DualEngine
 from kernelcw.engines.dual.deferred import sub_block
 from kernelcw.engines.dual.status import NONFINITE, NOT_PSD, OK, raise_for
+from kernelcw.engines.dual.steps import FUSED_MAX
 from kernelcw.rules import AROW, STDEV, VAR
 
 # (estimator, parameters, the factor form each model is in after the first chunk)
@@ -357,3 +358,30 @@ def test_state_of_an_unknown_factor_form_is_a_clear_error():
     state["model0.form"] = np.array(99, dtype=np.int64)
     with pytest.raises(ValueError, match="model 0 is in factor form 99"):
         DualEngine.from_state(est._engine.spec, state)
+
+
+@pytest.mark.parametrize("saving", [False, True])
+@pytest.mark.parametrize("n", [0, 1, 37, FUSED_MAX, FUSED_MAX + 3])
+def test_pi_rank1_updates_the_lower_triangle_and_saves_it_in_the_same_pass(n, saving):
+    """The explicit walk's update of Pi (its lower triangle, in a capacity buffer) and,
+    at a call's first update, the save of Pi before it: by one loop up to FUSED_MAX
+    support vectors, by a copy and BLAS dsyr above. Nothing else is written."""
+    from kernelcw._blas import SYM_BLAS
+    from kernelcw.engines.dual.steps import pi_rank1
+
+    rng = np.random.default_rng(n)
+    cap = n + 2
+    Pi, save = rng.normal(size=(cap, cap)), rng.normal(size=(cap, cap))
+    Pi0, save0 = Pi.copy(), save.copy()
+    c, alpha = rng.normal(size=cap), -0.37
+    pi_rank1(SYM_BLAS, n, alpha, c, Pi, save, saving)
+    low = np.tril(np.ones((cap, cap), dtype=bool))
+    low[n:] = low[:, n:] = False  # the leading n x n lower triangle
+    want = Pi0 + alpha * np.outer(c, c)
+    np.testing.assert_allclose(Pi[low], want[low], rtol=1e-13, atol=1e-13)
+    np.testing.assert_array_equal(Pi[~low], Pi0[~low])
+    if saving:
+        np.testing.assert_array_equal(save[low], Pi0[low])  # exactly: restore's copy
+        np.testing.assert_array_equal(save[~low], save0[~low])
+    else:
+        np.testing.assert_array_equal(save, save0)

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..._blas import sym_mv, sym_r1, sym_record, symm_lower
+from ..._blas import sym_mv, sym_record, symm_lower
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
 from ...budget.kernels import PolicyState, lower_symmetric
 from ...budget.policies import grown
@@ -31,7 +31,7 @@ from .deferred import Deferred, deferred_scratch, deferred_walk, sub_block
 from .explicit_undo import UNARMED, Saved, restore_saved, spares
 from .form import BlockData, Form, Walked
 from .status import NONFINITE, NOT_PSD, OK, PSD_TOL
-from .steps import ExplicitResult, Undo, checked_step, save_model
+from .steps import ExplicitResult, Undo, checked_step, pi_rank1, save_model
 
 __all__ = ["BLOCKED_POLICIES", "ExplicitForm", "explicit_walk"]
 
@@ -73,8 +73,10 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
     the block's start) or, for ks < 0, row -1-ks of Kbb (an input of this block).
     With more than ``pol.budget`` support vectors after an update, one leaves at
     once (:func:`kernelcw.budget.evict`). With ``undo.armed`` (the call's first
-    update is still to come) the walk saves the model into ``undo`` just before it
-    first changes it (:func:`save_model`). Returns an :class:`ExplicitResult`.
+    update is still to come) the walk saves the model into ``undo`` as it first
+    changes it: Pi in the pass that updates it (:func:`.steps.pi_rank1`), the rest
+    just after, before any other change (:func:`save_model`). Returns an
+    :class:`ExplicitResult`.
 
     ``budgeted`` is None for a model without a budget: numba then prunes the eviction
     branch at compile time, so an unbudgeted run does not compile every policy
@@ -122,8 +124,11 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
             if alpha > 0.0 and negligible(alpha * a * kap_t, f):
                 alpha = 0.0
         if alpha > 0.0:
-            if armed:  # the call's first change is next: save what restore needs
-                save_model(n, sup, pol, undo)
+            if second is not None:  # Pi -= beta c c', its lower triangle; the call's
+                # first change: Pi saved in the same pass (pi_rank1), the rest next
+                pi_rank1(pol.blas, n, -beta, c, Pi, undo.Pi, armed)
+            if armed:  # before any other change: save what restore needs
+                save_model(n, sup, pol, undo, False)
                 armed = False
             ay = alpha * y_t
             if budgeted is not None:  # an unbudgeted model's policy tracks nothing
@@ -131,7 +136,6 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
             sup.zsv[n] = zeta
             if second is not None:  # Pi's lower triangle (kernelcw.budget.kernels)
                 sup.gsv[n] = zeta * f + ay * (1.0 + zeta * v)
-                sym_r1(pol.blas, n, -beta, c, Pi)
                 for i in range(n):
                     nu[i] += ay * c[i]
                     Pi[n, i] = -beta * a * c[i]
