@@ -48,14 +48,19 @@ class Scratch(NamedTuple):
 
 
 @njit(cache=True)
-def all_finite(nu, Pi, n):
-    """nu's leading n and Pi's leading lower triangle hold no inf or NaN (x - x is NaN for
-    both; an or-reduction of integers, which the compiler vectorises: 2.4x faster than
-    the and-reduction of booleans it replaced, 4 us at n = 200, paid by every call of
-    one row that updates)."""
+def all_finite(nu, Pi, n, vsv):
+    """nu's leading n, Pi's leading lower triangle and the leading n of ``vsv`` (the
+    variances "smallest" scores by; empty for the other policies) hold no inf or NaN
+    (x - x is NaN for both; an or-reduction of integers, which the compiler vectorises:
+    2.4x faster than the and-reduction of booleans it replaced, 4 us at n = 200, paid by
+    every call of one row that updates). vsv steers no coefficient, only the choice of
+    the vector that leaves: an overflow there left nu and Pi finite and the choices
+    made from NaN scores (AROW on unscaled features, a reviewer's stream)."""
     bad = 0
     for i in range(n):
         bad |= np.int64(not ((nu[i] - nu[i]) == 0.0))
+    for i in range(min(n, vsv.shape[0])):
+        bad |= np.int64(not ((vsv[i] - vsv[i]) == 0.0))
     for i in range(min(n, Pi.shape[0])):  # the lower triangle (the one kept)
         row = Pi[i]
         for j in range(i + 1):
@@ -160,22 +165,23 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
 
 
 @njit(cache=True)
-def _walk_out(res, sup, src, slots):
+def _walk_out(res, sup, src, slots, vsv):
     """What :meth:`ExplicitForm.walk` keeps of a walk: ((counter, clock, floored
     rounds, index, status) of ``res``, the slots' kap and entry, the inputs that
-    entered and the slots' ks, and whether nu and Pi stayed finite after an update
-    that went through). A plain tuple: numba boxes a namedtuple through look-ups of
-    its class, 0.4 us a call (by hand). The slots' arrays are new where the walk
-    changed them; a walk that changed nothing (no update, so no removal) gives back
-    the ``slots`` it was given (kap, entry, ks), which numba returns as the same
-    objects: no copies (about 1 us of a call of one row that does not update)."""
+    entered and the slots' ks, and whether nu, Pi and the policy's ``vsv`` stayed
+    finite after an update that went through, :func:`all_finite`). A plain tuple:
+    numba boxes a namedtuple through look-ups of its class, 0.4 us a call (by hand).
+    The slots' arrays are new where the walk changed them; a walk that changed nothing
+    (no update, so no removal) gives back the ``slots`` it was given (kap, entry, ks),
+    which numba returns as the same objects: no copies (about 1 us of a call of one
+    row that does not update)."""
     n = res.n
     finite = True
     counts = (res.counter, res.clock, res.n_floored, res.index, res.status)
     if res.n_new == 0:
         return counts, slots[0], slots[1], src[:0].copy(), slots[2], finite
     if res.status == OK:  # (an update went through: n_new > 0 here)
-        finite = all_finite(sup.nu, sup.Pi, n)
+        finite = all_finite(sup.nu, sup.Pi, n, vsv)
     kap, entry, ks = sup.kap[:n].copy(), sup.entry[:n].copy(), sup.ks[:n].copy()
     return counts, kap, entry, src[: res.n_new].copy(), ks, finite
 
@@ -203,7 +209,7 @@ def blocked_part(data, counts, sup, slots, rec, rule, psd_tol, scr, undo, dw):
     pol, rule = records(rec, rule)
     res = deferred_walk(BlockData(*data), t0, s, n, clock, pol, rule, psd_tol,
                         Scratch(*scr), Undo(*undo), Deferred(*dw))  # fmt: skip
-    return _walk_out(res, s, scr[1], slots)
+    return _walk_out(res, s, scr[1], slots, pol.vsv)
 
 
 @njit(cache=True)
@@ -216,7 +222,7 @@ def explicit_part(data, counts, sup, slots, rec, rule, psd_tol, scr, undo, flags
     pol, rule = records(rec, rule)
     res = explicit_walk(BlockData(*data), t0, s, n, clock, pol, rule, flags[0],
                         psd_tol, Scratch(*scr), Undo(*undo), flags[1])  # fmt: skip
-    return _walk_out(res, s, scr[1], slots)
+    return _walk_out(res, s, scr[1], slots, pol.vsv)
 
 
 class ExplicitForm(Form):
