@@ -454,3 +454,39 @@ def test_explicit_form_refuses_an_overflowed_pi():
         assert_same_attributes(fitted_attributes(est), before)
         return
     assert np.isfinite(est.covariance_coef_).all()
+
+
+def test_explicit_form_without_budget_keeps_no_overflow_and_saves(tmp_path):
+    """CW-Stdev's hard constraint on noisy labels, solver "explicit", no budget, one
+    row per call: a call whose unlearning weight g overflowed while nu and Pi stayed
+    finite went through, and ``kernelcw.load`` then refused the saved model ("holds
+    NaN or infinity"). Now such a call raises FloatingPointError with the model as
+    before it, every other call leaves the whole state finite, and the model saves and
+    loads to the same decisions."""
+    import kernelcw
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] + 0.8 * rng.normal(size=300) > 0).astype(int)
+    est = CWClassifier(rule="stdev", eta=0.95, kernel="linear", mode="dual", solver="explicit")
+    failed = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for i in range(len(y)):
+            before = est.engine_.state_dict() if i else None
+            try:
+                est.partial_fit(X[i : i + 1], y[i : i + 1], classes=[0, 1])
+            except FloatingPointError:
+                failed += 1
+                after = est.engine_.state_dict()
+                for k in before:
+                    np.testing.assert_array_equal(after[k], before[k], err_msg=f"row {i}: {k}")
+                continue
+            state = est.engine_.state_dict()
+            bad = [k for k, v in state.items() if v.dtype.kind == "f" and not np.isfinite(v).all()]
+            assert not bad, f"row {i}: {bad}"
+    assert failed > 0  # (the stream does overflow: the check caught it)
+    path = tmp_path / "model.npz"
+    kernelcw.save(est, path)
+    loaded = kernelcw.load(path)
+    np.testing.assert_array_equal(loaded.decision_function(X), est.decision_function(X))

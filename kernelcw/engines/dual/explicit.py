@@ -48,17 +48,21 @@ class Scratch(NamedTuple):
 
 
 @njit(cache=True)
-def all_finite(nu, Pi, n, vsv):
-    """nu's leading n, Pi's leading lower triangle and the leading n of ``vsv`` (the
-    variances "smallest" scores by; empty for the other policies) hold no inf or NaN
-    (x - x is NaN for both; an or-reduction of integers, which the compiler vectorises:
-    2.4x faster than the and-reduction of booleans it replaced, 4 us at n = 200, paid by
-    every call of one row that updates). vsv steers no coefficient, only the choice of
-    the vector that leaves: an overflow there left nu and Pi finite and the choices
-    made from NaN scores (AROW on unscaled features, a reviewer's stream)."""
+def all_finite(sup, n, vsv):
+    """The model's leading n (``sup``: nu, the unlearning weights zsv and gsv, and Pi's
+    lower triangle) and of ``vsv`` (the variances "smallest" scores by; empty for the
+    other policies) hold no inf or NaN (x - x is NaN for both; an or-reduction of
+    integers, which the compiler vectorises: 2.4x faster than the and-reduction of
+    booleans it replaced, 4 us at n = 200, paid by every call of one row that updates).
+    gsv and vsv steer no coefficient: an overflow there left nu and Pi finite, and the
+    state kept it (CW-Stdev, solver "explicit": a gsv of inf that ``kernelcw.load``
+    then refused; AROW on unscaled features: "smallest" choosing from NaN scores)."""
     bad = 0
+    nu, zsv, gsv, Pi = sup.nu, sup.zsv, sup.gsv, sup.Pi
     for i in range(n):
         bad |= np.int64(not ((nu[i] - nu[i]) == 0.0))
+        bad |= np.int64(not ((zsv[i] - zsv[i]) == 0.0))
+        bad |= np.int64(not ((gsv[i] - gsv[i]) == 0.0))
     for i in range(min(n, vsv.shape[0])):
         bad |= np.int64(not ((vsv[i] - vsv[i]) == 0.0))
     for i in range(min(n, Pi.shape[0])):  # the lower triangle (the one kept)
@@ -168,7 +172,7 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
 def _walk_out(res, sup, src, slots, vsv):
     """What :meth:`ExplicitForm.walk` keeps of a walk: ((counter, clock, floored
     rounds, index, status) of ``res``, the slots' kap and entry, the inputs that
-    entered and the slots' ks, and whether nu, Pi and the policy's ``vsv`` stayed
+    entered and the slots' ks, and whether the model and the policy's ``vsv`` stayed
     finite after an update that went through, :func:`all_finite`). A plain tuple:
     numba boxes a namedtuple through look-ups of its class, 0.4 us a call (by hand).
     The slots' arrays are new where the walk changed them; a walk that changed nothing
@@ -181,7 +185,7 @@ def _walk_out(res, sup, src, slots, vsv):
     if res.n_new == 0:
         return counts, slots[0], slots[1], src[:0].copy(), slots[2], finite
     if res.status == OK:  # (an update went through: n_new > 0 here)
-        finite = all_finite(sup.nu, sup.Pi, n, vsv)
+        finite = all_finite(sup, n, vsv)
     kap, entry, ks = sup.kap[:n].copy(), sup.entry[:n].copy(), sup.ks[:n].copy()
     return counts, kap, entry, src[: res.n_new].copy(), ks, finite
 
