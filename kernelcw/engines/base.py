@@ -20,6 +20,7 @@ __all__ = [
     "Locked",
     "check_shapes",
     "check_width",
+    "finite_margins",
     "learn_or_stabilise",
 ]
 
@@ -139,6 +140,22 @@ def check_shapes(X, Y, n_features: int | None, n_models: int) -> None:
         raise ValueError(
             f"Y is {Y.shape}, not ({X.shape[0]}, {n_models}): one label a row and model"
         )
+
+
+def finite_margins(F: np.ndarray, what: str = "decision value") -> np.ndarray:
+    """F, a prediction's (n, K) margins or variances, unless one is inf or NaN: then a
+    FloatingPointError naming the first such row. A model whose walks stayed in range
+    can still overflow on a new input, or sum its finite terms in another order than
+    the walk did (``nu @ K0`` in blocks: a poly kernel on unscaled features gave NaN
+    decision values, and ``predict`` then the first class for them, quietly)."""
+    if not np.isfinite(F).all():
+        row = int(np.flatnonzero(~np.isfinite(F).all(axis=1))[0])
+        raise FloatingPointError(
+            f"the {what} of row {row} of X is not finite: the model's sums left float64's "
+            "range there (features of very different scales, or a kernel whose values "
+            "overflow): standardise X, or lower gamma/degree"
+        )
+    return F
 
 
 def check_width(X, n_features: int) -> None:

@@ -53,7 +53,7 @@ from ._diag_slots import place
 from ._diag_undo import SlotUndo, UndoLog, log_coordinate, no_log
 from ._prefetch import AHEAD, prefetch
 from ._primal_common import Counts, check_same_a, new_counts, raise_nonfinite, rule_record
-from .base import LearnResult, Locked, check_shapes
+from .base import LearnResult, Locked, check_shapes, finite_margins
 
 __all__ = ["PrimalDiagEngine", "diag_fit"]
 
@@ -462,14 +462,16 @@ class PrimalDiagEngine(Locked):
     def decision(self, X) -> np.ndarray:
         if sp.issparse(X):  # straight from the interleaved buffer: no (K, d) copy per call
             w, idx = self._rows(X)
-            return ds.csr_times(X.indptr, idx, X.data, w, 0, False, 0.0)
-        return np.asarray(X @ self.mean.T)
+            return finite_margins(ds.csr_times(X.indptr, idx, X.data, w, 0, False, 0.0))
+        return finite_margins(np.asarray(X @ self.mean.T))
 
     def margin_variance(self, X) -> np.ndarray:
         if sp.issparse(X):
             w, idx = self._rows(X)
-            return ds.csr_times(X.indptr, idx, X.data, w, 1, True, self.spec.a)
-        return np.asarray((X * X) @ self.variance.T)
+            v = ds.csr_times(X.indptr, idx, X.data, w, 1, True, self.spec.a)
+        else:
+            v = np.asarray((X * X) @ self.variance.T)
+        return finite_margins(v, "margin variance")
 
     def margins(self, X) -> tuple[np.ndarray, np.ndarray]:
         return self.decision(X), self.margin_variance(X)

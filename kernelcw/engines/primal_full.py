@@ -39,7 +39,7 @@ from .._threads import BlasThreads
 from ..rules import VAR_FLOOR, RuleParams, negligible, step
 from ..spec import EngineSpec
 from ._primal_common import Counts, check_same_a, new_counts, raise_nonfinite, rule_record
-from .base import LearnResult, Locked, check_shapes
+from .base import LearnResult, Locked, check_shapes, finite_margins
 from .primal_diag import diag_fit
 
 __all__ = ["PrimalFullEngine", "default_block_size", "full_fit"]
@@ -267,7 +267,7 @@ class PrimalFullEngine(Locked):
             self.covariance[...] = cov
 
     def decision(self, X) -> np.ndarray:
-        return np.asarray(X @ self.mean.T)
+        return finite_margins(np.asarray(X @ self.mean.T))
 
     def margin_variance(self, X) -> np.ndarray:
         sigma = self.covariance
@@ -275,7 +275,7 @@ class PrimalFullEngine(Locked):
             cols = [np.asarray(X.multiply(X @ S).sum(axis=1)).ravel() for S in sigma]
         else:
             cols = [np.einsum("ij,ij->i", X @ S, X) for S in sigma]
-        return np.stack(cols, axis=1)
+        return finite_margins(np.stack(cols, axis=1), "margin variance")
 
     def margins(self, X) -> tuple[np.ndarray, np.ndarray]:
         return self.decision(X), self.margin_variance(X)

@@ -27,7 +27,7 @@ from numba import njit
 
 from ..._threads import BlasThreads
 from ...rules import RuleParams
-from ..base import LearnResult, Locked, check_shapes, check_width
+from ..base import LearnResult, Locked, check_shapes, check_width, finite_margins
 from .convert import explicit_to_pruned, initial_form, lazy_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form, entered_inputs, for_call
@@ -390,7 +390,8 @@ class DualEngine(Locked):
                 F[lo:hi, k] = nus[k] @ K0 if form.n else 0.0
                 if with_variance:
                     V[lo:hi, k] = form.variance(K0, kap, a)
-        return F, V
+        finite_margins(F)
+        return F, V if V is None else finite_margins(V, "margin variance")
 
     # ------------------------------------------------------------ dual attributes
     # Lists with one entry per binary model, each in the order support vectors entered.
