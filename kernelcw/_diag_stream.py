@@ -20,10 +20,13 @@ the types cannot change.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
 from .engines._primal_common import new_counts, raise_nonfinite, rule_record
+from .engines.base import nonfinite_prediction
 from .engines.primal_diag import _WALK, _diag_row, no_log, row_margin
 from .rules import DIAG_METHODS
 
@@ -131,7 +134,11 @@ class DiagStream:
             self._margin = _entry(_margin, args)
         else:
             sq = _ENTRIES[self._margin](*args)
-        return float(self.out[0]), float(self.out[1]), sq
+        f, v = float(self.out[0]), float(self.out[1])
+        if not (math.isfinite(f) and math.isfinite(v)):  # (as every engine's prediction)
+            what = "decision value" if not math.isfinite(f) else "margin variance"
+            raise nonfinite_prediction(what, "this row")
+        return f, v, sq
 
     def take_counts(self) -> tuple[int, int, int]:
         """The counters gathered since the last call, and reset them."""

@@ -412,7 +412,7 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
         # (with kernel="precomputed" no variance without k(x, x) of the probe)
         precomputed = spec.kernel is not None and spec.kernel.precomputed
         v = np.zeros_like(f) if precomputed else engine.margin_variance(probe)
-    except (ValueError, TypeError, KeyError, IndexError) as e:
+    except (ValueError, TypeError, KeyError, IndexError, FloatingPointError) as e:
         raise bad(f"the {spec.form} engine's arrays are inconsistent: {e!r}") from e
     if f.shape != (1, K) or v.shape != (1, K) or not np.all(np.isfinite(v)):
         raise bad(f"the {spec.form} engine's arrays are inconsistent")

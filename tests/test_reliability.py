@@ -540,3 +540,80 @@ def test_primal_predictions_that_overflow_raise_instead_of_nan(covariance, spars
             with pytest.raises(FloatingPointError, match="row 3 of X is not finite"):
                 method(X_new)
     assert est.predict(X_new[:3]).shape == (3,)
+
+
+def test_project_inverse_gram_overflow_is_caught(tmp_path):
+    """A Perceptron with a "project" budget on rows of norm 1e-160 (every 7th): the
+    inverse Gram matrix's update overflowed to inf while nu stayed finite, the call
+    went through, and the saved model did not load. Now every call either raises
+    FloatingPointError with the state as before it or leaves the state finite, and the
+    model saves and loads."""
+    import kernelcw
+    from kernelcw import PerceptronClassifier
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 4))
+    X[::7] *= 1e-160
+    y = (X[:, 0] > 0).astype(int)
+    est = PerceptronClassifier(kernel="linear", budget=10, budget_policy="project",
+                               fit_intercept=False)  # fmt: skip
+    failed = 0
+    for i in range(len(y)):
+        before = est.engine_.state_dict() if hasattr(est, "classes_") else None
+        try:
+            est.partial_fit(X[i : i + 1], y[i : i + 1], classes=[0, 1])
+        except FloatingPointError:
+            failed += 1
+            if before is None:  # (a first call that fails leaves the model unfitted)
+                assert not hasattr(est, "classes_")
+                continue
+            after = est.engine_.state_dict()
+            for k in before:
+                np.testing.assert_array_equal(after[k], before[k], err_msg=f"row {i}: {k}")
+            continue
+        state = est.engine_.state_dict()
+        bad = [k for k, v in state.items() if v.dtype.kind == "f" and not np.isfinite(v).all()]
+        assert not bad, f"row {i}: {bad}"
+    assert failed > 0 and est.n_support_ == 10
+    kernelcw.save(est, tmp_path / "model.npz")
+    loaded = kernelcw.load(tmp_path / "model.npz")
+    np.testing.assert_array_equal(loaded.decision_function(X), est.decision_function(X))
+
+
+def test_river_row_path_prediction_that_overflows_raises():
+    """The river adapter's own row path (a binary diagonal model, its default) checks
+    its prediction as the engines do: a mean near float64's largest value gave a NaN
+    margin, and ``predict_one`` the first label for it, quietly."""
+    pytest.importorskip("river")
+    from kernelcw.river import Classifier
+
+    clf = Classifier(AROWClassifier(covariance="diag"))
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        x = {"a": float(rng.normal()), "b": float(rng.normal()), "c": float(rng.normal())}
+        clf.learn_one(x, bool(x["a"] > 0))
+    clf.estimator_._engine.mean[0, :2] = (1e308, -1e308)
+    x = {"a": 2.0, "b": 2.0, "c": 0.0}  # inf - inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for method in (clf.predict_one, clf.predict_proba_one):
+            with pytest.raises(FloatingPointError, match="is not finite"):
+                method(x)
+
+
+def test_load_refuses_arrays_whose_prediction_overflows(tmp_path):
+    """``kernelcw.load`` predicts a probe row with the rebuilt engine; a probe that
+    overflows is its documented ValueError (the arrays are inconsistent), not the
+    prediction's FloatingPointError."""
+    import kernelcw
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    est = CWClassifier(mode="primal", covariance="full", fit_intercept=True, intercept_scaling=4.0)
+    est.fit(X, (X[:, 0] > 0).astype(int))
+    est._engine.covariance[0, -1, -1] = 1.5e308  # the intercept's: 16 times that overflows
+    kernelcw.save(est, tmp_path / "m.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(ValueError, match="inconsistent"):
+            kernelcw.load(tmp_path / "m.npz")

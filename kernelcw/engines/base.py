@@ -21,6 +21,7 @@ __all__ = [
     "check_shapes",
     "check_width",
     "finite_margins",
+    "nonfinite_prediction",
     "learn_or_stabilise",
 ]
 
@@ -148,14 +149,21 @@ def finite_margins(F: np.ndarray, what: str = "decision value") -> np.ndarray:
     can still overflow on a new input, or sum its finite terms in another order than
     the walk did (``nu @ K0`` in blocks: a poly kernel on unscaled features gave NaN
     decision values, and ``predict`` then the first class for them, quietly)."""
-    if not np.isfinite(F).all():
-        row = int(np.flatnonzero(~np.isfinite(F).all(axis=1))[0])
-        raise FloatingPointError(
-            f"the {what} of row {row} of X is not finite: the model's sums left float64's "
-            "range there (features of very different scales, or a kernel whose values "
-            "overflow): standardise X, or lower gamma/degree"
-        )
+    ok = np.isfinite(F)
+    if not ok.all():
+        row = int(np.flatnonzero(~ok.reshape(F.shape[0], -1).all(axis=1))[0])
+        raise nonfinite_prediction(what, f"row {row} of X")
     return F
+
+
+def nonfinite_prediction(what: str, where: str) -> FloatingPointError:
+    """The error of a prediction (``what``: "decision value" or "margin variance") that
+    is not finite at ``where`` (:func:`finite_margins`; the river adapter's row path)."""
+    return FloatingPointError(
+        f"the {what} of {where} is not finite: the model's sums left float64's range "
+        "there (features of very different scales, or kernel values that overflow): "
+        "standardise X, or lower the kernel's gamma or degree"
+    )
 
 
 def check_width(X, n_features: int) -> None:

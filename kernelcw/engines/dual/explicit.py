@@ -48,15 +48,18 @@ class Scratch(NamedTuple):
 
 
 @njit(cache=True)
-def all_finite(sup, n, vsv):
+def all_finite(sup, n, vsv, kinv):
     """The model's leading n (``sup``: nu, the unlearning weights zsv and gsv, and Pi's
-    lower triangle) and of ``vsv`` (the variances "smallest" scores by; empty for the
-    other policies) hold no inf or NaN (x - x is NaN for both; an or-reduction of
+    lower triangle), of ``vsv`` (the variances "smallest" scores by) and of ``kinv``'s
+    lower triangle ("project"'s inverse Gram matrix; both empty for the other policies)
+    hold no inf or NaN (x - x is NaN for both; an or-reduction of
     integers, which the compiler vectorises: 2.4x faster than the and-reduction of
     booleans it replaced, 4 us at n = 200, paid by every call of one row that updates).
     gsv and vsv steer no coefficient: an overflow there left nu and Pi finite, and the
     state kept it (CW-Stdev, solver "explicit": a gsv of inf that ``kernelcw.load``
-    then refused; AROW on unscaled features: "smallest" choosing from NaN scores)."""
+    then refused; AROW on unscaled features: "smallest" choosing from NaN scores;
+    a Perceptron "project" on rows of norm 1e-160: kinv of inf, nu finite). The Gram
+    matrix G is kernel values, checked as the kernel makes them."""
     bad = 0
     nu, zsv, gsv, Pi = sup.nu, sup.zsv, sup.gsv, sup.Pi
     for i in range(n):
@@ -65,10 +68,11 @@ def all_finite(sup, n, vsv):
         bad |= np.int64(not ((gsv[i] - gsv[i]) == 0.0))
     for i in range(min(n, vsv.shape[0])):
         bad |= np.int64(not ((vsv[i] - vsv[i]) == 0.0))
-    for i in range(min(n, Pi.shape[0])):  # the lower triangle (the one kept)
-        row = Pi[i]
-        for j in range(i + 1):
-            bad |= np.int64(not ((row[j] - row[j]) == 0.0))
+    for M in (Pi, kinv):
+        for i in range(min(n, M.shape[0])):  # the lower triangle (the one kept)
+            row = M[i]
+            for j in range(i + 1):
+                bad |= np.int64(not ((row[j] - row[j]) == 0.0))
     return bad == 0
 
 
@@ -169,11 +173,11 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
 
 
 @njit(cache=True)
-def _walk_out(res, sup, src, slots, vsv):
+def _walk_out(res, sup, src, slots, vsv, kinv):
     """What :meth:`ExplicitForm.walk` keeps of a walk: ((counter, clock, floored
     rounds, index, status) of ``res``, the slots' kap and entry, the inputs that
-    entered and the slots' ks, and whether the model and the policy's ``vsv`` stayed
-    finite after an update that went through, :func:`all_finite`). A plain tuple:
+    entered and the slots' ks, and whether the model and the policy's ``vsv`` and
+    ``kinv`` stayed finite after an update that went through, :func:`all_finite`). A plain tuple:
     numba boxes a namedtuple through look-ups of its class, 0.4 us a call (by hand).
     The slots' arrays are new where the walk changed them; a walk that changed nothing
     (no update, so no removal) gives back the ``slots`` it was given (kap, entry, ks),
@@ -185,7 +189,7 @@ def _walk_out(res, sup, src, slots, vsv):
     if res.n_new == 0:
         return counts, slots[0], slots[1], src[:0].copy(), slots[2], finite
     if res.status == OK:  # (an update went through: n_new > 0 here)
-        finite = all_finite(sup, n, vsv)
+        finite = all_finite(sup, n, vsv, kinv)
     kap, entry, ks = sup.kap[:n].copy(), sup.entry[:n].copy(), sup.ks[:n].copy()
     return counts, kap, entry, src[: res.n_new].copy(), ks, finite
 
@@ -213,7 +217,7 @@ def blocked_part(data, counts, sup, slots, rec, rule, psd_tol, scr, undo, dw):
     pol, rule = records(rec, rule)
     res = deferred_walk(BlockData(*data), t0, s, n, clock, pol, rule, psd_tol,
                         Scratch(*scr), Undo(*undo), Deferred(*dw))  # fmt: skip
-    return _walk_out(res, s, scr[1], slots, pol.vsv)
+    return _walk_out(res, s, scr[1], slots, pol.vsv, pol.kinv)
 
 
 @njit(cache=True)
@@ -226,7 +230,7 @@ def explicit_part(data, counts, sup, slots, rec, rule, psd_tol, scr, undo, flags
     pol, rule = records(rec, rule)
     res = explicit_walk(BlockData(*data), t0, s, n, clock, pol, rule, flags[0],
                         psd_tol, Scratch(*scr), Undo(*undo), flags[1])  # fmt: skip
-    return _walk_out(res, s, scr[1], slots, pol.vsv)
+    return _walk_out(res, s, scr[1], slots, pol.vsv, pol.kinv)
 
 
 class ExplicitForm(Form):
