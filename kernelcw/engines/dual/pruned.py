@@ -336,7 +336,12 @@ class PrunedForm(Form):
         Kj = self.G[:n, :n].copy()  # (the jittered kernel's: the store's)
         c, info = dpotrf(Kj, lower=1)
         if info:
-            raise np.linalg.LinAlgError("the jittered Gram matrix is not positive definite")
+            raise np.linalg.LinAlgError(
+                "the support vectors' jittered Gram matrix is not positive definite in "
+                "float64: kernel values too small or too large to resolve (inputs of very "
+                "small or very large norm, or features of very different scales): "
+                "standardise X"
+            )
         Kinv, info = dpotri(c, lower=1)
         Kinv = np.tril(Kinv) + np.tril(Kinv, -1).T
         scores = np.abs(nu) / np.sqrt(np.diagonal(Kinv))
