@@ -62,3 +62,39 @@ def assert_same_predictions(got, want, what=""):
         f"{what}: {bad.size} of {want.size} predictions differ, first at round {bad[0]} "
         f"(fast {got[bad[0]]!r}, ref {want[bad[0]]!r})"
     )
+
+
+def all_finite_state(est) -> bool:
+    """Every float array of the estimator's engine state (its policies' too) is finite."""
+    state = est._engine.state_dict()
+    return all(np.all(np.isfinite(v)) for v in state.values() if v.dtype.kind == "f")
+
+
+def learn_rows_all_or_nothing(est, X, y, classes) -> int:
+    """One ``partial_fit`` per row of (X, y): each call either raises FloatingPointError
+    and leaves the engine's state exactly as it was (a first call that fails: the model
+    unfitted), or leaves every float array of the state finite. Returns the number of
+    calls that raised (RuntimeWarnings of the floor are ignored)."""
+    import warnings
+
+    failed = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for i in range(len(y)):
+            before = est._engine.state_dict() if hasattr(est, "classes_") else None
+            try:
+                est.partial_fit(X[i : i + 1], y[i : i + 1], classes=classes)
+            except FloatingPointError:
+                failed += 1
+                if before is None:
+                    assert not hasattr(est, "classes_"), f"row {i}: a failed first call"
+                    continue
+                after = est._engine.state_dict()
+                assert after.keys() == before.keys(), f"row {i}"
+                for k in before:
+                    np.testing.assert_array_equal(after[k], before[k], err_msg=f"row {i}: {k}")
+                continue
+            state = est._engine.state_dict()
+            bad = [k for k, v in state.items() if v.dtype.kind == "f" and not np.isfinite(v).all()]
+            assert not bad, f"row {i}: {bad}"
+    return failed

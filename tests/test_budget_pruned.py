@@ -189,12 +189,6 @@ HARD = [("stdev", "contradictory"), ("stdev", "unscaled"), ("arow", "unscaled")]
 REMOVE = ("oldest", "random", "smallest")
 
 
-def _all_finite_state(est) -> bool:
-    """Every float array of the engine's state (the policy's too) is finite."""
-    state = est._engine.state_dict()
-    return all(np.all(np.isfinite(v)) for v in state.values() if v.dtype.kind == "f")
-
-
 def test_hard_streams_in_the_explicit_form():
     """The explicit form is the weak one on these streams: it raises FloatingPointError
     (on most of the six; which ones, rounding decides) or finishes with every array of
@@ -212,7 +206,7 @@ def test_hard_streams_in_the_explicit_form():
                     assert "float64's range" in str(err)
                     raised += 1
                     continue
-            assert _all_finite_state(est), (rule, stream, policy)
+            assert helpers.all_finite_state(est), (rule, stream, policy)
     assert raised >= 3
 
 
@@ -226,21 +220,7 @@ def test_explicit_form_one_row_per_call_never_keeps_an_overflow(policy):
     X, y = _hard_streams()["unscaled"]
     est = _hard_est("arow", policy, "explicit", 1)
     est.block_size = 1
-    failed = 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        for i in range(len(y)):
-            before = est._engine.state_dict() if i else None
-            try:
-                est.partial_fit(X[i : i + 1], y[i : i + 1], classes=[0, 1])
-            except FloatingPointError:
-                failed += 1
-                after = est._engine.state_dict()
-                assert after.keys() == before.keys()
-                for k in before:
-                    np.testing.assert_array_equal(after[k], before[k], err_msg=f"row {i}: {k}")
-                continue
-            assert _all_finite_state(est), f"row {i}"
+    failed = helpers.learn_rows_all_or_nothing(est, X, y, [0, 1])
     if policy == "smallest":
         assert failed > 0  # (the overflow is caught, not kept)
 

@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from helpers import learn_rows_all_or_nothing
 
 from kernelcw import AROWClassifier, CWClassifier, SCWClassifier, SOPClassifier
 from kernelcw.budget import PROJECT_JITTER
@@ -469,22 +470,7 @@ def test_explicit_form_without_budget_keeps_no_overflow_and_saves(tmp_path):
     X = rng.normal(size=(300, 3))
     y = (X[:, 0] + 0.8 * rng.normal(size=300) > 0).astype(int)
     est = CWClassifier(rule="stdev", eta=0.95, kernel="linear", mode="dual", solver="explicit")
-    failed = 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        for i in range(len(y)):
-            before = est.engine_.state_dict() if i else None
-            try:
-                est.partial_fit(X[i : i + 1], y[i : i + 1], classes=[0, 1])
-            except FloatingPointError:
-                failed += 1
-                after = est.engine_.state_dict()
-                for k in before:
-                    np.testing.assert_array_equal(after[k], before[k], err_msg=f"row {i}: {k}")
-                continue
-            state = est.engine_.state_dict()
-            bad = [k for k, v in state.items() if v.dtype.kind == "f" and not np.isfinite(v).all()]
-            assert not bad, f"row {i}: {bad}"
+    failed = learn_rows_all_or_nothing(est, X, y, [0, 1])
     assert failed > 0  # (the stream does overflow: the check caught it)
     path = tmp_path / "model.npz"
     kernelcw.save(est, path)
@@ -557,23 +543,7 @@ def test_project_inverse_gram_overflow_is_caught(tmp_path):
     y = (X[:, 0] > 0).astype(int)
     est = PerceptronClassifier(kernel="linear", budget=10, budget_policy="project",
                                fit_intercept=False)  # fmt: skip
-    failed = 0
-    for i in range(len(y)):
-        before = est.engine_.state_dict() if hasattr(est, "classes_") else None
-        try:
-            est.partial_fit(X[i : i + 1], y[i : i + 1], classes=[0, 1])
-        except FloatingPointError:
-            failed += 1
-            if before is None:  # (a first call that fails leaves the model unfitted)
-                assert not hasattr(est, "classes_")
-                continue
-            after = est.engine_.state_dict()
-            for k in before:
-                np.testing.assert_array_equal(after[k], before[k], err_msg=f"row {i}: {k}")
-            continue
-        state = est.engine_.state_dict()
-        bad = [k for k, v in state.items() if v.dtype.kind == "f" and not np.isfinite(v).all()]
-        assert not bad, f"row {i}: {bad}"
+    failed = learn_rows_all_or_nothing(est, X, y, [0, 1])  # (row 0's first call fails)
     assert failed > 0 and est.n_support_ == 10
     kernelcw.save(est, tmp_path / "model.npz")
     loaded = kernelcw.load(tmp_path / "model.npz")

@@ -21,8 +21,8 @@ __all__ = [
     "check_shapes",
     "check_width",
     "finite_margins",
-    "nonfinite_prediction",
     "learn_or_stabilise",
+    "nonfinite_prediction",
 ]
 
 

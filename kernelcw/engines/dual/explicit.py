@@ -49,22 +49,22 @@ class Scratch(NamedTuple):
 
 @njit(cache=True)
 def all_finite(sup, n, vsv, kinv):
-    """The model's leading n (``sup``: nu, the unlearning weights zsv and gsv, and Pi's
+    """The model's leading n (``sup``: nu, the unlearning weights g in gsv, and Pi's
     lower triangle), of ``vsv`` (the variances "smallest" scores by) and of ``kinv``'s
-    lower triangle ("project"'s inverse Gram matrix; both empty for the other policies)
-    hold no inf or NaN (x - x is NaN for both; an or-reduction of
-    integers, which the compiler vectorises: 2.4x faster than the and-reduction of
-    booleans it replaced, 4 us at n = 200, paid by every call of one row that updates).
-    gsv and vsv steer no coefficient: an overflow there left nu and Pi finite, and the
-    state kept it (CW-Stdev, solver "explicit": a gsv of inf that ``kernelcw.load``
-    then refused; AROW on unscaled features: "smallest" choosing from NaN scores;
-    a Perceptron "project" on rows of norm 1e-160: kinv of inf, nu finite). The Gram
-    matrix G is kernel values, checked as the kernel makes them."""
+    lower triangle ("project"'s inverse Gram matrix; both empty for the other
+    policies) hold no inf or NaN (x - x is NaN for both; an or-reduction of integers,
+    which the compiler vectorises: 2.4x faster than the and-reduction of booleans it
+    replaced, 4 us at n = 200, paid by every call of one row that updates). Each zeta
+    (zsv) is checked finite by the step that makes it (``checked_step``). gsv, vsv and
+    kinv steer no coefficient directly: an overflow there left nu and Pi finite, and
+    the state kept it (CW-Stdev, solver "explicit": a g of inf that ``kernelcw.load``
+    then refused; AROW on unscaled features: "smallest" choosing from NaN scores; a
+    Perceptron "project" on rows of norm 1e-160: kinv of inf). The Gram matrix G is
+    kernel values, checked as the kernel makes them."""
     bad = 0
-    nu, zsv, gsv, Pi = sup.nu, sup.zsv, sup.gsv, sup.Pi
+    nu, gsv, Pi = sup.nu, sup.gsv, sup.Pi
     for i in range(n):
         bad |= np.int64(not ((nu[i] - nu[i]) == 0.0))
-        bad |= np.int64(not ((zsv[i] - zsv[i]) == 0.0))
         bad |= np.int64(not ((gsv[i] - gsv[i]) == 0.0))
     for i in range(min(n, vsv.shape[0])):
         bad |= np.int64(not ((vsv[i] - vsv[i]) == 0.0))
