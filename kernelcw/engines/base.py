@@ -16,6 +16,7 @@ import numpy as np
 
 __all__ = [
     "Engine",
+    "EveryRowLearns",
     "LearnResult",
     "Locked",
     "check_shapes",
@@ -101,6 +102,18 @@ class Engine(Protocol):
         a failed call changes nothing) it holds Ctrl-C back from the call's start to
         that store instead."""
 
+    def quiet_row(self, X, Y: np.ndarray) -> tuple[np.ndarray, Any, int] | None:
+        """For one row X (1, d) that the engine can show changes nothing but the stream
+        position: (the (1, K) margins :meth:`learn` would return, its mistakes as
+        :class:`LearnResult` counts them, the stream position before the row), with
+        nothing changed: the caller then moves the stream on (:meth:`seek`) and counts
+        the mistakes. None: the row goes to :meth:`learn` (the default, and wherever
+        the engine cannot show it cheaply)."""
+
+    def seek(self, position: int) -> None:
+        """Continue the stream from ``position`` (after a :meth:`quiet_row`, or to put
+        it back); engines that keep no stream position ignore it."""
+
     def state_dict(self) -> dict[str, np.ndarray]:
         """The fitted state as plain numpy arrays (scalars as 0-d arrays), enough for
         :meth:`from_state` to rebuild an engine that continues bit for bit."""
@@ -108,6 +121,18 @@ class Engine(Protocol):
     @classmethod
     def from_state(cls, spec, state: dict[str, np.ndarray]) -> Engine:
         """An engine built from ``spec`` holding the state of :meth:`state_dict`."""
+
+
+class EveryRowLearns:
+    """:meth:`Engine.quiet_row` and :meth:`Engine.seek` of an engine whose rows all go
+    to :meth:`Engine.learn` and that keeps no stream position (the primal engines:
+    their one-row calls are already cheap)."""
+
+    def quiet_row(self, X, Y: np.ndarray) -> None:
+        return None
+
+    def seek(self, position: int) -> None:
+        return None
 
 
 class Locked:

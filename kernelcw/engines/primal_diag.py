@@ -53,7 +53,7 @@ from ._diag_slots import place
 from ._diag_undo import SlotUndo, UndoLog, log_coordinate, no_log
 from ._prefetch import AHEAD, prefetch
 from ._primal_common import Counts, check_same_a, new_counts, raise_nonfinite, rule_record
-from .base import LearnResult, Locked, check_shapes, finite_margins
+from .base import EveryRowLearns, LearnResult, Locked, check_shapes, finite_margins
 
 __all__ = ["PrimalDiagEngine", "diag_fit"]
 
@@ -300,7 +300,7 @@ def diag_fit(
     return counts
 
 
-class PrimalDiagEngine(Locked):
+class PrimalDiagEngine(EveryRowLearns, Locked):
     """``mean`` and ``variance`` (K, d) float64, kept in one of two ways:
 
     - dense, an interleaved buffer ``(d, K, 2)``, of which ``mean`` and the stored

@@ -39,7 +39,7 @@ from .._threads import BlasThreads
 from ..rules import VAR_FLOOR, RuleParams, negligible, step
 from ..spec import EngineSpec
 from ._primal_common import Counts, check_same_a, new_counts, raise_nonfinite, rule_record
-from .base import LearnResult, Locked, check_shapes, finite_margins
+from .base import EveryRowLearns, LearnResult, Locked, check_shapes, finite_margins
 from .primal_diag import diag_fit
 
 __all__ = ["PrimalFullEngine", "default_block_size", "full_fit"]
@@ -203,7 +203,7 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
     return counts
 
 
-class PrimalFullEngine(Locked):
+class PrimalFullEngine(EveryRowLearns, Locked):
     """``mean`` (K, d) and ``covariance`` (K, d, d), C-contiguous float64."""
 
     def __init__(self, spec: EngineSpec):

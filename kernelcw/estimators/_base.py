@@ -372,6 +372,10 @@ class CWEstimator(
                 raise _Dropped  # (a failed first call, waited for, left it unfitted; or
                 # a fit or load replaced the engine the rows were checked for)
             engine.set_rule(rule)  # eta, C, r may be set_params'd between calls
+            if positions is None and X.shape[0] == 1:  # a row that surely changes nothing
+                quiet = self._learn_quiet(engine, X, Y)
+                if quiet is not None:
+                    return quiet
             first_floor = not _any(self.n_variance_floored_)
             res, failed = self._learn_locked(engine, X, Y, positions)
             if first_floor:  # none before: the counters now hold this call's alone

@@ -35,8 +35,9 @@ from .lazy import LazyForm
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
+from .quiet import quiet_row
 from .status import OK, STOP, check_mercer, raise_for, unusable
-from .store import SupportStore, jittered, kernel_jitter
+from .store import SupportStore, jitter_saved, kernel_jitter
 
 __all__ = ["DualEngine"]
 
@@ -98,6 +99,12 @@ class DualEngine(Locked):
         if self.broken is not None:
             raise unusable(self.broken)
 
+    quiet_row = quiet_row  # a row that surely changes nothing, without the walk (.quiet)
+
+    def seek(self, position: int) -> None:
+        """The stream continues from ``position`` (the next row's, in ``support_``)."""
+        self.store.n_seen = position
+
     def factor_forms(self) -> list[str]:
         """The factor form each binary model is in: "panels" (append-only Cholesky),
         "explicit" (nu/Pi), "queue" (the "oldest" budget's Cholesky queue),
@@ -115,6 +122,7 @@ class DualEngine(Locked):
     def learn(self, X, Y: np.ndarray, positions=None) -> LearnResult:
         """One pass over X (dense or CSR) in order; Y (n, K) in {-1, +1}. An error
         part-way leaves the state part-way: callers :meth:`restore` a checkpoint."""
+        quiet_k0 = self.__dict__.pop("_quiet_k0", None)  # (quiet_row's, just before)
         self.check_usable()
         K = len(self.forms)
         spec = self.spec
@@ -132,7 +140,7 @@ class DualEngine(Locked):
         d = 0 if precomputed else X.shape[1]
         if n == 1:  # a call per row: its one block, without the loop's set-up
             with BlasThreads(self._call_flops(1, d, learning=True)) as threads:
-                f, counts = self._learn_block(X, Y, positions, 0, d, threads)
+                f, counts = self._learn_block(X, Y, positions, 0, d, threads, quiet_k0)
             return LearnResult(f, *np.array(counts, dtype=np.int64).reshape(3, K))
         out = np.empty((n, K))
         counts = np.zeros((3, K), dtype=np.int64)  # updates, mistakes, floored rounds
@@ -147,10 +155,12 @@ class DualEngine(Locked):
                 counts += np.reshape(c, (3, K))
         return LearnResult(out, *counts)
 
-    def _learn_block(self, XB, YB, cols, rows_after: int, d: int, threads):
+    def _learn_block(self, XB, YB, cols, rows_after: int, d: int, threads, quiet_k0=None):
         """One block of :meth:`learn` (its BLAS threads chosen): the kernel block, each
         model's walk, the new support inputs placed. Returns (the (b, K) margins, the
-        counts: updates, mistakes and floored rounds of each model, in that order)."""
+        counts: updates, mistakes and floored rounds of each model, in that order).
+        ``quiet_k0``: (XB, a model's slots, its kernel row) that :meth:`quiet_row` made
+        for this row and left to the walk."""
         store = self.store
         b, K = YB.shape
         mercer = not self._ctx.known_psd  # (a callable, or a precomputed matrix)
@@ -170,7 +180,10 @@ class DualEngine(Locked):
                 threads.block(self._call_flops(b, d, learning=True))
             yk = np.ascontiguousarray(YB[:, k])
             form = self.forms[k]
-            K0 = store.kernel_rows(XB, form.idx) if Ks is None else _rows(Ks, form)
+            if quiet_k0 is not None and quiet_k0[0] is XB and quiet_k0[1] is form.idx:
+                K0 = quiet_k0[2]
+            else:
+                K0 = store.kernel_rows(XB, form.idx) if Ks is None else _rows(Ks, form)
             f_blk, src, ks, nfl = self._walk_model(k, BlockData(K0, Kbb, kap, yk), cols,
                                                     rows_after, threads)  # fmt: skip
             switched = self.forms[k] is not form
@@ -456,7 +469,7 @@ class DualEngine(Locked):
         eng.nu_pi_models = bool(state.get("nu_pi_models", False))  # (likewise)
         jitter = eng.store.jitter
         if jitter and "kernel_jitter" not in state:  # saved before "project" jittered
-            _jitter_saved(state, eng.n_models, jitter)
+            jitter_saved(state, eng.n_models, jitter)
         eng.store = SupportStore.from_state(spec.kernel, _under(state, "store."), jitter)
         for i in range(eng.n_models):
             sub = _under(state, f"model{i}.")
@@ -468,20 +481,6 @@ class DualEngine(Locked):
                 )
             eng.forms[i] = form.from_state(sub, eng._ctx)
         return eng
-
-
-def _jitter_saved(state: dict[str, np.ndarray], n_models: int, jitter: float) -> None:
-    """A budgeted "project" model saved before such models learned with the jittered
-    kernel (:class:`.store.SupportStore`): its k(x, x), and the Gram caches' diagonals,
-    become the jittered kernel's (its inverse Gram matrix was of that already: that
-    version jittered it itself); it continues with that kernel."""
-    for i in range(n_models):
-        n = state[f"model{i}.idx"].shape[0]
-        state[f"model{i}.kap"] = jittered(state[f"model{i}.kap"], jitter)
-        for key in (f"model{i}.G", f"model{i}.policy.G"):
-            G = state.get(key)
-            if G is not None and G.ndim == 2 and min(G.shape) >= n:
-                G[np.diag_indices(n)] *= 1.0 + jitter
 
 
 def _under(state: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:

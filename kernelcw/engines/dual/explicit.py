@@ -30,6 +30,7 @@ from ...rules import FIRST_ORDER, VAR_FLOOR, negligible, rule_from_plain, step
 from .deferred import Deferred, deferred_scratch, deferred_walk, sub_block
 from .explicit_undo import UNARMED, Saved, restore_saved, spares
 from .form import BlockData, Form, Walked
+from .quiet import quiet_explicit
 from .status import NONFINITE, NOT_PSD, OK, PSD_TOL
 from .steps import ExplicitResult, Undo, checked_step, pi_rank1, save_model
 
@@ -329,6 +330,11 @@ class ExplicitForm(Form):
         return np.maximum(v, VAR_FLOOR * a * kap)
 
     # ------------------------------------------------------------ learning
+
+    def quiet(self, ctx, K0: np.ndarray, kap: float, y: float) -> tuple[bool, float]:
+        """:func:`.quiet.quiet_explicit` for this model (its nu, Pi and the rule)."""
+        second = self.second
+        return quiet_explicit(self._nu, self._Pi, self.n, K0, kap, y, tuple(ctx.rule), second)
 
     def walk(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray) -> Walked:
         B = ctx.budget

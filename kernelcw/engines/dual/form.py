@@ -106,6 +106,10 @@ class Form:
     name = ""
     #: The form's code in a state dict.
     code = -1
+    #: ``quiet(ctx, K0, kap, y)``: (whether the walk surely leaves the model unchanged
+    #: at this one row, the walk's decision value), or None where the walk decides
+    #: every row (:mod:`.quiet`).
+    quiet = None
 
     def __init__(self):
         self.idx = np.zeros(0, dtype=np.int64)  # store positions, by slot

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from ...budget import PROJECT_JITTER
 from ...kernels import Kernel
 
-__all__ = ["SupportStore", "jittered", "kernel_jitter"]
+__all__ = ["SupportStore", "jitter_saved", "jittered", "kernel_jitter"]
 
 
 def kernel_jitter(spec) -> float:
@@ -251,3 +251,17 @@ class SupportStore:
                 tuple(np.array(x) for x in arrays), shape=tuple(state["shape"])
             )
         return new
+
+
+def jitter_saved(state: dict[str, np.ndarray], n_models: int, jitter: float) -> None:
+    """A budgeted "project" model saved before such models learned with the jittered
+    kernel (:class:`SupportStore`): its k(x, x), and the Gram caches' diagonals,
+    become the jittered kernel's (its inverse Gram matrix was of that already: that
+    version jittered it itself); it continues with that kernel."""
+    for i in range(n_models):
+        n = state[f"model{i}.idx"].shape[0]
+        state[f"model{i}.kap"] = jittered(state[f"model{i}.kap"], jitter)
+        for key in (f"model{i}.G", f"model{i}.policy.G"):
+            G = state.get(key)
+            if G is not None and G.ndim == 2 and min(G.shape) >= n:
+                G[np.diag_indices(n)] *= 1.0 + jitter

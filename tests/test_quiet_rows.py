@@ -1,0 +1,216 @@
+"""One-row calls whose row changes nothing (:mod:`kernelcw.engines.dual.quiet`): the
+model learns the same bits with and without that path, for every rule, kernel and
+nu/Pi model; the variance's bound holds; a row at the decision goes to the walk; and a
+Ctrl-C between the stream's move and the counters leaves both as before."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from helpers import RULE_PARAMS, A, make_rule_estimator
+from scipy.stats import norm
+
+from kernelcw.engines.dual import DualEngine
+from kernelcw.engines.dual import quiet as quiet_mod
+from kernelcw.engines.dual.explicit import ExplicitForm
+from kernelcw.rules import RULES, VAR_FLOOR
+
+
+def _stream(n: int, seed: int = 0, d: int = 4, noise: float = 0.1):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (np.abs(X[:, 0] * X[:, 1]) + 0.5 * X[:, 2] > 0.6).astype(int)
+    flip = rng.random(n) < noise
+    y[flip] = 1 - y[flip]
+    return X, y
+
+
+def _row_by_row(est, X, y, first: int):
+    """fit on the first rows, then one partial_fit_margins per row: the margins."""
+    est.fit(X[:first], y[:first])
+    return np.array([est.partial_fit_margins(X[i : i + 1], y[i : i + 1])[0, 0]
+                     for i in range(first, X.shape[0])])  # fmt: skip
+
+
+MODELS = {  # the nu/Pi form: budgets that bind, and solver "explicit"
+    "project": dict(budget=15, budget_policy="project"),
+    "smallest": dict(budget=15, budget_policy="smallest"),
+    "explicit": dict(solver="explicit"),
+}
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("kernel", ["rbf", "poly"])
+@pytest.mark.parametrize("rule", sorted(RULE_PARAMS))
+def test_quiet_rows_learn_the_same_bits(rule, kernel, model, monkeypatch):
+    X, _ = _stream(100, seed=len(rule) + len(model))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)  # an easy boundary: many quiet rows
+    X, y = np.concatenate([X, X, X]), np.concatenate([y, y, y])
+    common = dict(a=A, kernel=kernel, gamma=0.3, degree=2, coef0=1.0, **MODELS[model])
+    monkeypatch.setattr(quiet_mod, "QUIET_MIN_RATE", 0.0)  # tried at every row
+    taken = []
+    seek = DualEngine.seek
+    monkeypatch.setattr(DualEngine, "seek", lambda e, p: (taken.append(p), seek(e, p)))
+    params = dict(RULE_PARAMS[rule], C=0.5) if rule == "pa1" else RULE_PARAMS[rule]
+    fast = make_rule_estimator(rule, params, **common)
+    f_fast = _row_by_row(fast, X, y, 30)
+    monkeypatch.setattr(ExplicitForm, "quiet", None)  # every row through the walk
+    slow = make_rule_estimator(rule, params, **common)
+    f_slow = _row_by_row(slow, X, y, 30)
+    # rows did take the path (not vacuous); "smallest" updates at nearly every row once
+    # its small budget binds: there the rows sent on to the walk are what is compared
+    assert len(taken) >= 10 or model == "smallest", len(taken)
+    np.testing.assert_array_equal(f_fast, f_slow)
+    for c in ("n_updates_", "n_mistakes_", "n_variance_floored_"):
+        assert getattr(fast, c) == getattr(slow, c), c
+    got, want = fast._engine.state_dict(), slow._engine.state_dict()
+    assert sorted(got) == sorted(want)
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+def _exact_quad(P, k) -> Fraction:
+    n = k.shape[0]
+    F = [Fraction(float(v)) for v in k]
+    q = Fraction(0)
+    for i in range(n):
+        for j in range(n):
+            p = P[i, j] if j <= i else P[j, i]  # (the lower triangle, as the walks keep it)
+            q += Fraction(float(p)) * F[i] * F[j]
+    return q
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_variance_bound_covers_both_orders_of_summation(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(8):
+        n = int(rng.integers(1, 40))
+        B = rng.normal(size=(n, n)) * 10.0 ** rng.uniform(-3, 3, size=(n, 1))
+        P = np.tril(-(B @ B.T) / n + rng.normal(size=(n, n)) * 1e-3)  # garbage above: unread
+        P = P + np.triu(rng.normal(size=(n, n)) * 1e6, 1)
+        k = rng.normal(size=n) * 10.0 ** rng.uniform(-2, 2, size=n)
+        q, s = quiet_mod._pi_quad(P, n, k)
+        exact = _exact_quad(P, k)
+        full = np.tril(P) + np.tril(P, -1).T
+        blas = float(k @ (full @ k))  # BLAS's order, as the walk's dsymv and dot
+        half = 4.0 * (n + 2) * 2.0**-53 * s  # half of quiet_explicit's tol on q
+        assert abs(Fraction(q) - exact) <= Fraction(half)
+        assert abs(Fraction(blas) - exact) <= Fraction(half)
+
+
+def _one_sv(rule_name: str, m: float, kap: float = 1.0, eta: float = 0.8):
+    """quiet_explicit for one support vector with Pi = -a/2 kap^-1 and margin m."""
+    phi = float(norm.ppf(eta))
+    rule = (RULES[rule_name], phi, 1.0, 1.0, A)
+    nu = np.array([m])
+    Pi = np.array([[-0.5 * A]])
+    K0 = np.array([[1.0]])
+    return quiet_mod.quiet_explicit(nu, Pi, 1, K0, kap, 1.0, rule, True), phi
+
+
+@pytest.mark.parametrize("rule_name", ["scw1", "scw2", "stdev"])
+def test_a_row_at_the_decision_goes_to_the_walk(rule_name):
+    v = A * 1.0 - 0.5 * A  # a kap + k' Pi k
+    phi = float(norm.ppf(0.8))
+    edge = phi * math.sqrt(v)
+    for m in (edge, np.nextafter(edge, np.inf), edge * (1 + 1e-15)):
+        (taken, f), _ = _one_sv(rule_name, m)
+        assert not taken and f == m  # within the bound: the walk decides
+    (taken, f), _ = _one_sv(rule_name, edge * (1 + 1e-9))
+    assert taken and f == edge * (1 + 1e-9)
+    (taken, _), _ = _one_sv(rule_name, -1.0)  # a mistake updates at any v: not taken
+    assert not taken
+
+
+def test_a_variance_near_the_floor_goes_to_the_walk():
+    rule = (RULES["arow"], 0.0, 1.0, 1.0, 1.0)
+    Pi = np.array([[-1.0 + 0.5 * VAR_FLOOR]])  # v = a kap + Pi = VAR_FLOOR / 2: floored
+    taken, _ = quiet_mod.quiet_explicit(np.array([5.0]), Pi, 1, np.ones((1, 1)), 1.0, 1.0,
+                                        rule, True)  # fmt: skip
+    assert not taken  # (m = 5 would not update, but the walk counts the floored round)
+    Pi[0, 0] = -0.5
+    taken, _ = quiet_mod.quiet_explicit(np.array([5.0]), Pi, 1, np.ones((1, 1)), 1.0, 1.0,
+                                        rule, True)  # fmt: skip
+    assert taken
+
+
+def _trained(**kw):
+    X, y = _stream(200)
+    est = make_rule_estimator("scw1", RULE_PARAMS["scw1"], a=A, kernel="rbf", gamma=0.3,
+                              budget=25, budget_policy="project", **kw)  # fmt: skip
+    est.fit(X[:150], y[:150])
+    return est, X, y
+
+
+def test_ctrl_c_between_the_stream_and_the_counters_puts_both_back(monkeypatch):
+    est, X, y = _trained()
+    eng = est._engine
+    f = est.decision_function(X[150:200])
+    ys = np.where(y[150:200] == est.classes_[1], 1.0, -1.0)
+    i = 150 + int(np.argmax(f * ys))  # the row of largest margin: it does not update
+    seen, counts = eng.store.n_seen, est._counts
+    seek = DualEngine.seek
+    calls = []
+
+    def interrupted(e, p):
+        calls.append(p)
+        seek(e, p)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(DualEngine, "seek", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        est.partial_fit(X[i : i + 1], y[i : i + 1])
+    assert calls == [seen + 1, seen]  # moved on, then put back
+    assert eng.store.n_seen == seen and est._counts is counts
+    est.partial_fit(X[i : i + 1], y[i : i + 1])  # and the next call takes it
+    assert eng.store.n_seen == seen + 1 and calls[-1] == seen + 1
+    assert est.n_updates_ == counts[0]
+
+
+def test_a_model_whose_rows_update_tries_rarely(monkeypatch):
+    est, X, y = _trained()
+    tries = []
+    quiet = ExplicitForm.quiet
+    monkeypatch.setattr(ExplicitForm, "quiet", lambda *a: (tries.append(1), quiet(*a))[1])
+    rng = np.random.default_rng(1)
+    for _ in range(200):  # AROW-like noise: labels at random, most rows update
+        i = int(rng.integers(0, 150))
+        est.partial_fit(X[i : i + 1], 1 - y[i : i + 1])
+    assert est._engine._quiet_rate < quiet_mod.QUIET_MIN_RATE
+    assert len(tries) < 200 // 2  # tried on about one row in QUIET_PROBE once it lost
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_quiet_rows_with_an_intercept_and_sparse_rows(sparse, monkeypatch):
+    import scipy.sparse as sp
+
+    X, _ = _stream(120, seed=3)
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0.3).astype(int)
+    X = np.concatenate([X, X])
+    y = np.concatenate([y, y])
+    if sparse:
+        X[np.abs(X) < 0.5] = 0.0
+    rows = sp.csr_matrix(X) if sparse else X
+    monkeypatch.setattr(quiet_mod, "QUIET_MIN_RATE", 0.0)
+    taken = []
+    seek = DualEngine.seek
+    monkeypatch.setattr(DualEngine, "seek", lambda e, p: (taken.append(p), seek(e, p)))
+    models = []
+    for quiet in (ExplicitForm.quiet, None):
+        monkeypatch.setattr(ExplicitForm, "quiet", quiet)
+        est = make_rule_estimator("scw1", RULE_PARAMS["scw1"], a=A, kernel="rbf", gamma=0.3,
+                                  budget=15, budget_policy="project", fit_intercept=True)  # fmt: skip
+        f = [est.partial_fit_margins(rows[i : i + 1], y[i : i + 1], classes=[0, 1])[0, 0]
+             for i in range(X.shape[0])]  # fmt: skip
+        models.append((np.array(f), est))
+    (f1, a), (f2, b) = models
+    assert len(taken) >= 20, len(taken)
+    np.testing.assert_array_equal(f1, f2)
+    assert a.n_mistakes_ == b.n_mistakes_ and a.n_updates_ == b.n_updates_
+    np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+    np.testing.assert_array_equal(a.covariance_coef_, b.covariance_coef_)
+    assert a._engine.store.n_seen == b._engine.store.n_seen == X.shape[0]
