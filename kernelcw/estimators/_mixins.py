@@ -67,11 +67,13 @@ class CountersMixin:
         margins, mistakes, position = quiet
         u, m, f = self._counts
         counts = (u, m + mistakes, f)
+        d = self.__dict__
         try:
             engine.seek(position + 1)
-            self._counts = counts
+            if d.get("_engine") is engine:  # (else a fit dropped it: as _learn_locked)
+                self._counts = counts
         except BaseException:
-            if self.__dict__.get("_counts") is not counts:
+            if d.get("_counts") is not counts and d.get("_engine") is engine:
                 with deferred_interrupt():
                     engine.seek(position)
             raise

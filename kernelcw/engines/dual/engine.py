@@ -105,6 +105,11 @@ class DualEngine(Locked):
         """The stream continues from ``position`` (the next row's, in ``support_``)."""
         self.store.n_seen = position
 
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_quiet_k0", None)  # (a call's kernel row and X, for its walk)
+        return state
+
     def factor_forms(self) -> list[str]:
         """The factor form each binary model is in: "panels" (append-only Cholesky),
         "explicit" (nu/Pi), "queue" (the "oldest" budget's Cholesky queue),

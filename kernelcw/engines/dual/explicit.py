@@ -331,7 +331,7 @@ class ExplicitForm(Form):
 
     # ------------------------------------------------------------ learning
 
-    def quiet(self, ctx, K0: np.ndarray, kap: float, y: float) -> tuple[bool, float]:
+    def quiet(self, ctx, K0: np.ndarray, Kbb, kap: float, y: float) -> tuple[bool, float]:
         """:func:`.quiet.quiet_explicit` for this model (its nu, Pi and the rule)."""
         second = self.second
         return quiet_explicit(self._nu, self._Pi, self.n, K0, kap, y, tuple(ctx.rule), second)

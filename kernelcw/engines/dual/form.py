@@ -106,10 +106,14 @@ class Form:
     name = ""
     #: The form's code in a state dict.
     code = -1
-    #: ``quiet(ctx, K0, kap, y)``: (whether the walk surely leaves the model unchanged
+    #: ``quiet(ctx, K0, Kbb, kap, y)``: (whether the walk surely leaves the model unchanged
     #: at this one row, the walk's decision value), or None where the walk decides
     #: every row (:mod:`.quiet`).
     quiet = None
+    #: Whether :attr:`quiet` calls BLAS (then under the learning call's thread limit).
+    quiet_blas = False
+    #: The share of rows :attr:`quiet` must take for trying it to pay (:mod:`.quiet`).
+    quiet_min_rate = 0.15
 
     def __init__(self):
         self.idx = np.zeros(0, dtype=np.int64)  # store positions, by slot

@@ -19,7 +19,8 @@ from ...budget import splitmix64_uniform
 from ...rules import rule_from_plain
 from .queue import Candidates, walk_with_rows
 from .queue_block import gather_kernels, grown_slots
-from .status import OK, STOP
+from .quiet import quiet_factor
+from .status import OK, PSD_TOL, STOP
 from .steps import Block, plain_result
 
 __all__ = [
@@ -27,11 +28,37 @@ __all__ = [
     "compact_rows",
     "copy_lower",
     "lazy_candidates",
+    "lazy_forward",
     "lazy_part",
     "lazy_products",
     "purge_rows",
+    "quiet_lazy",
     "refresh_r",
 ]
+
+
+@njit(cache=True)
+def lazy_forward(fns, L, r, K0, Kbb, ks, t0, t1):
+    """The first products of :func:`lazy_products`: (W, Kss, G, rW), ``W = L^-1 K0c``,
+    ``G = W'W``, ``rW = W'r`` (a (bs, 1) array)."""
+    n = ks.shape[0]
+    bs = t1 - t0
+    W, Kss = gather_kernels(K0, Kbb, ks, t0, t1)  # K0c, solved in place
+    trsm_lower_left_c(fns, L[:n, :n], W, False)
+    G = np.empty((bs, bs))
+    gemm_sub_c(fns, 1.0, W, W, 0.0, G, True)
+    rn = r[:n].reshape((n, 1))
+    rW = np.empty((bs, 1))
+    gemm_sub_c(fns, 1.0, W, rn, 0.0, rW, True)
+    return W, Kss, G, rW
+
+
+@njit(cache=True)
+def quiet_lazy(fns, L, r, n, K0, Kbb, kap, y, rule):
+    """:func:`.quiet.quiet_factor` at a one-row walk's first round: G and rW by
+    :func:`lazy_forward`, as :func:`lazy_products` makes them for the walk."""
+    G, rW = lazy_forward(tri_record(fns), L, r, K0, Kbb, np.arange(n), 0, 1)[2:]
+    return quiet_factor(G[0, 0], rW[0, 0], kap, y, rule, PSD_TOL)
 
 
 @njit(cache=True)
@@ -47,13 +74,8 @@ def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group):
     fns = tri_record(fns)  # (a plain tuple from Python)
     n = ks.shape[0]
     bs = t1 - t0
-    W, Kss = gather_kernels(K0, Kbb, ks, t0, t1)  # K0c, solved in place
-    trsm_lower_left_c(fns, L[:n, :n], W, False)
-    G = np.empty((bs, bs))
-    gemm_sub_c(fns, 1.0, W, W, 0.0, G, True)
+    W, Kss, G, rW = lazy_forward(fns, L, r, K0, Kbb, ks, t0, t1)
     rn = r[:n].reshape((n, 1))
-    rW = np.empty((bs, 1))
-    gemm_sub_c(fns, 1.0, W, rn, 0.0, rW, True)
     c = V.shape[0]
     P0 = np.zeros((c, bs))
     H0 = np.zeros((c, c))

@@ -40,6 +40,7 @@ from numba import njit
 from ... import _blas
 from ...rules import VAR_FLOOR, rule_from_plain
 from .form import Form, Walked
+from .quiet import quiet_factor
 from .status import OK, PSD_TOL, STOP
 from .steps import Block, NewRows, WalkResult, block_rows_part, checked_step, own_block
 
@@ -296,12 +297,13 @@ class PanelForm(Form):
         K0, Kbb, kap = blk.K0, blk.Kbb, blk.kap
         b = blk.y.shape[0]
         n0 = self.n
-        WT = _solve_rows(self.LK, K0, n0)  # W0' (b x n0), W0 = L^-1 K0
-        if b == 1:
-            w = WT[0]
-            G = np.array([[w @ w]])
-            rW = np.array([self.r @ w])
+        pre = self.__dict__.pop("_quiet_pre", None)  # (quiet's, for this very K0)
+        if b == 1 and pre is not None and pre[0] is K0:
+            WT, G, rW = pre[1:]
+        elif b == 1:
+            WT, G, rW = self._one_row(K0)
         else:
+            WT = _solve_rows(self.LK, K0, n0)  # W0' (b x n0), W0 = L^-1 K0
             G = np.empty((b, b))
             _blas.gemm_sub(1.0, WT, WT, 0.0, G, trans_b=True)  # W0' W0, symmetric
             rW2 = np.empty((b, 1))
@@ -320,6 +322,31 @@ class PanelForm(Form):
                 expected = min(expected, ctx.budget)
             self._append(a, rows, u, WT, K0, Kbb, kap, expected)
         return res, entered, ks
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_quiet_pre", None)  # (a call's products, for its walk)
+        return state
+
+    def _one_row(self, K0):
+        """W0' (1 x n), G = W0' W0 and r . w of a one-input block (:meth:`_walk_block`)."""
+        WT = _solve_rows(self.LK, K0, self.n)
+        w = WT[0]
+        return WT, np.array([[w @ w]]), np.array([self.r @ w])
+
+    quiet_blas = True
+
+    def quiet(self, ctx, K0, Kbb, kap: float, y: float) -> tuple[bool, float]:
+        """The walk's decision at one row, exactly: its own solve and products
+        (:meth:`_one_row`), then :func:`.quiet.quiet_factor`. A row it would learn
+        keeps them for the walk."""
+        pre = WT, G, rW = self._one_row(K0)
+        taken, f = quiet_factor(G[0, 0], rW[0], kap, y, tuple(ctx.rule), PSD_TOL)
+        if taken:
+            self.__dict__.pop("_quiet_pre", None)
+        else:
+            self._quiet_pre = (K0, *pre)
+        return taken, f
 
     def _append(self, a, rows, u, WT, K0, Kbb, kap, expected: int = 0) -> None:
         """The u new rows of L (and columns of K) written past the leading block

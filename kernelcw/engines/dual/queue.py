@@ -38,7 +38,15 @@ from scipy.linalg import solve_triangular
 from ... import _blas, _cholupdate
 from ...rules import VAR_FLOOR, rule_from_plain
 from .form import Form, Walked, entered_inputs
-from .queue_block import append_rows, block_products, drop_oldest, drop_slots, grown_slots
+from .queue_block import (
+    append_rows,
+    assemble_precision,
+    block_products,
+    drop_oldest,
+    drop_slots,
+    grown_slots,
+    quiet_queue,
+)
 from .queue_state import (
     QueueCheckpoint,
     load_queue_state,
@@ -61,7 +69,6 @@ from .steps import (
 __all__ = [
     "QUEUE_REBUILD",
     "QueueForm",
-    "assemble_precision",
     "part_size",
     "queue_walk",
     "walk_in_parts",
@@ -212,30 +219,6 @@ def queue_walk(blk, cand, rule, n_alive, budget, rows, f_out):
                 D += 1
                 n_alive -= 1
     return QueueResult(u, D, nfl, -1, OK)
-
-
-@njit(cache=True)
-def assemble_precision(KO, nO, KNO, KN, nN, kap, perm, a, zeta, out):
-    """``out``: lower triangle ``a K + diag(1 / zeta)``, strict upper triangle ``K``,
-    over the slots [O[:nO], N[:nN]] taken in the order ``perm`` (``zeta`` already in
-    that order). K is read from the queue's Gram cache: the strict upper triangles of
-    ``KO`` and ``KN``, ``KNO``, and ``kap`` on the diagonal. One pass, no temporaries."""
-    n = nO + nN
-    for i in range(n):
-        si = perm[i]
-        for j in range(i):
-            sj = perm[j]
-            lo = min(si, sj)
-            hi = max(si, sj)
-            if hi < nO:
-                k = KO[lo, hi]
-            elif lo >= nO:
-                k = KN[lo - nO, hi - nO]
-            else:
-                k = KNO[hi - nO, lo]
-            out[i, j] = a * k
-            out[j, i] = k
-        out[i, i] = a * kap[si] + 1.0 / zeta[i]
 
 
 @njit(cache=True)
@@ -437,6 +420,20 @@ class QueueForm(Form):
         return np.maximum(v, VAR_FLOOR * a * kap)
 
     # ------------------------------------------------------------ learning
+
+    quiet_blas = True
+    # (its products, made again by the walk, and BLAS's thread limit: a row sent on
+    # costs about as much as a row taken saves, 19 and 20 us at B = 200, by hand)
+    quiet_min_rate = 0.5
+
+    def quiet(self, ctx, K0, Kbb, kap: float, y: float) -> tuple[bool, float]:
+        """The walk's decision at one row, exactly (:func:`.queue_block.quiet_queue`);
+        not where the walk would rebuild the queue after it."""
+        if self.nN > QUEUE_REBUILD * ctx.budget:
+            return False, 0.0
+        bufs = (self.LO, self.LNO, self.LN, self.rO, self.rN)
+        rule = tuple(ctx.rule)
+        return quiet_queue(_blas.TRI_PLAIN, bufs, self.nO, self.nN, K0, Kbb, kap, y, rule)
 
     def walk(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray) -> Walked:
         """Block inputs t0.. in walks of :func:`part_size` inputs (a walk also ends

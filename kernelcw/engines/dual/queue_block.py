@@ -22,16 +22,21 @@ from numba import njit
 
 from ..._blas import gemm_sub_c, tri_record, trsm_lower_left_c
 from ..._cholupdate import givens_update
+from .quiet import quiet_factor
+from .status import PSD_TOL
 from .steps import own_block
 
 __all__ = [
     "append_rows",
+    "assemble_precision",
     "block_products",
     "drop_columns",
     "drop_oldest",
     "drop_slots",
+    "forward_products",
     "gather_kernels",
     "grown_slots",
+    "quiet_queue",
 ]
 
 
@@ -55,12 +60,9 @@ def gather_kernels(K0, Kbb, ks, t0, t1):
 
 
 @njit(cache=True)
-def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1, c):
-    """For block inputs t0..t1-1 on the support ``ks`` (row ks of K0, or for ks < 0 block
-    input -1-ks), with the factor buffers ``bufs = (LO, LNO, LN, rO, rN)`` (O rows
-    nO, N rows nN) and ``c`` candidates: (K0c, Kss, WO, X, G, rW, P0, H0, rho0), W0
-    split at O | N as :meth:`.queue.QueueForm.forward` makes it and the candidates'
-    products of :class:`.queue.Candidates`. ``fns``: a :class:`kernelcw._blas.TriBlas`."""
+def forward_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1):
+    """The first products of :func:`block_products`: (K0c, Kss, WO, X, G, rW) with
+    ``W0 = L^-1 K0c`` split at O | N (WO, X), ``G = W0' W0`` and ``rW = W0' r``."""
     LO, LNO, LN, rO, rN = bufs
     bs = t1 - t0
     K0c, Kss = gather_kernels(K0, Kbb, ks, t0, t1)
@@ -76,6 +78,28 @@ def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1, c):
     rW = np.empty((bs, 1))
     gemm_sub_c(fns, 1.0, WO, rO[:nO], 0.0, rW, True)
     gemm_sub_c(fns, 1.0, X, rN[:nN], 1.0, rW, True)
+    return K0c, Kss, WO, X, G, rW
+
+
+@njit(cache=True)
+def quiet_queue(fns, bufs, nO, nN, K0, Kbb, kap, y, rule):
+    """:func:`.quiet.quiet_factor` at a one-row walk's first round: G and rW by
+    :func:`forward_products`, as :func:`block_products` makes them for the walk."""
+    ks = np.arange(nO + nN)  # (the slots at the walk's start, in order)
+    G, rW = forward_products(tri_record(fns), bufs, nO, nN, K0, Kbb, ks, 0, 1)[4:]
+    return quiet_factor(G[0, 0], rW[0, 0], kap, y, rule, PSD_TOL)
+
+
+@njit(cache=True)
+def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1, c):
+    """For block inputs t0..t1-1 on the support ``ks`` (row ks of K0, or for ks < 0 block
+    input -1-ks), with the factor buffers ``bufs = (LO, LNO, LN, rO, rN)`` (O rows
+    nO, N rows nN) and ``c`` candidates: (K0c, Kss, WO, X, G, rW, P0, H0, rho0), W0
+    split at O | N as :meth:`.queue.QueueForm.forward` makes it and the candidates'
+    products of :class:`.queue.Candidates`. ``fns``: a :class:`kernelcw._blas.TriBlas`."""
+    LO, LNO, LN, rO, rN = bufs
+    bs = t1 - t0
+    K0c, Kss, WO, X, G, rW = forward_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1)
     # the candidates: Y0 on O lives on the tail T = nO - c .. nO - 1 (L_O[T, T]^-1),
     # on N it is -L_N^-1 L_NO[:, T] L_O[T, T]^-1; columns in leaving order
     T0 = nO - c
@@ -175,3 +199,27 @@ def grown_slots(entry, kap, ks, clock, kap_t, S, t0):
     kap = np.concatenate((kap, kap_t[S]))
     ks = np.concatenate((ks, -1 - (t0 + S)))
     return entry, kap, ks
+
+
+@njit(cache=True)
+def assemble_precision(KO, nO, KNO, KN, nN, kap, perm, a, zeta, out):
+    """``out``: lower triangle ``a K + diag(1 / zeta)``, strict upper triangle ``K``,
+    over the slots [O[:nO], N[:nN]] taken in the order ``perm`` (``zeta`` already in
+    that order). K is read from the queue's Gram cache: the strict upper triangles of
+    ``KO`` and ``KN``, ``KNO``, and ``kap`` on the diagonal. One pass, no temporaries."""
+    n = nO + nN
+    for i in range(n):
+        si = perm[i]
+        for j in range(i):
+            sj = perm[j]
+            lo = min(si, sj)
+            hi = max(si, sj)
+            if hi < nO:
+                k = KO[lo, hi]
+            elif lo >= nO:
+                k = KN[lo - nO, hi - nO]
+            else:
+                k = KNO[hi - nO, lo]
+            out[i, j] = a * k
+            out[j, i] = k
+        out[i, i] = a * kap[si] + 1.0 / zeta[i]

@@ -8,27 +8,38 @@ one ``fit``; ``doc/dual-form.md`` section 9). :func:`quiet_row` decides first, f
 margin and the variance, whether the walk would update; where it surely would not, the
 call ends there with the walk's own decision value.
 
-Exactness. The decision value ``f`` is the walk's, bit for bit: the same kernel row (the
-store's rows in the model's slot order) and the same sum in the same order (no FMA, no
-reassociation). The variance ``v = a kappa + k' Pi k`` the walk takes from BLAS's dsymv,
-whose order of summation is its own; here a compiled loop computes it in another order
-together with ``S = |k|' |Pi| |k|``. Each is within ``gamma_(2n+3) S`` of the exact
-value (``gamma_m = m u / (1 - m u)``, u the unit roundoff: a product and a sum, in any
-order, with or without FMA), so the two differ by at most half of ``tol`` below. The
-row is taken here only if the rule's update condition
+Exactness, nu/Pi form (:func:`quiet_explicit`). The decision value ``f`` is the
+walk's, bit for bit: the same kernel row (the store's rows in the model's slot order) and
+the same sum in the same order (no FMA, no reassociation). The variance
+``v = a kappa + k' Pi k`` the walk takes from BLAS's dsymv, whose order of summation is
+its own; here a compiled loop computes it in another order together with
+``S = |k|' |Pi| |k|``. Each is within ``gamma_(2n+3) S`` of the exact value
+(``gamma_m = m u / (1 - m u)``, u the unit roundoff: a product and a sum, in any order,
+with or without FMA; products below the normal range add an absolute error of at most
+the smallest subnormal each, times ``|k_i|``), so the two differ by at most half of
+``tol`` below. The row is taken here only if the rule's update condition
 (:func:`kernelcw.rules.update_condition`, the exact comparison each rule's step makes
 first) is false at ``v + tol``, and ``v - tol`` is above the variance floor: the
 condition is monotone in v (``phi sqrt(v)`` and ``phi v`` with ``phi > 0``), so the walk,
 with its v in that interval, would not update, floor or fail either. Rows near the
 decision (a few units of roundoff in ``S``) and any non-finite value go to the walk,
-which decides them as before. So a model learns the same bits with or without this path
-(``tests/test_quiet_rows.py`` compares them on random streams for every rule).
+which decides them as before.
 
-Forms: the nu/Pi form (:class:`.explicit.ExplicitForm`: the "smallest" and "project"
-budgets once they bind, ``solver="explicit"``, and first-order rules); the Cholesky
-forms compute f and v from their factors and keep :meth:`.form.Form.quiet`'s default
-(the walk decides). Kernels known to be positive semi-definite only: a callable or
-precomputed kernel's row is checked by the learning call (:func:`.status.check_mercer`).
+Exactness, Cholesky forms (:func:`quiet_factor`: the append-only panels, the "oldest"
+queue, the "random" lazy form). Their walk's first round reads ``|w|^2`` and ``r . w``
+(``w = L^-1 k``) from products the form makes before it; here the same compiled products
+(:meth:`.panels.PanelForm._one_row`, :func:`.queue_block.forward_products`,
+:func:`.lazy_block.lazy_forward`) under the same BLAS thread limit give the same values,
+and f, v and the rule's checked step are the walk's own expressions: the walk's decision
+exactly. A row the panels would learn keeps its products for the walk; the queue and
+lazy forms make theirs again (with the thread limit, a row sent on costs about what a
+row taken saves: they try only where most rows are quiet, ``quiet_min_rate``).
+
+So a model learns the same bits with or without this path, and ``tests/test_quiet_rows.py``
+compares them on random streams for every rule and form. Also left to the learning call:
+multi-class models (one model per class), kernels not known to be positive semi-definite
+(a callable or precomputed kernel's row is checked there, :func:`.status.check_mercer`),
+the budgeted store's compaction (``DualEngine._place``) and the queue's rebuild.
 """
 
 from __future__ import annotations
@@ -41,17 +52,20 @@ from numba import njit
 from ..._threads import BlasThreads
 from ...kernels import SMALL_BLOCK
 from ...rules import VAR_FLOOR, rule_from_plain, update_condition
+from .status import OK
+from .steps import checked_step
 
-__all__ = ["QUIET_MIN_RATE", "QUIET_PROBE", "quiet_explicit", "quiet_row"]
+__all__ = ["QUIET_PROBE", "quiet_explicit", "quiet_factor", "quiet_row"]
 
 _U = 2.0**-53  # the unit roundoff of float64
+_ETA = 2.0**-1074  # the smallest subnormal
 
-#: Below this share of rows taken (a running mean over about 16 tries), a model tries
-#: only every :data:`QUIET_PROBE`-th row: a row taken saves about 30 us of a 40 us
-#: call, one sent on to the walk costs about 4 us (B = 200 on magic, by hand), so
-#: trying loses where fewer than about one row in eight is taken ("smallest" updates
-#: at nearly every row once its budget binds).
-QUIET_MIN_RATE = 0.15
+#: Below its form's share of rows taken (:attr:`.form.Form.quiet_min_rate`, a running
+#: mean over about 16 tries), a model tries only every QUIET_PROBE-th row. The share
+#: is where trying breaks even: in the nu/Pi form a row taken saves about 30 us of a
+#: 40 us call and one sent on to the walk costs about 4 us (B = 200 on magic, by
+#: hand), so one row in eight ("smallest" updates at nearly every row once its budget
+#: binds); in the queue and lazy forms one row in two.
 QUIET_PROBE = 8
 
 
@@ -92,14 +106,35 @@ def quiet_explicit(nu, Pi, n, K0, kap, y, rule, second):
     vmin = VAR_FLOOR * r.a * kap
     if update_condition(r.rule, m, vmin, r.phi):  # it updates at any v the walk can take
         return False, f
-    q, s = _pi_quad(Pi, n, np.ascontiguousarray(K0[:, 0]))  # (unit stride: vectorised)
+    k = np.ascontiguousarray(K0[:, 0])  # (unit stride: vectorised)
+    q, s = _pi_quad(Pi, n, k)
+    ka = 0.0
+    for i in range(n):
+        ka += abs(k[i])
     v = r.a * kap + q
     tol = 8.0 * (n + 2) * _U * s + 4.0 * _U * (abs(r.a * kap) + abs(q)) + 1e-300
+    tol += 4.0 * (n + 2) * _ETA * (ka + 1.0)  # gradual underflow: absolute, times |k|
     if not (math.isfinite(v) and math.isfinite(tol)):
         return False, f
     if v - tol < vmin:  # the walk might floor it (or find it not PSD)
         return False, f
     return not update_condition(r.rule, m, v + tol, r.phi), f
+
+
+@njit(cache=True)
+def quiet_factor(g, rw, kap, y, rule, psd_tol):
+    """(whether a Cholesky form's walk leaves the model unchanged at its first round:
+    no update, no floor, no error; its decision value f) from ``g = |w|^2`` and
+    ``rw = r . w`` (``w = L^-1 k``) made by the walk's own products: f and v by the
+    expressions of :func:`.panels.cholesky_walk` and :func:`.queue.queue_walk` (no
+    row appended yet, no leaver), then :func:`.steps.checked_step`, as they call it."""
+    r = rule_from_plain(rule)
+    a = r.a
+    f = rw
+    f *= a
+    v = a * kap - a * a * (g + 0.0)
+    st = checked_step(r, y * f, f, v, kap, psd_tol)
+    return st.status == OK and not st.floored and not st.alpha > 0.0, f
 
 
 def quiet_row(engine, X, Y):
@@ -114,22 +149,30 @@ def quiet_row(engine, X, Y):
     form = engine.forms[0]
     if spec.kernel.precomputed or form.n == 0 or type(form).quiet is None:
         return None
+    if X.shape[1] != spec.n_features:  # (the learning call says what is wrong)
+        return None
+    store = engine.store
+    if engine._ctx.budget is not None and form.n <= store.n // 2:
+        return None  # the learning call would compact the store (DualEngine._place)
     rate = engine.__dict__.get("_quiet_rate", 1.0)  # (not the model: a running mean)
-    if rate < QUIET_MIN_RATE:
+    if rate < form.quiet_min_rate:
         tries = engine._quiet_tries = engine.__dict__.get("_quiet_tries", 0) + 1
         if tries % QUIET_PROBE:
             return None
-    store = engine.store
     cols = np.array([store.n_seen], dtype=np.int64)
-    if store.n * X.shape[1] <= SMALL_BLOCK:  # (from the differences, no BLAS call)
-        kap = store.kernel_block(X, cols)[1]
-        K0 = store.kernel_rows(X, form.idx)
-    else:  # BLAS's threads as the learning call would set them
-        with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)):
-            kap = store.kernel_block(X, cols)[1]
-            K0 = store.kernel_rows(X, form.idx)
     y = Y.item(0)
-    taken, f = form.quiet(engine._ctx, K0, kap.item(0), y)
+    # the RBF kernel's row from the differences (Kernel.rows_block) and the nu/Pi
+    # form's loops call no BLAS; else BLAS's threads as the learning call sets them
+    direct = spec.kernel.name == "rbf" and type(X) is np.ndarray and not form.quiet_blas
+    if direct and store.n * X.shape[1] <= SMALL_BLOCK:
+        Kbb, kap = store.kernel_block(X, cols)
+        K0 = store.kernel_rows(X, form.idx)
+        taken, f = form.quiet(engine._ctx, K0, Kbb, kap.item(0), y)
+    else:
+        with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)):
+            Kbb, kap = store.kernel_block(X, cols)
+            K0 = store.kernel_rows(X, form.idx)
+            taken, f = form.quiet(engine._ctx, K0, Kbb, kap.item(0), y)
     engine._quiet_rate = rate + ((1.0 if taken else 0.0) - rate) / 16.0
     if not taken:
         engine._quiet_k0 = (X, form.idx, K0)  # (the learning call's kernel row)
