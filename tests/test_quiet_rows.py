@@ -1,7 +1,9 @@
 """One-row calls whose row changes nothing (:mod:`kernelcw.engines.dual.quiet`): the
-model learns the same bits with and without that path, for every rule, kernel and
-nu/Pi model; the variance's bound holds; a row at the decision goes to the walk; and a
-Ctrl-C between the stream's move and the counters leaves both as before."""
+model learns the same bits with and without that path, for every rule, kernel and form
+(nu/Pi, panels, queue, lazy), combined models included; the variance's bound holds,
+underflow included; a row at the decision goes to the walk; a Ctrl-C between the
+stream's move and the counters leaves both as before; what the path leaves for the walk
+is not pickled."""
 
 from __future__ import annotations
 
@@ -297,7 +299,28 @@ def test_counters_stay_with_the_engine_they_belong_to(monkeypatch):
 def test_a_row_of_another_width_goes_to_the_learning_call():
     est, X, y = _trained()
     eng = est._engine
-    Y = est._label_matrix(y[:1])
-    assert eng.quiet_row(np.ones((1, 3)), Y) is None  # (compiled code reads no further)
+    f = est.decision_function(X[150:200])
+    ys = np.where(y[150:200] == est.classes_[1], 1.0, -1.0)
+    i = 150 + int(np.argmax(f * ys))  # a row the path would take at its own width
+    Y = est._label_matrix(y[i : i + 1])
+    assert eng.quiet_row(X[i : i + 1].copy(), Y) is not None
+    short = X[i : i + 1].copy()[:, :3]  # (compiled code would read past its end)
+    assert eng.quiet_row(short, Y) is None
     with pytest.raises(ValueError, match="features"):
-        eng.learn(np.ones((1, 3)), Y)
+        eng.learn(short, Y)
+
+
+def test_what_a_row_leaves_for_its_walk_is_not_pickled():
+    import pickle
+
+    X, y = _stream(120, seed=5)
+    est = make_rule_estimator("scw1", RULE_PARAMS["scw1"], a=A, kernel="rbf", gamma=0.3)
+    est.fit(X[:100], y[:100])  # the panels (no budget)
+    eng = est._engine
+    f = est.decision_function(X[100:])
+    ys = np.where(y[100:] == est.classes_[1], 1.0, -1.0)
+    i = 100 + int(np.argmin(f * ys))  # the worst row: it updates, so it goes on
+    assert eng.quiet_row(X[i : i + 1], est._label_matrix(y[i : i + 1])) is None
+    assert "_quiet_k0" in eng.__dict__ and "_quiet_pre" in eng.forms[0].__dict__
+    back = pickle.loads(pickle.dumps(eng))
+    assert "_quiet_k0" not in back.__dict__ and "_quiet_pre" not in back.forms[0].__dict__

@@ -73,7 +73,7 @@ class CountersMixin:
             if d.get("_engine") is engine:  # (else a fit dropped it: as _learn_locked)
                 self._counts = counts
         except BaseException:
-            if d.get("_counts") is not counts and d.get("_engine") is engine:
+            if d.get("_counts") is not counts:  # (as _learn_locked restores)
                 with deferred_interrupt():
                     engine.seek(position)
             raise

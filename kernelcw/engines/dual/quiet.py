@@ -27,13 +27,16 @@ which decides them as before.
 
 Exactness, Cholesky forms (:func:`quiet_factor`: the append-only panels, the "oldest"
 queue, the "random" lazy form). Their walk's first round reads ``|w|^2`` and ``r . w``
-(``w = L^-1 k``) from products the form makes before it; here the same compiled products
+(``w = L^-1 k``) from products the form makes before it; here the same calls
 (:meth:`.panels.PanelForm._one_row`, :func:`.queue_block.forward_products`,
 :func:`.lazy_block.lazy_forward`) under the same BLAS thread limit give the same values,
 and f, v and the rule's checked step are the walk's own expressions: the walk's decision
-exactly. A row the panels would learn keeps its products for the walk; the queue and
-lazy forms make theirs again (with the thread limit, a row sent on costs about what a
-row taken saves: they try only where most rows are quiet, ``quiet_min_rate``).
+exactly, given the same thread count (the limit is one thread for a one-row call below
+``AUTO_MIN_FLOPS``, about 22,000 support vectors; above it "auto" follows the machine's
+load, and a walk is then not reproducible from run to run either).
+A row the panels would learn keeps its products for the walk; the queue and lazy forms
+make theirs again (with the thread limit, a row sent on costs about what a row taken
+saves: they try only where most rows are quiet, ``quiet_min_rate``).
 
 So a model learns the same bits with or without this path, and ``tests/test_quiet_rows.py``
 compares them on random streams for every rule and form. Also left to the learning call:
@@ -140,8 +143,10 @@ def quiet_factor(g, rw, kap, y, rule, psd_tol):
 def quiet_row(engine, X, Y):
     """:meth:`kernelcw.engines.dual.DualEngine.quiet_row`: (margins (1, 1), mistakes,
     the stream position) of a row X (1, d) that its one model would learn without a
-    change, or None (the learning call decides). Nothing changes here; where the row
-    goes to the walk, its kernel row stays for that call (``engine._quiet_k0``)."""
+    change, or None (the learning call decides). Nothing of the model changes here;
+    where the row goes to the walk, its kernel row stays for that call
+    (``engine._quiet_k0``; the panels keep their products too), and the engine keeps
+    the running share of rows taken (``_quiet_rate``)."""
     engine.__dict__.pop("_quiet_k0", None)
     spec = engine.spec
     if len(engine.forms) != 1 or engine.broken is not None or not engine._ctx.known_psd:
