@@ -390,6 +390,8 @@ class Classifier(_river_base.MiniBatchClassifier):
         engine = est._engine
         X = with_intercept(X, engine.spec)
         with engine.lock:  # (the estimator's own all-or-nothing learning and counting)
+            if X.shape[0] == 1 and est._learn_quiet(engine, X, T) is not None:
+                return  # a row that changes nothing (kernelcw.engines.dual.quiet)
             res, failed = est._learn_locked(engine, X, T)
         if failed is not None:
             warn_stabilised(est, failed, stacklevel=4)

@@ -324,3 +324,39 @@ def test_what_a_row_leaves_for_its_walk_is_not_pickled():
     assert "_quiet_k0" in eng.__dict__ and "_quiet_pre" in eng.forms[0].__dict__
     back = pickle.loads(pickle.dumps(eng))
     assert "_quiet_k0" not in back.__dict__ and "_quiet_pre" not in back.forms[0].__dict__
+
+
+def test_the_river_adapter_takes_quiet_rows_alike(monkeypatch):
+    pytest.importorskip("river")
+    from kernelcw.river import Classifier
+
+    X, _ = _stream(150, seed=7)
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    rows = [{f"x{j}": float(v) for j, v in enumerate(r)} for r in np.concatenate([X, X])]
+    labels = np.concatenate([y, y]).tolist()
+    for form in FORMS:
+        monkeypatch.setattr(form, "quiet_min_rate", 0.0)
+    taken = []
+    seek = DualEngine.seek
+    monkeypatch.setattr(DualEngine, "seek", lambda e, p: (taken.append(p), seek(e, p)))
+    own = {form: form.quiet for form in FORMS}
+    models = []
+    for fast in (True, False):
+        for form in FORMS:
+            monkeypatch.setattr(form, "quiet", own[form] if fast else None)
+        est = make_rule_estimator("scw1", RULE_PARAMS["scw1"], a=A, kernel="rbf", gamma=0.3,
+                                  budget=20, budget_policy="project")  # fmt: skip
+        model = Classifier(est)
+        probas = []
+        for x, label in zip(rows, labels, strict=True):
+            probas.append(model.predict_proba_one(x).get(1, 0.0))
+            model.learn_one(x, label)
+        models.append((np.array(probas), model._model))
+        if fast:
+            assert len(taken) >= 20, len(taken)
+    (p1, a), (p2, b) = models
+    np.testing.assert_array_equal(p1, p2)
+    assert (a.n_updates_, a.n_mistakes_) == (b.n_updates_, b.n_mistakes_)
+    got, want = a._engine.state_dict(), b._engine.state_dict()
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
