@@ -192,7 +192,7 @@ def test_a_model_whose_rows_update_tries_rarely(monkeypatch):
         i = int(rng.integers(0, 150))
         est.partial_fit(X[i : i + 1], 1 - y[i : i + 1])
     assert est._engine._quiet_rate < ExplicitForm.quiet_min_rate
-    assert len(tries) < 200 // 2  # tried on about one row in QUIET_PROBE once it lost
+    assert len(tries) < 200 // 2  # tried on one row in quiet_probe once it lost
 
 
 @pytest.mark.parametrize("sparse", [False, True])

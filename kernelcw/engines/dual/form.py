@@ -112,8 +112,10 @@ class Form:
     quiet = None
     #: Whether :attr:`quiet` calls BLAS (then under the learning call's thread limit).
     quiet_blas = False
-    #: The share of rows :attr:`quiet` must take for trying it to pay (:mod:`.quiet`).
+    #: The share of rows :attr:`quiet` must take for trying it to pay, and below it the
+    #: period of the rows it is tried on (:mod:`.quiet`).
     quiet_min_rate = 0.15
+    quiet_probe = 16
 
     def __init__(self):
         self.idx = np.zeros(0, dtype=np.int64)  # store positions, by slot

@@ -425,6 +425,7 @@ class QueueForm(Form):
     # (its products, made again by the walk, and BLAS's thread limit: a row sent on
     # costs about as much as a row taken saves, 19 and 20 us at B = 200, by hand)
     quiet_min_rate = 0.5
+    quiet_probe = 64
 
     def quiet(self, ctx, K0, Kbb, kap: float, y: float) -> tuple[bool, float]:
         """The walk's decision at one row, exactly (:func:`.queue_block.quiet_queue`);

@@ -58,18 +58,21 @@ from ...rules import VAR_FLOOR, rule_from_plain, update_condition
 from .status import OK
 from .steps import checked_step
 
-__all__ = ["QUIET_PROBE", "quiet_explicit", "quiet_factor", "quiet_row"]
+__all__ = ["QUIET_SPAN", "quiet_explicit", "quiet_factor", "quiet_row"]
 
 _U = 2.0**-53  # the unit roundoff of float64
 _ETA = 2.0**-1074  # the smallest subnormal
 
 #: Below its form's share of rows taken (:attr:`.form.Form.quiet_min_rate`, a running
-#: mean over about 16 tries), a model tries only every QUIET_PROBE-th row. The share
-#: is where trying breaks even: in the nu/Pi form a row taken saves about 30 us of a
-#: 40 us call and one sent on to the walk costs about 4 us (B = 200 on magic, by
-#: hand), so one row in eight ("smallest" updates at nearly every row once its budget
-#: binds); in the queue and lazy forms one row in two.
-QUIET_PROBE = 8
+#: mean over about QUIET_SPAN tries), a model tries only every
+#: :attr:`.form.Form.quiet_probe`-th row. The share is where trying breaks even: in the
+#: nu/Pi form a row taken saves about 30 us of a 40 us call and one sent on to the walk
+#: costs about 4 us (B = 200 on magic, by hand), so one row in eight ("smallest" updates
+#: at nearly every row once its budget binds); in the queue and lazy forms one row in
+#: two, and a try that fails costs them about 19 us, so they probe less often. A long
+#: span keeps a stream near the share from switching back and forth (the queue on
+#: magic: 41 % quiet).
+QUIET_SPAN = 32.0
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"})
@@ -147,23 +150,29 @@ def quiet_row(engine, X, Y):
     where the row goes to the walk, its kernel row stays for that call
     (``engine._quiet_k0``; the panels keep their products too), and the engine keeps
     the running share of rows taken (``_quiet_rate``)."""
-    engine.__dict__.pop("_quiet_k0", None)
-    spec = engine.spec
-    if len(engine.forms) != 1 or engine.broken is not None or not engine._ctx.known_psd:
+    d = engine.__dict__
+    d.pop("_quiet_k0", None)
+    forms = engine.forms
+    if len(forms) != 1:
         return None
-    form = engine.forms[0]
-    if spec.kernel.precomputed or form.n == 0 or type(form).quiet is None:
+    form = forms[0]
+    if form.quiet is None:
+        return None
+    rate = d.get("_quiet_rate", 1.0)  # (not the model: a running mean)
+    if rate < form.quiet_min_rate:  # (first: the cheap way out for a model that updates)
+        tries = engine._quiet_tries = d.get("_quiet_tries", 0) + 1
+        if tries % form.quiet_probe:
+            return None
+    spec = engine.spec
+    if engine.broken is not None or not engine._ctx.known_psd or spec.kernel.precomputed:
+        return None
+    if form.n == 0:
         return None
     if X.shape[1] != spec.n_features:  # (the learning call says what is wrong)
         return None
     store = engine.store
     if engine._ctx.budget is not None and form.n <= store.n // 2:
         return None  # the learning call would compact the store (DualEngine._place)
-    rate = engine.__dict__.get("_quiet_rate", 1.0)  # (not the model: a running mean)
-    if rate < form.quiet_min_rate:
-        tries = engine._quiet_tries = engine.__dict__.get("_quiet_tries", 0) + 1
-        if tries % QUIET_PROBE:
-            return None
     cols = np.array([store.n_seen], dtype=np.int64)
     y = Y.item(0)
     # the RBF kernel's row from the differences (Kernel.rows_block) and the nu/Pi
@@ -178,7 +187,7 @@ def quiet_row(engine, X, Y):
             Kbb, kap = store.kernel_block(X, cols)
             K0 = store.kernel_rows(X, form.idx)
             taken, f = form.quiet(engine._ctx, K0, Kbb, kap.item(0), y)
-    engine._quiet_rate = rate + ((1.0 if taken else 0.0) - rate) / 16.0
+    engine._quiet_rate = rate + ((1.0 if taken else 0.0) - rate) / QUIET_SPAN
     if not taken:
         engine._quiet_k0 = (X, form.idx, K0)  # (the learning call's kernel row)
         return None
