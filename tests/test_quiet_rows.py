@@ -360,3 +360,21 @@ def test_the_river_adapter_takes_quiet_rows_alike(monkeypatch):
     got, want = a._engine.state_dict(), b._engine.state_dict()
     for key in want:
         np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+def test_a_form_is_not_tried_above_its_size(monkeypatch):
+    X, _ = _stream(100, seed=2)
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    sizes = []
+    quiet = QueueForm.quiet
+    monkeypatch.setattr(QueueForm, "quiet", lambda f, *a: (sizes.append(f.n), quiet(f, *a))[1])
+    monkeypatch.setattr(QueueForm, "quiet_min_rate", 0.0)
+    for limit in (None, 14):  # (the queue holds the budget's 15 once it binds)
+        monkeypatch.setattr(QueueForm, "quiet_max_n", limit)
+        sizes.clear()
+        est = make_rule_estimator("scw1", RULE_PARAMS["scw1"], a=A, kernel="rbf", gamma=0.3,
+                                  budget=15, budget_policy="oldest")  # fmt: skip
+        for i in range(300):
+            est.partial_fit(X[i % 100 : i % 100 + 1], y[i % 100 : i % 100 + 1], classes=[0, 1])
+        assert sizes == ([15] * len(sizes) if limit is None else [])
+        assert len(sizes) > 10 or limit is not None

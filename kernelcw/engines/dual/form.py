@@ -116,6 +116,8 @@ class Form:
     #: period of the rows it is tried on (:mod:`.quiet`).
     quiet_min_rate = 0.15
     quiet_probe = 16
+    #: The most support vectors at which :attr:`quiet` is tried (None: any number).
+    quiet_max_n = None
 
     def __init__(self):
         self.idx = np.zeros(0, dtype=np.int64)  # store positions, by slot

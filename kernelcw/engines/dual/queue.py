@@ -423,9 +423,11 @@ class QueueForm(Form):
 
     quiet_blas = True
     # (its products, made again by the walk, and BLAS's thread limit: a row sent on
-    # costs about as much as a row taken saves, 19 and 20 us at B = 200, by hand)
+    # costs about as much as a row taken saves, 19 and 20 us at B = 200; at B = 2,000
+    # the products are most of a row's work: "oldest" 18 % slower with them, by hand)
     quiet_min_rate = 0.5
     quiet_probe = 64
+    quiet_max_n = 1024
 
     def quiet(self, ctx, K0, Kbb, kap: float, y: float) -> tuple[bool, float]:
         """The walk's decision at one row, exactly (:func:`.queue_block.quiet_queue`);

@@ -36,7 +36,8 @@ exactly, given the same thread count (the limit is one thread for a one-row call
 load, and a walk is then not reproducible from run to run either).
 A row the panels would learn keeps its products for the walk; the queue and lazy forms
 make theirs again (with the thread limit, a row sent on costs about what a row taken
-saves: they try only where most rows are quiet, ``quiet_min_rate``).
+saves: they try only where most rows are quiet, ``quiet_min_rate``, and not above
+``quiet_max_n`` support vectors, where those products are most of a row's work).
 
 So a model learns the same bits with or without this path, and ``tests/test_quiet_rows.py``
 compares them on random streams for every rule and form. Also left to the learning call:
@@ -166,12 +167,13 @@ def quiet_row(engine, X, Y):
     spec = engine.spec
     if engine.broken is not None or not engine._ctx.known_psd or spec.kernel.precomputed:
         return None
-    if form.n == 0:
+    n = form.n
+    if n == 0 or (form.quiet_max_n is not None and n > form.quiet_max_n):
         return None
     if X.shape[1] != spec.n_features:  # (the learning call says what is wrong)
         return None
     store = engine.store
-    if engine._ctx.budget is not None and form.n <= store.n // 2:
+    if engine._ctx.budget is not None and n <= store.n // 2:
         return None  # the learning call would compact the store (DualEngine._place)
     cols = np.array([store.n_seen], dtype=np.int64)
     y = Y.item(0)
