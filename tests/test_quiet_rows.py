@@ -378,3 +378,35 @@ def test_a_form_is_not_tried_above_its_size(monkeypatch):
             est.partial_fit(X[i % 100 : i % 100 + 1], y[i % 100 : i % 100 + 1], classes=[0, 1])
         assert sizes == ([15] * len(sizes) if limit is None else [])
         assert len(sizes) > 10 or limit is not None
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_a_multiclass_model_takes_a_row_every_model_takes(model, monkeypatch):
+    rng = np.random.default_rng(11)  # three blobs: one-vs-rest models grow confident
+    y = rng.integers(0, 3, size=120)
+    centres = np.array([[2.0, 0, 0, 0], [-2.0, 0, 0, 0], [0, 2.0, 0, 0]])
+    X = centres[y] + 0.7 * rng.normal(size=(120, 4))
+    X, y = np.concatenate([X, X, X]), np.concatenate([y, y, y])
+    for form in FORMS:
+        monkeypatch.setattr(form, "quiet_min_rate", 0.0)
+    taken = []
+    seek = DualEngine.seek
+    monkeypatch.setattr(DualEngine, "seek", lambda e, p: (taken.append(p), seek(e, p)))
+    own = {form: form.quiet for form in FORMS}
+    runs = []
+    for fast in (True, False):
+        for form in FORMS:
+            monkeypatch.setattr(form, "quiet", own[form] if fast else None)
+        params = dict(MODELS[model], budget=40) if "budget" in MODELS[model] else MODELS[model]
+        est = make_rule_estimator("scw1", RULE_PARAMS["scw1"], a=A, kernel="rbf", gamma=0.3,
+                                  **params)  # fmt: skip
+        f = _row_by_row(est, X, y, 30)
+        runs.append((f, est))
+    (f1, a), (f2, b) = runs
+    np.testing.assert_array_equal(f1, f2)
+    for c in ("n_updates_", "n_mistakes_", "n_variance_floored_"):
+        np.testing.assert_array_equal(getattr(a, c), getattr(b, c), err_msg=c)
+    got, want = a._engine.state_dict(), b._engine.state_dict()
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    assert len(taken) >= 20 or model == "smallest", len(taken)

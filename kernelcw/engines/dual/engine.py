@@ -185,9 +185,10 @@ class DualEngine(Locked):
                 threads.block(self._call_flops(b, d, learning=True))
             yk = np.ascontiguousarray(YB[:, k])
             form = self.forms[k]
-            if quiet_k0 is not None and quiet_k0[0] is XB and quiet_k0[1] is form.idx:
-                K0 = quiet_k0[2]
-            else:
+            K0 = None
+            if quiet_k0 is not None and quiet_k0[0] is XB and quiet_k0[1][k] is form.idx:
+                K0 = quiet_k0[2][k]  # (None: a model quiet_row did not reach)
+            if K0 is None:
                 K0 = store.kernel_rows(XB, form.idx) if Ks is None else _rows(Ks, form)
             f_blk, src, ks, nfl = self._walk_model(k, BlockData(K0, Kbb, kap, yk), cols,
                                                     rows_after, threads)  # fmt: skip

@@ -40,10 +40,12 @@ saves: they try only where most rows are quiet, ``quiet_min_rate``, and not abov
 ``quiet_max_n`` support vectors, where those products are most of a row's work).
 
 So a model learns the same bits with or without this path, and ``tests/test_quiet_rows.py``
-compares them on random streams for every rule and form. Also left to the learning call:
-multi-class models (one model per class), kernels not known to be positive semi-definite
-(a callable or precomputed kernel's row is checked there, :func:`.status.check_mercer`),
-the budgeted store's compaction (``DualEngine._place``) and the queue's rebuild.
+compares them on random streams for every rule and form. A multi-class model's one-vs-rest
+models must all take the row (the first that would change sends it to the learning call,
+with the kernel rows made so far). Left to the learning call: kernels not known to be
+positive semi-definite (a callable or precomputed kernel's row is checked there,
+:func:`.status.check_mercer`), the budgeted store's compaction (``DualEngine._place``) and
+the queue's rebuild.
 """
 
 from __future__ import annotations
@@ -145,17 +147,15 @@ def quiet_factor(g, rw, kap, y, rule, psd_tol):
 
 
 def quiet_row(engine, X, Y):
-    """:meth:`kernelcw.engines.dual.DualEngine.quiet_row`: (margins (1, 1), mistakes,
-    the stream position) of a row X (1, d) that its one model would learn without a
-    change, or None (the learning call decides). Nothing of the model changes here;
-    where the row goes to the walk, its kernel row stays for that call
-    (``engine._quiet_k0``; the panels keep their products too), and the engine keeps
-    the running share of rows taken (``_quiet_rate``)."""
+    """:meth:`kernelcw.engines.dual.DualEngine.quiet_row`: (margins (1, K), mistakes (an
+    int for one model, else one per model), the stream position) of a row X (1, d) that
+    every model would learn without a change, or None (the learning call decides).
+    Nothing of the models changes here; where the row goes to the walks, its kernel rows
+    stay for that call (``engine._quiet_k0``; the panels keep their products too), and
+    the engine keeps the running share of rows taken (``_quiet_rate``)."""
     d = engine.__dict__
     d.pop("_quiet_k0", None)
     forms = engine.forms
-    if len(forms) != 1:
-        return None
     form = forms[0]
     if form.quiet is None:
         return None
@@ -167,32 +167,61 @@ def quiet_row(engine, X, Y):
     spec = engine.spec
     if engine.broken is not None or not engine._ctx.known_psd or spec.kernel.precomputed:
         return None
-    n = form.n
-    if n == 0 or (form.quiet_max_n is not None and n > form.quiet_max_n):
-        return None
     if X.shape[1] != spec.n_features:  # (the learning call says what is wrong)
         return None
+    one = len(forms) == 1
+    most = 0
+    blas = False
+    for f in forms:  # (one-vs-rest: every model must take the row)
+        n = f.n
+        if f.quiet is None or n == 0 or (f.quiet_max_n is not None and n > f.quiet_max_n):
+            return None
+        most = n if n > most else most
+        blas = blas or f.quiet_blas
     store = engine.store
-    if engine._ctx.budget is not None and n <= store.n // 2:
+    if engine._ctx.budget is not None and most <= store.n // 2:
         return None  # the learning call would compact the store (DualEngine._place)
     cols = np.array([store.n_seen], dtype=np.int64)
-    y = Y.item(0)
-    # the RBF kernel's row from the differences (Kernel.rows_block) and the nu/Pi
-    # form's loops call no BLAS; else BLAS's threads as the learning call sets them
-    direct = spec.kernel.name == "rbf" and type(X) is np.ndarray and not form.quiet_blas
+    # the RBF kernel's rows from the differences (Kernel.rows_block, .block) and the
+    # nu/Pi form's loops call no BLAS; else BLAS's threads as the learning call sets them
+    direct = not blas and spec.kernel.name == "rbf" and type(X) is np.ndarray
     if direct and store.n * X.shape[1] <= SMALL_BLOCK:
-        Kbb, kap = store.kernel_block(X, cols)
-        K0 = store.kernel_rows(X, form.idx)
-        taken, f = form.quiet(engine._ctx, K0, Kbb, kap.item(0), y)
+        taken, f, K0 = _quiet_models(engine, X, Y, cols, one)
     else:
         with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)):
-            Kbb, kap = store.kernel_block(X, cols)
-            K0 = store.kernel_rows(X, form.idx)
-            taken, f = form.quiet(engine._ctx, K0, Kbb, kap.item(0), y)
+            taken, f, K0 = _quiet_models(engine, X, Y, cols, one)
     engine._quiet_rate = rate + ((1.0 if taken else 0.0) - rate) / QUIET_SPAN
     if not taken:
-        engine._quiet_k0 = (X, form.idx, K0)  # (the learning call's kernel row)
+        engine._quiet_k0 = (X, [f.idx for f in forms], K0)  # (the learning call's rows)
         return None
-    out = np.empty((1, 1))
-    out[0, 0] = f
-    return out, int((f >= 0.0) != (y > 0.0)), store.n_seen
+    out = np.empty((1, len(forms)))
+    if one:  # (Python's floats: a row of one model is the common call)
+        out[0, 0] = f
+        return out, int((f >= 0.0) != (Y.item(0) > 0.0)), store.n_seen
+    out[0] = f
+    return out, ((f >= 0.0) != (Y[0] > 0.0)).astype(np.int64), store.n_seen
+
+
+def _quiet_models(engine, X, Y, cols, one: bool):
+    """(whether every model's walk leaves it unchanged at row X, the decision value of
+    one model or those of all, each model's kernel row or None) for :func:`quiet_row`:
+    the models in order, until one would change. The kernel rows are the learning
+    call's (``DualEngine._learn_block``: one model's by slot; several models' from one
+    column against the whole store, taken by slot)."""
+    store = engine.store
+    Kbb, kap = store.kernel_block(X, cols)
+    forms = engine.forms
+    ctx, kx = engine._ctx, kap.item(0)
+    if one:
+        K0 = store.kernel_rows(X, forms[0].idx)
+        taken, f = forms[0].quiet(ctx, K0, Kbb, kx, Y.item(0))
+        return taken, f, [K0]
+    Ks = store.kernel_store(X)
+    f = np.zeros(len(forms))
+    K0 = [None] * len(forms)  # (None: a model not asked; its walk makes its own)
+    for k, form in enumerate(forms):
+        K0[k] = Ks[form.idx]
+        taken, f[k] = form.quiet(ctx, K0[k], Kbb, kx, Y.item(0, k))
+        if not taken:
+            return False, f, K0
+    return True, f, K0
