@@ -35,7 +35,7 @@ from .lazy import LazyForm
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
-from .quiet import quiet_row
+from .quiet import quiet_row, stashed_column, stashed_row
 from .status import OK, STOP, check_mercer, raise_for, unusable
 from .store import SupportStore, jitter_saved, kernel_jitter
 
@@ -164,15 +164,16 @@ class DualEngine(Locked):
         """One block of :meth:`learn` (its BLAS threads chosen): the kernel block, each
         model's walk, the new support inputs placed. Returns (the (b, K) margins, the
         counts: updates, mistakes and floored rounds of each model, in that order).
-        ``quiet_k0``: (XB, a model's slots, its kernel row) that :meth:`quiet_row` made
-        for this row and left to the walk."""
+        ``quiet_k0``: (XB, each model's slots, its kernel row or None, the column
+        against the store or None) that :meth:`quiet_row` made for this row and left to
+        the walks."""
         store = self.store
         b, K = YB.shape
         mercer = not self._ctx.known_psd  # (a callable, or a precomputed matrix)
         Kbb, kap = store.kernel_block(XB, cols)
         # one model learning one input (a call per row): its rows of the kernel block
         # by slot, which a row against a small store computes alone (store.kernel_rows)
-        Ks = None if b == 1 and K == 1 and not mercer else store.kernel_store(XB)
+        Ks = None if b == 1 and K == 1 and not mercer else stashed_column(quiet_k0, XB, store)
         if mercer:
             self._check_mercer(Kbb, kap, Ks, cols)
         out = np.empty((b, K))
@@ -185,9 +186,7 @@ class DualEngine(Locked):
                 threads.block(self._call_flops(b, d, learning=True))
             yk = np.ascontiguousarray(YB[:, k])
             form = self.forms[k]
-            K0 = None
-            if quiet_k0 is not None and quiet_k0[0] is XB and quiet_k0[1][k] is form.idx:
-                K0 = quiet_k0[2][k]  # (None: a model quiet_row did not reach)
+            K0 = stashed_row(quiet_k0, XB, k, form)  # (None: quiet_row made none)
             if K0 is None:
                 K0 = store.kernel_rows(XB, form.idx) if Ks is None else _rows(Ks, form)
             f_blk, src, ks, nfl = self._walk_model(k, BlockData(K0, Kbb, kap, yk), cols,

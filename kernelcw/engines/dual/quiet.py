@@ -61,7 +61,14 @@ from ...rules import VAR_FLOOR, rule_from_plain, update_condition
 from .status import OK
 from .steps import checked_step
 
-__all__ = ["QUIET_SPAN", "quiet_explicit", "quiet_factor", "quiet_row"]
+__all__ = [
+    "QUIET_SPAN",
+    "quiet_explicit",
+    "quiet_factor",
+    "quiet_row",
+    "stashed_column",
+    "stashed_row",
+]
 
 _U = 2.0**-53  # the unit roundoff of float64
 _ETA = 2.0**-1074  # the smallest subnormal
@@ -159,17 +166,22 @@ def quiet_row(engine, X, Y):
     form = forms[0]
     if form.quiet is None:
         return None
+    one = len(forms) == 1
     rate = d.get("_quiet_rate", 1.0)  # (not the model: a running mean)
-    if rate < form.quiet_min_rate:  # (first: the cheap way out for a model that updates)
+    if one:
+        least, probe = form.quiet_min_rate, form.quiet_probe
+    else:  # (the strictest of the models' forms)
+        least = max(f.quiet_min_rate for f in forms)
+        probe = max(f.quiet_probe for f in forms)
+    if rate < least:  # (first: the cheap way out for a model that updates)
         tries = engine._quiet_tries = d.get("_quiet_tries", 0) + 1
-        if tries % form.quiet_probe:
+        if tries % probe:
             return None
     spec = engine.spec
     if engine.broken is not None or not engine._ctx.known_psd or spec.kernel.precomputed:
         return None
     if X.shape[1] != spec.n_features:  # (the learning call says what is wrong)
         return None
-    one = len(forms) == 1
     most = 0
     blas = False
     for f in forms:  # (one-vs-rest: every model must take the row)
@@ -179,20 +191,23 @@ def quiet_row(engine, X, Y):
         most = n if n > most else most
         blas = blas or f.quiet_blas
     store = engine.store
-    if engine._ctx.budget is not None and most <= store.n // 2:
-        return None  # the learning call would compact the store (DualEngine._place)
+    if engine._ctx.budget is not None and most <= store.n // 2:  # (as DualEngine._place)
+        # the learning call would compact the store: one model's slots are its rows;
+        # several models' rows are the union of their slots
+        if one or store.compacts(np.unique(np.concatenate([f.idx for f in forms])).size):
+            return None
     cols = np.array([store.n_seen], dtype=np.int64)
     # the RBF kernel's rows from the differences (Kernel.rows_block, .block) and the
     # nu/Pi form's loops call no BLAS; else BLAS's threads as the learning call sets them
     direct = not blas and spec.kernel.name == "rbf" and type(X) is np.ndarray
     if direct and store.n * X.shape[1] <= SMALL_BLOCK:
-        taken, f, K0 = _quiet_models(engine, X, Y, cols, one)
+        taken, f, K0, Ks = _quiet_models(engine, X, Y, cols, one)
     else:
         with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)):
-            taken, f, K0 = _quiet_models(engine, X, Y, cols, one)
+            taken, f, K0, Ks = _quiet_models(engine, X, Y, cols, one)
     engine._quiet_rate = rate + ((1.0 if taken else 0.0) - rate) / QUIET_SPAN
     if not taken:
-        engine._quiet_k0 = (X, [f.idx for f in forms], K0)  # (the learning call's rows)
+        engine._quiet_k0 = (X, [f.idx for f in forms], K0, Ks)  # (the learning call's)
         return None
     out = np.empty((1, len(forms)))
     if one:  # (Python's floats: a row of one model is the common call)
@@ -204,7 +219,8 @@ def quiet_row(engine, X, Y):
 
 def _quiet_models(engine, X, Y, cols, one: bool):
     """(whether every model's walk leaves it unchanged at row X, the decision value of
-    one model or those of all, each model's kernel row or None) for :func:`quiet_row`:
+    one model or those of all, each model's kernel row or None, and for several models
+    the column against the whole store they come from) for :func:`quiet_row`:
     the models in order, until one would change. The kernel rows are the learning
     call's (``DualEngine._learn_block``: one model's by slot; several models' from one
     column against the whole store, taken by slot)."""
@@ -215,7 +231,7 @@ def _quiet_models(engine, X, Y, cols, one: bool):
     if one:
         K0 = store.kernel_rows(X, forms[0].idx)
         taken, f = forms[0].quiet(ctx, K0, Kbb, kx, Y.item(0))
-        return taken, f, [K0]
+        return taken, f, [K0], None
     Ks = store.kernel_store(X)
     f = np.zeros(len(forms))
     K0 = [None] * len(forms)  # (None: a model not asked; its walk makes its own)
@@ -223,5 +239,21 @@ def _quiet_models(engine, X, Y, cols, one: bool):
         K0[k] = Ks[form.idx]
         taken, f[k] = form.quiet(ctx, K0[k], Kbb, kx, Y.item(0, k))
         if not taken:
-            return False, f, K0
-    return True, f, K0
+            return False, f, K0, Ks
+    return True, f, K0, Ks
+
+
+def stashed_column(stash, XB, store) -> np.ndarray:
+    """K(store, XB) for a learning call: the column :func:`quiet_row` made for this
+    very XB (``stash``, the engine's ``_quiet_k0``), or the store's."""
+    if stash is not None and stash[0] is XB and stash[3] is not None:
+        return stash[3]
+    return store.kernel_store(XB)
+
+
+def stashed_row(stash, XB, k: int, form):
+    """Model k's kernel row that :func:`quiet_row` made for this very XB and the
+    model's slots as they are, or None."""
+    if stash is not None and stash[0] is XB and stash[1][k] is form.idx:
+        return stash[2][k]
+    return None

@@ -176,11 +176,15 @@ class SupportStore:
                 self.rows[first : first + k] = new
         self.n += k
 
+    def compacts(self, n_used: int) -> bool:
+        """Whether :meth:`compact` of ``n_used`` rows would change the store."""
+        return not (n_used == self.n or n_used > self.n // 2)
+
     def compact(self, used: np.ndarray) -> np.ndarray | None:
         """Keep only the rows ``used`` (sorted, unique) when that frees more than half
         (budgets remove support vectors: memory stays flat on long streams). Returns
         the map old position -> new (-1 for dropped rows), or None if nothing changed."""
-        if used.size == self.n or used.size > self.n // 2:
+        if not self.compacts(used.size):
             return None
         new_pos = np.full(self.n, -1, dtype=np.int64)
         new_pos[used] = np.arange(used.size)
