@@ -23,7 +23,8 @@ first) is false at ``v + tol``, and ``v - tol`` is above the variance floor: the
 condition is monotone in v (``phi sqrt(v)`` and ``phi v`` with ``phi > 0``), so the walk,
 with its v in that interval, would not update, floor or fail either. Rows near the
 decision (a few units of roundoff in ``S``) and any non-finite value go to the walk,
-which decides them as before.
+which decides them as before. Tried up to ``quiet_max_n`` (768) support vectors: above,
+that pass is as long as the walk's own dsymv, the most of a call.
 
 Exactness, Cholesky forms (:func:`quiet_factor`: the append-only panels, the "oldest"
 queue, the "random" lazy form). Their walk's first round reads ``|w|^2`` and ``r . w``
