@@ -172,8 +172,8 @@ def quiet_row(engine, X, Y):
     if one:
         least, probe = form.quiet_min_rate, form.quiet_probe
     else:  # (the strictest of the models' forms)
-        least = max(f.quiet_min_rate for f in forms)
-        probe = max(f.quiet_probe for f in forms)
+        least = max(m.quiet_min_rate for m in forms)
+        probe = max(m.quiet_probe for m in forms)
     if rate < least:  # (first: the cheap way out for a model that updates)
         tries = engine._quiet_tries = d.get("_quiet_tries", 0) + 1
         if tries % probe:
@@ -185,17 +185,17 @@ def quiet_row(engine, X, Y):
         return None
     most = 0
     blas = False
-    for f in forms:  # (one-vs-rest: every model must take the row)
-        n = f.n
-        if f.quiet is None or n == 0 or (f.quiet_max_n is not None and n > f.quiet_max_n):
+    for model in forms:  # (one-vs-rest: every model must take the row)
+        n, limit = model.n, model.quiet_max_n
+        if model.quiet is None or n == 0 or (limit is not None and n > limit):
             return None
         most = n if n > most else most
-        blas = blas or f.quiet_blas
+        blas = blas or model.quiet_blas
     store = engine.store
     if engine._ctx.budget is not None and most <= store.n // 2:  # (as DualEngine._place)
         # the learning call would compact the store: one model's slots are its rows;
         # several models' rows are the union of their slots
-        if one or store.compacts(np.unique(np.concatenate([f.idx for f in forms])).size):
+        if one or store.compacts(np.unique(np.concatenate([m.idx for m in forms])).size):
             return None
     cols = np.array([store.n_seen], dtype=np.int64)
     # the RBF kernel's rows from the differences (Kernel.rows_block, .block) and the
@@ -208,7 +208,7 @@ def quiet_row(engine, X, Y):
             taken, f, K0, Ks = _quiet_models(engine, X, Y, cols, one)
     engine._quiet_rate = rate + ((1.0 if taken else 0.0) - rate) / QUIET_SPAN
     if not taken:
-        engine._quiet_k0 = (X, [f.idx for f in forms], K0, Ks)  # (the learning call's)
+        engine._quiet_k0 = (X, [m.idx for m in forms], K0, Ks)  # (the learning call's)
         return None
     out = np.empty((1, len(forms)))
     if one:  # (Python's floats: a row of one model is the common call)
