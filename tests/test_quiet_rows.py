@@ -51,6 +51,32 @@ MODELS = {  # the nu/Pi form (budgets that bind, solver "explicit") and the fact
 FORMS = (ExplicitForm, PanelForm, QueueForm, LazyForm)
 
 
+def _tried_at_every_row(monkeypatch) -> list:
+    """Every form tries the path at every row; returns the list that the stream
+    position of each row taken (``DualEngine.seek`` after it) is appended to."""
+    for form in FORMS:
+        monkeypatch.setattr(form, "quiet_min_rate", 0.0)
+    taken = []
+    seek = DualEngine.seek
+    monkeypatch.setattr(DualEngine, "seek", lambda e, p: (taken.append(p), seek(e, p)))
+    return taken
+
+
+def _with_and_without(monkeypatch):
+    """True with the path, then False with every row through the walk."""
+    own = {form: form.quiet for form in FORMS}
+    for fast in (True, False):
+        for form in FORMS:
+            monkeypatch.setattr(form, "quiet", own[form] if fast else None)
+        yield fast
+
+
+def _assert_same_state(got: dict, want: dict) -> None:
+    assert sorted(got) == sorted(want)
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
 @pytest.mark.parametrize("model", sorted(MODELS))
 @pytest.mark.parametrize("kernel", ["rbf", "poly"])
 @pytest.mark.parametrize("rule", sorted(RULE_PARAMS))
@@ -59,25 +85,17 @@ def test_quiet_rows_learn_the_same_bits(rule, kernel, model, monkeypatch):
     y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)  # an easy boundary: many quiet rows
     X, y = np.concatenate([X, X, X]), np.concatenate([y, y, y])
     common = dict(a=A, kernel=kernel, gamma=0.3, degree=2, coef0=1.0, **MODELS[model])
-    for form in FORMS:  # tried at every row
-        monkeypatch.setattr(form, "quiet_min_rate", 0.0)
-    taken = []
-    seek = DualEngine.seek
-    monkeypatch.setattr(DualEngine, "seek", lambda e, p: (taken.append(p), seek(e, p)))
+    taken = _tried_at_every_row(monkeypatch)
     params = dict(RULE_PARAMS[rule], C=0.5) if rule == "pa1" else RULE_PARAMS[rule]
-    fast = make_rule_estimator(rule, params, **common)
-    f_fast = _row_by_row(fast, X, y, 30)
-    for form in FORMS:  # every row through the walk
-        monkeypatch.setattr(form, "quiet", None)
-    slow = make_rule_estimator(rule, params, **common)
-    f_slow = _row_by_row(slow, X, y, 30)
+    runs = []
+    for _ in _with_and_without(monkeypatch):
+        est = make_rule_estimator(rule, params, **common)
+        runs.append((_row_by_row(est, X, y, 30), est))
+    (f_fast, fast), (f_slow, slow) = runs
     np.testing.assert_array_equal(f_fast, f_slow)
     for c in ("n_updates_", "n_mistakes_", "n_variance_floored_"):
         assert getattr(fast, c) == getattr(slow, c), c
-    got, want = fast._engine.state_dict(), slow._engine.state_dict()
-    assert sorted(got) == sorted(want)
-    for key in want:
-        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    _assert_same_state(fast._engine.state_dict(), slow._engine.state_dict())
     # rows did take the path (not vacuous); "smallest" updates at nearly every row once
     # its small budget binds: there the rows sent on to the walk are what is compared
     assert len(taken) >= 3 or model == "smallest", len(taken)
@@ -103,7 +121,7 @@ def test_the_variance_bound_covers_both_orders_of_summation(seed):
         P = np.tril(-(B @ B.T) / n + rng.normal(size=(n, n)) * 1e-3)  # garbage above: unread
         P = P + np.triu(rng.normal(size=(n, n)) * 1e6, 1)
         k = rng.normal(size=n) * 10.0 ** rng.uniform(-2, 2, size=n)
-        q, s = quiet_mod._pi_quad(P, n, k)
+        q, s, _ = quiet_mod._pi_quad(P, n, k)
         exact = _exact_quad(P, k)
         full = np.tril(P) + np.tril(P, -1).T
         blas = float(k @ (full @ k))  # another order (dgemv and ddot on the full matrix)
@@ -206,16 +224,9 @@ def test_quiet_rows_with_an_intercept_and_sparse_rows(sparse, monkeypatch):
     if sparse:
         X[np.abs(X) < 0.5] = 0.0
     rows = sp.csr_matrix(X) if sparse else X
-    for form in FORMS:
-        monkeypatch.setattr(form, "quiet_min_rate", 0.0)
-    taken = []
-    seek = DualEngine.seek
-    monkeypatch.setattr(DualEngine, "seek", lambda e, p: (taken.append(p), seek(e, p)))
+    taken = _tried_at_every_row(monkeypatch)
     models = []
-    own = {form: form.quiet for form in FORMS}
-    for fast in (True, False):
-        for form in FORMS:
-            monkeypatch.setattr(form, "quiet", own[form] if fast else None)
+    for _ in _with_and_without(monkeypatch):
         est = make_rule_estimator(
             "scw1", RULE_PARAMS["scw1"], a=A, kernel="rbf", gamma=0.3, budget=15,
             budget_policy="project", fit_intercept=True,
@@ -238,7 +249,7 @@ def test_the_bound_covers_gradual_underflow():
     Pi = np.array([[0.0, 0.0], [-1e-300, 0.0]])
     k = np.array([1e300, 1e-22])
     phi = float(norm.ppf(0.8))
-    q, _ = quiet_mod._pi_quad(Pi, 2, k)  # exact here; dsymv's Pi k underflows: 2.5 % off
+    q, _, _ = quiet_mod._pi_quad(Pi, 2, k)  # exact here; dsymv's Pi k underflows: 2.5 % off
     m = phi * math.sqrt((3e-22 + q) * 1.01)
     nu = np.array([0.0, m / 1e-22])
     rule = (RULES["scw1"], phi, 1.0, 1.0, 1.0)
@@ -254,13 +265,9 @@ def test_a_combined_model_compacts_its_store_as_the_walk_does(monkeypatch):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(400, 4))
     y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
-    for form in FORMS:
-        monkeypatch.setattr(form, "quiet_min_rate", 0.0)
-    own = {form: form.quiet for form in FORMS}
+    _tried_at_every_row(monkeypatch)
     states = []
-    for fast in (True, False):
-        for form in FORMS:
-            monkeypatch.setattr(form, "quiet", own[form] if fast else None)
+    for _ in _with_and_without(monkeypatch):
         parts = []
         for lo in (0, 100, 200):
             part = make_rule_estimator("scw1", RULE_PARAMS["scw1"], a=A, kernel="rbf",
@@ -270,9 +277,7 @@ def test_a_combined_model_compacts_its_store_as_the_walk_does(monkeypatch):
         for i in range(300, 400):
             est.partial_fit(X[i : i + 1], y[i : i + 1])
         states.append(est._engine.state_dict())
-    assert sorted(states[0]) == sorted(states[1])
-    for key in states[1]:
-        np.testing.assert_array_equal(states[0][key], states[1][key], err_msg=key)
+    _assert_same_state(*states)
 
 
 def test_counters_stay_with_the_engine_they_belong_to(monkeypatch):
@@ -334,16 +339,9 @@ def test_the_river_adapter_takes_quiet_rows_alike(monkeypatch):
     y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
     rows = [{f"x{j}": float(v) for j, v in enumerate(r)} for r in np.concatenate([X, X])]
     labels = np.concatenate([y, y]).tolist()
-    for form in FORMS:
-        monkeypatch.setattr(form, "quiet_min_rate", 0.0)
-    taken = []
-    seek = DualEngine.seek
-    monkeypatch.setattr(DualEngine, "seek", lambda e, p: (taken.append(p), seek(e, p)))
-    own = {form: form.quiet for form in FORMS}
+    taken = _tried_at_every_row(monkeypatch)
     models = []
-    for fast in (True, False):
-        for form in FORMS:
-            monkeypatch.setattr(form, "quiet", own[form] if fast else None)
+    for fast in _with_and_without(monkeypatch):
         est = make_rule_estimator("scw1", RULE_PARAMS["scw1"], a=A, kernel="rbf", gamma=0.3,
                                   budget=20, budget_policy="project")  # fmt: skip
         model = Classifier(est)
@@ -357,9 +355,7 @@ def test_the_river_adapter_takes_quiet_rows_alike(monkeypatch):
     (p1, a), (p2, b) = models
     np.testing.assert_array_equal(p1, p2)
     assert (a.n_updates_, a.n_mistakes_) == (b.n_updates_, b.n_mistakes_)
-    got, want = a._engine.state_dict(), b._engine.state_dict()
-    for key in want:
-        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    _assert_same_state(a._engine.state_dict(), b._engine.state_dict())
 
 
 def test_a_form_is_not_tried_above_its_size(monkeypatch):
@@ -387,16 +383,9 @@ def test_a_multiclass_model_takes_a_row_every_model_takes(model, monkeypatch):
     centres = np.array([[2.0, 0, 0, 0], [-2.0, 0, 0, 0], [0, 2.0, 0, 0]])
     X = centres[y] + 0.7 * rng.normal(size=(120, 4))
     X, y = np.concatenate([X, X, X]), np.concatenate([y, y, y])
-    for form in FORMS:
-        monkeypatch.setattr(form, "quiet_min_rate", 0.0)
-    taken = []
-    seek = DualEngine.seek
-    monkeypatch.setattr(DualEngine, "seek", lambda e, p: (taken.append(p), seek(e, p)))
-    own = {form: form.quiet for form in FORMS}
+    taken = _tried_at_every_row(monkeypatch)
     runs = []
-    for fast in (True, False):
-        for form in FORMS:
-            monkeypatch.setattr(form, "quiet", own[form] if fast else None)
+    for _ in _with_and_without(monkeypatch):
         params = dict(MODELS[model], budget=40) if "budget" in MODELS[model] else MODELS[model]
         est = make_rule_estimator("scw1", RULE_PARAMS["scw1"], a=A, kernel="rbf", gamma=0.3,
                                   **params)  # fmt: skip
@@ -406,9 +395,7 @@ def test_a_multiclass_model_takes_a_row_every_model_takes(model, monkeypatch):
     np.testing.assert_array_equal(f1, f2)
     for c in ("n_updates_", "n_mistakes_", "n_variance_floored_"):
         np.testing.assert_array_equal(getattr(a, c), getattr(b, c), err_msg=c)
-    got, want = a._engine.state_dict(), b._engine.state_dict()
-    for key in want:
-        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    _assert_same_state(a._engine.state_dict(), b._engine.state_dict())
     assert len(taken) >= 20 or model == "smallest", len(taken)
 
 
@@ -421,16 +408,9 @@ def test_a_multiclass_store_holding_every_models_rows_is_no_bar(monkeypatch):
     K, d, n = 3, 20, 700
     y = rng.integers(0, K, size=n)
     X = (rng.normal(size=(K, d)) * 1.2)[y] + rng.normal(size=(n, d))
-    for form in FORMS:
-        monkeypatch.setattr(form, "quiet_min_rate", 0.0)
-    taken = []
-    seek = DualEngine.seek
-    monkeypatch.setattr(DualEngine, "seek", lambda e, p: (taken.append(p), seek(e, p)))
-    own = {form: form.quiet for form in FORMS}
+    taken = _tried_at_every_row(monkeypatch)
     runs = []
-    for fast in (True, False):
-        for form in FORMS:
-            monkeypatch.setattr(form, "quiet", own[form] if fast else None)
+    for _ in _with_and_without(monkeypatch):
         est = make_rule_estimator("scw1", RULE_PARAMS["scw1"], a=A, kernel="rbf",
                                   gamma=1.0 / d, budget=40, budget_policy="project")  # fmt: skip
         est.partial_fit(X[:300], y[:300], classes=np.arange(K))
@@ -440,5 +420,4 @@ def test_a_multiclass_store_holding_every_models_rows_is_no_bar(monkeypatch):
         runs.append((np.concatenate(f), est._engine.state_dict()))
     assert len(taken) >= 100, len(taken)
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
-    for key in runs[1][1]:
-        np.testing.assert_array_equal(runs[0][1][key], runs[1][1][key], err_msg=key)
+    _assert_same_state(runs[0][1], runs[1][1])

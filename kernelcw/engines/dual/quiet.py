@@ -73,6 +73,7 @@ __all__ = [
 
 _U = 2.0**-53  # the unit roundoff of float64
 _ETA = 2.0**-1074  # the smallest subnormal
+_NO_COLS = np.zeros(1, dtype=np.int64)
 
 #: Below its form's share of rows taken (:attr:`.form.Form.quiet_min_rate`, a running
 #: mean over about QUIET_SPAN tries), a model tries only every
@@ -88,11 +89,14 @@ QUIET_SPAN = 32.0
 
 @njit(cache=True, fastmath={"reassoc", "contract"})
 def _pi_quad(Pi, n, k):
-    """(k' Pi k, k' |Pi| k in absolute values) from Pi's lower triangle, in any order
-    of summation (reassociated and vectorised: a bound covers it, :func:`quiet_explicit`)."""
+    """(k' Pi k, k' |Pi| k in absolute values, sum |k|) from Pi's lower triangle, in any
+    order of summation (reassociated and vectorised: a bound covers it,
+    :func:`quiet_explicit`)."""
     q = 0.0
     s = 0.0
+    ka = 0.0
     for i in range(n):
+        ka += abs(k[i])
         r = 0.0
         ra = 0.0
         for j in range(i):
@@ -102,7 +106,7 @@ def _pi_quad(Pi, n, k):
         d = Pi[i, i] * k[i]
         q += k[i] * (2.0 * r + d)
         s += abs(k[i]) * (2.0 * ra + abs(d))
-    return q, s
+    return q, s, ka
 
 
 @njit(cache=True)
@@ -124,10 +128,7 @@ def quiet_explicit(nu, Pi, n, K0, kap, y, rule, second):
     if update_condition(r.rule, m, vmin, r.phi):  # it updates at any v the walk can take
         return False, f
     k = np.ascontiguousarray(K0[:, 0])  # (unit stride: vectorised)
-    q, s = _pi_quad(Pi, n, k)
-    ka = 0.0
-    for i in range(n):
-        ka += abs(k[i])
+    q, s, ka = _pi_quad(Pi, n, k)
     v = r.a * kap + q
     tol = 8.0 * (n + 2) * _U * s + 4.0 * _U * (abs(r.a * kap) + abs(q)) + 1e-300
     tol += 4.0 * (n + 2) * _ETA * (ka + 1.0)  # gradual underflow: absolute, times |k|
@@ -197,7 +198,7 @@ def quiet_row(engine, X, Y):
         # several models' rows are the union of their slots
         if one or store.compacts(np.unique(np.concatenate([m.idx for m in forms])).size):
             return None
-    cols = np.array([store.n_seen], dtype=np.int64)
+    cols = _NO_COLS  # (the row's position: read by precomputed kernels alone, not here)
     # the RBF kernel's rows from the differences (Kernel.rows_block, .block) and the
     # nu/Pi form's loops call no BLAS; else BLAS's threads as the learning call sets them
     direct = not blas and spec.kernel.name == "rbf" and type(X) is np.ndarray
