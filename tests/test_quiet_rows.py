@@ -315,12 +315,14 @@ def test_a_row_of_another_width_goes_to_the_learning_call():
         eng.learn(short, Y)
 
 
-def test_what_a_row_leaves_for_its_walk_is_not_pickled():
+@pytest.mark.parametrize("model", ["panels", "oldest", "random"])
+def test_what_a_row_leaves_for_its_walk_is_not_pickled(model):
     import pickle
 
     X, y = _stream(120, seed=5)
-    est = make_rule_estimator("scw1", RULE_PARAMS["scw1"], a=A, kernel="rbf", gamma=0.3)
-    est.fit(X[:100], y[:100])  # the panels (no budget)
+    common = dict(a=A, kernel="rbf", gamma=0.3, **MODELS[model])
+    est = make_rule_estimator("scw1", RULE_PARAMS["scw1"], **common)
+    est.fit(X[:100], y[:100])  # the panels (no budget), or the budget's form
     eng = est._engine
     f = est.decision_function(X[100:])
     ys = np.where(y[100:] == est.classes_[1], 1.0, -1.0)
@@ -329,6 +331,42 @@ def test_what_a_row_leaves_for_its_walk_is_not_pickled():
     assert "_quiet_k0" in eng.__dict__ and "_quiet_pre" in eng.forms[0].__dict__
     back = pickle.loads(pickle.dumps(eng))
     assert "_quiet_k0" not in back.__dict__ and "_quiet_pre" not in back.forms[0].__dict__
+
+
+@pytest.mark.parametrize("model", ["panels", "oldest", "random"])
+def test_a_row_sent_on_walks_with_the_products_its_try_made(model, monkeypatch):
+    """The Cholesky forms' try makes the walk's first products; a row it sends on is
+    walked with those very arrays (kept_products), not products made again."""
+    import kernelcw.engines.dual.lazy as lazy_mod
+    import kernelcw.engines.dual.panels as panels_mod
+    import kernelcw.engines.dual.queue as queue_mod
+
+    cls, mod = {"panels": (PanelForm, panels_mod), "oldest": (QueueForm, queue_mod),
+                "random": (LazyForm, lazy_mod)}[model]  # fmt: skip
+    _tried_at_every_row(monkeypatch)
+    kept, walked = [], []
+    own_quiet, own_kept = cls.quiet, mod.kept_products
+
+    def quiet(form, *args):
+        taken, f = own_quiet(form, *args)
+        if not taken and "_quiet_pre" in form.__dict__:
+            kept.append(form._quiet_pre[2])
+        return taken, f
+
+    def kept_products(form, K0, key):
+        pre = own_kept(form, K0, key)
+        if pre is not None:
+            walked.append(pre)
+        return pre
+
+    monkeypatch.setattr(cls, "quiet", quiet)
+    monkeypatch.setattr(mod, "kept_products", kept_products)
+    X, y = _stream(160, seed=2, noise=0.2)
+    common = dict(a=A, kernel="rbf", gamma=0.3, **MODELS[model])
+    est = make_rule_estimator("scw1", RULE_PARAMS["scw1"], **common)
+    _row_by_row(est, X, y, 40)
+    assert len(kept) >= 10  # (not vacuous: rows were sent on with their products)
+    assert len(walked) == len(kept) and all(w is k for w, k in zip(walked, kept, strict=True))
 
 
 def test_the_river_adapter_takes_quiet_rows_alike(monkeypatch):

@@ -278,7 +278,7 @@ class ExplicitForm(Form):
         return float(self.n) * self.n * sb
 
     def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
+        state = super().__getstate__()
         state["_armed"] = state["_spare"] = state["_dw"] = None  # scratch, not the model
         state["_bufs"] = state["_views"] = None
         return state

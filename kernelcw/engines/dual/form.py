@@ -129,6 +129,11 @@ class Form:
     def n(self) -> int:
         return int(self.kap.shape[0])
 
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_quiet_pre", None)  # (a call's products, for its walk: .quiet)
+        return state
+
     def learn_flops(self, b: int) -> float:
         """Flops of the largest BLAS call this form makes learning a block of b inputs,
         which sizes the block's BLAS threads (``DualEngine._call_flops``): here the

@@ -59,6 +59,7 @@ from .form import Walked
 from .lazy_block import lazy_candidates, lazy_part, lazy_products, lazy_walk, quiet_lazy
 from .pruned import STAIR_GROUP, PrunedForm
 from .queue import part_size, walk_in_parts
+from .quiet import keep_products, kept_products
 from .status import OK, STOP
 from .steps import QueueResult
 
@@ -91,17 +92,17 @@ class LazyForm(PrunedForm):
     # ------------------------------------------------------------ learning
 
     quiet_blas = True
-    # (its products, made again by the walk, and BLAS's thread limit: a row sent on
-    # costs about as much as a row taken saves, 19 and 20 us at B = 200; at B = 2,000
-    # the products are most of a row's work: "oldest" 18 % slower with them, by hand)
+    # (as the queue form's: a row sent on costs 12 us, a row taken saves 20, at B = 200)
     quiet_min_rate = 0.5
     quiet_probe = 64
     quiet_max_n = 1024
 
     def quiet(self, ctx, K0, Kbb, kap: float, y: float) -> tuple[bool, float]:
         """The walk's decision at one row, exactly (:func:`.lazy_block.quiet_lazy`)."""
-        rule = tuple(ctx.rule)
-        return quiet_lazy(_blas.TRI_PLAIN, self.L, self.r, self.n, K0, Kbb, kap, y, rule)
+        n, rule = self.n, tuple(ctx.rule)
+        taken, f, pre = quiet_lazy(_blas.TRI_PLAIN, self.L, self.r, n, K0, Kbb, kap, y, rule)
+        keep_products(self, taken, K0, (n, 0, 1), pre)  # (for the walk: _walk_part)
+        return taken, f
 
     def walk(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray) -> Walked:
         """Block inputs t0.. in parts of :func:`part_size` inputs, a walk and a purge
@@ -122,14 +123,15 @@ class LazyForm(PrunedForm):
         data = (blk.K0, blk.Kbb, blk.kap, blk.y)
         slots = (self.entry, self.kap, ks)
         flops = float(n) * n * (t1 - t0)  # the solve L^-1 K0: the walk's largest call
+        pre = kept_products(self, blk.K0, (n, t0, t1))  # (quiet's, for this row)
         if ctx.threads is None or flops < AUTO_MIN_FLOPS:
             out, S, slots = lazy_part(
-                _blas.TRI_PLAIN, bufs, sizes, data, tuple(ctx.rule), (V, new), slots, f_blk
+                _blas.TRI_PLAIN, bufs, sizes, data, tuple(ctx.rule), (V, new), slots, f_blk, pre
             )
         else:  # the products on the threads "auto" allows, the walk and purge on one
             ctx.threads.block(flops)
             prods = lazy_products(_blas.TRI_PLAIN, self.L, self.r, blk.K0, blk.Kbb, ks,
-                                  t0, t1, V, new, STAIR_GROUP)  # fmt: skip
+                                  t0, t1, V, new, STAIR_GROUP, pre)  # fmt: skip
             ctx.threads.block(0.0)
             out, S, slots = lazy_walk(
                 bufs, sizes, data, tuple(ctx.rule), (V, new), slots, f_blk, prods

@@ -56,13 +56,16 @@ def lazy_forward(fns, L, r, K0, Kbb, ks, t0, t1):
 @njit(cache=True)
 def quiet_lazy(fns, L, r, n, K0, Kbb, kap, y, rule):
     """:func:`.quiet.quiet_factor` at a one-row walk's first round: G and rW by
-    :func:`lazy_forward`, as :func:`lazy_products` makes them for the walk."""
-    G, rW = lazy_forward(tri_record(fns), L, r, K0, Kbb, np.arange(n), 0, 1)[2:]
-    return quiet_factor(G[0, 0], rW[0, 0], kap, y, rule, PSD_TOL)
+    :func:`lazy_forward`, as :func:`lazy_products` makes them for the walk.
+    Returns (taken, f, the products: the walk's own, if the row goes on to it)."""
+    pre = lazy_forward(tri_record(fns), L, r, K0, Kbb, np.arange(n), 0, 1)
+    G, rW = pre[2], pre[3]
+    taken, f = quiet_factor(G[0, 0], rW[0, 0], kap, y, rule, PSD_TOL)
+    return taken, f, pre
 
 
 @njit(cache=True)
-def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group):
+def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group, pre=None):
     """For block inputs t0..t1-1 on the support ``ks`` (row ks of K0, or for ks < 0
     block input -1-ks) of a factor ``L`` (n x n) and ``r``: (Kss, W, G, rW, P, H,
     rho) with ``W = L^-1 K0c``, ``G = W'W``, ``rW = W'r``, and for the walk's
@@ -70,11 +73,16 @@ def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group):
     whose rows of P, H, rho are zero) ``Y = L^-1 E_V``, ``P = Y'W``, ``H = Y'Y``,
     ``rho = Y'r``. Y's column for slot v is zero above v: its columns, sorted by
     slot, are solved in bands of ``group``, each from its first slot's row.
-    ``fns``: a :class:`kernelcw._blas.TriBlas` or its plain tuple (from Python)."""
+    ``fns``: a :class:`kernelcw._blas.TriBlas` or its plain tuple (from Python).
+    ``pre``: :func:`lazy_forward`'s result for these very inputs and support, which
+    :func:`quiet_lazy` made for a row it sent on (None: made here)."""
     fns = tri_record(fns)  # (a plain tuple from Python)
     n = ks.shape[0]
     bs = t1 - t0
-    W, Kss, G, rW = lazy_forward(fns, L, r, K0, Kbb, ks, t0, t1)
+    if pre is None:
+        W, Kss, G, rW = lazy_forward(fns, L, r, K0, Kbb, ks, t0, t1)
+    else:
+        W, Kss, G, rW = pre
     rn = r[:n].reshape((n, 1))
     c = V.shape[0]
     P0 = np.zeros((c, bs))
@@ -199,7 +207,7 @@ def append_rows(bufs, n, a, W, rows, u):
 
 
 @njit(cache=True)
-def lazy_part(fns, bufs, sizes, data, rule, cands, slots, f_blk):
+def lazy_part(fns, bufs, sizes, data, rule, cands, slots, f_blk, pre=None):
     """One walk of :meth:`.lazy.LazyForm._walk_part` in one compiled call (from Python,
     the walk's records and the rows' bookkeeping were a dozen small numpy calls):
     block inputs t0..t1-1 on the support ``ks``, :func:`lazy_products`,
@@ -209,11 +217,12 @@ def lazy_part(fns, bufs, sizes, data, rule, cands, slots, f_blk):
     ``data = (K0, Kbb, kap, y)`` (the block's), ``cands = (V, new)`` (the walk's
     leavers, :func:`lazy_candidates`), ``slots = (entry, kap, ks)``.
     Returns (QueueResult's fields, the block inputs that entered, the slots after the append:
-    new arrays if rows were appended, as rollback needs, else the same)."""
+    new arrays if rows were appended, as rollback needs, else the same). ``pre``: as
+    :func:`lazy_products` takes it."""
     t0, t1, group = sizes[1], sizes[2], sizes[5]
     V, new = cands
     prods = lazy_products(fns, bufs[0], bufs[1], data[0], data[1], slots[2], t0, t1, V, new,
-                          group)  # fmt: skip
+                          group, pre)  # fmt: skip
     return lazy_walk(bufs, sizes, data, rule, cands, slots, f_blk, prods)
 
 

@@ -40,7 +40,7 @@ from numba import njit
 from ... import _blas
 from ...rules import VAR_FLOOR, rule_from_plain
 from .form import Form, Walked
-from .quiet import quiet_factor
+from .quiet import keep_products, kept_products, quiet_factor
 from .status import OK, PSD_TOL, STOP
 from .steps import Block, NewRows, WalkResult, block_rows_part, checked_step, own_block
 
@@ -297,9 +297,9 @@ class PanelForm(Form):
         K0, Kbb, kap = blk.K0, blk.Kbb, blk.kap
         b = blk.y.shape[0]
         n0 = self.n
-        pre = self.__dict__.pop("_quiet_pre", None)  # (quiet's, for this very K0)
-        if b == 1 and pre is not None and pre[0] is K0:
-            WT, G, rW = pre[1:]
+        pre = kept_products(self, K0, (n0, b))  # (quiet's, for this very K0)
+        if pre is not None:
+            WT, G, rW = pre
         elif b == 1:
             WT, G, rW = self._one_row(K0)
         else:
@@ -323,11 +323,6 @@ class PanelForm(Form):
             self._append(a, rows, u, WT, K0, Kbb, kap, expected)
         return res, entered, ks
 
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state.pop("_quiet_pre", None)  # (a call's products, for its walk)
-        return state
-
     def _one_row(self, K0):
         """W0' (1 x n), G = W0' W0 and r . w of a one-input block (:meth:`_walk_block`)."""
         WT = _solve_rows(self.LK, K0, self.n)
@@ -342,10 +337,7 @@ class PanelForm(Form):
         keeps them for the walk."""
         pre = WT, G, rW = self._one_row(K0)
         taken, f = quiet_factor(G[0, 0], rW[0], kap, y, tuple(ctx.rule), PSD_TOL)
-        if taken:
-            self.__dict__.pop("_quiet_pre", None)
-        else:
-            self._quiet_pre = (K0, *pre)
+        keep_products(self, taken, K0, (self.n, 1), pre)
         return taken, f
 
     def _append(self, a, rows, u, WT, K0, Kbb, kap, expected: int = 0) -> None:

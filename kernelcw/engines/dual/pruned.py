@@ -158,7 +158,7 @@ class PrunedForm(Form):
         self._cp_ref = None  # weak reference to the current call's checkpoint
 
     def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
+        state = super().__getstate__()
         state["_cp_ref"] = None  # a checkpoint belongs to one call, not to the model
         state.pop("_spare", None)  # (rollback scratch)
         return state

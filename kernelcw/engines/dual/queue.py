@@ -55,6 +55,7 @@ from .queue_state import (
     save_leading,
     take_checkpoint,
 )
+from .quiet import keep_products, kept_products
 from .status import OK, PSD_TOL, STOP
 from .steps import (
     Block,
@@ -66,13 +67,7 @@ from .steps import (
     plain_result,
 )
 
-__all__ = [
-    "QUEUE_REBUILD",
-    "QueueForm",
-    "part_size",
-    "queue_walk",
-    "walk_in_parts",
-]
+__all__ = ["QUEUE_REBUILD", "QueueForm", "part_size", "queue_walk", "walk_in_parts"]
 
 #: The queue form rebuilds its factor once N holds this fraction of the budget.
 QUEUE_REBUILD = 0.5
@@ -222,7 +217,7 @@ def queue_walk(blk, cand, rule, n_alive, budget, rows, f_out):
 
 
 @njit(cache=True)
-def queue_part(fns, bufs, sizes, data, rule, slots, f_blk):
+def queue_part(fns, bufs, sizes, data, rule, slots, f_blk, pre=None):
     """One walk of :meth:`QueueForm._walk_part` in one compiled call (from Python, the
     products, the walk's records and the rows' bookkeeping were two dozen small numpy
     calls: a third of a one-row ``partial_fit``). Block inputs t0..t1-1 on the
@@ -232,14 +227,15 @@ def queue_part(fns, bufs, sizes, data, rule, slots, f_blk):
     ``sizes = (nO, nN, t0, t1, c, budget, clock)``, ``data = (K0, Kbb, kap, y)`` (the
     block's), ``slots = (entry, kap, zeta, qv, ks)``. Returns (QueueResult's fields, the block
     inputs that entered, the slots after the append: new arrays if rows were appended,
-    as rollback needs, else the same). ``fns`` and ``rule`` come as plain tuples."""
+    as rollback needs, else the same). ``fns`` and ``rule`` come as plain tuples; ``pre``
+    as :func:`.queue_block.block_products` takes it."""
     fns, rule = _blas.tri_record(fns), rule_from_plain(rule)
     LO, LNO, KNO, LN, rO, rN = bufs
     nO, nN, t0, t1, c, budget, clock = sizes
     K0, Kbb, kap_blk, y_blk = data
     entry, kap, zeta, qv, ks = slots
     K0c, Kss, WO, X, G, rW, P0, H0, rho0 = block_products(
-        fns, (LO, LNO, LN, rO, rN), nO, nN, K0, Kbb, ks, t0, t1, c
+        fns, (LO, LNO, LN, rO, rN), nO, nN, K0, Kbb, ks, t0, t1, c, pre
     )
     cand = Candidates(P0, H0, rho0, np.full(c, -1, dtype=np.int64))
     kap_t = kap_blk[t0:t1]
@@ -313,7 +309,7 @@ class QueueForm(Form):
         self._cp_ref = None  # weak reference to the current call's checkpoint
 
     def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
+        state = super().__getstate__()
         state["_cp_ref"] = None  # a checkpoint belongs to one call, not to the model
         return state
 
@@ -422,9 +418,7 @@ class QueueForm(Form):
     # ------------------------------------------------------------ learning
 
     quiet_blas = True
-    # (its products, made again by the walk, and BLAS's thread limit: a row sent on
-    # costs about as much as a row taken saves, 19 and 20 us at B = 200; at B = 2,000
-    # the products are most of a row's work: "oldest" 18 % slower with them, by hand)
+    # (a row sent on costs 12 us, a row taken saves 20, at B = 200: .quiet docstring)
     quiet_min_rate = 0.5
     quiet_probe = 64
     quiet_max_n = 1024
@@ -435,8 +429,10 @@ class QueueForm(Form):
         if self.nN > QUEUE_REBUILD * ctx.budget:
             return False, 0.0
         bufs = (self.LO, self.LNO, self.LN, self.rO, self.rN)
-        rule = tuple(ctx.rule)
-        return quiet_queue(_blas.TRI_PLAIN, bufs, self.nO, self.nN, K0, Kbb, kap, y, rule)
+        nO, nN, rule = self.nO, self.nN, tuple(ctx.rule)
+        taken, f, pre = quiet_queue(_blas.TRI_PLAIN, bufs, nO, nN, K0, Kbb, kap, y, rule)
+        keep_products(self, taken, K0, (nO, nN, 0, 1), pre)  # (for the walk: _walk_part)
+        return taken, f
 
     def walk(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray) -> Walked:
         """Block inputs t0.. in walks of :func:`part_size` inputs (a walk also ends
@@ -460,7 +456,8 @@ class QueueForm(Form):
         slots = (self.entry, self.kap, self.zeta, self.qv, ks)
         sizes = (nO, nN, t0, t1, c, B, self.clock)
         data, rule = (blk.K0, blk.Kbb, blk.kap, blk.y), tuple(ctx.rule)
-        out, S, slots = queue_part(_blas.TRI_PLAIN, bufs, sizes, data, rule, slots, f_blk)
+        pre = kept_products(self, blk.K0, (nO, nN, t0, t1))  # (quiet's, for this row)
+        out, S, slots = queue_part(_blas.TRI_PLAIN, bufs, sizes, data, rule, slots, f_blk, pre)
         res = QueueResult._make(out)
         if res.status not in (OK, STOP):
             return res, ks, S

@@ -84,22 +84,30 @@ def forward_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1):
 @njit(cache=True)
 def quiet_queue(fns, bufs, nO, nN, K0, Kbb, kap, y, rule):
     """:func:`.quiet.quiet_factor` at a one-row walk's first round: G and rW by
-    :func:`forward_products`, as :func:`block_products` makes them for the walk."""
+    :func:`forward_products`, as :func:`block_products` makes them for the walk.
+    Returns (taken, f, the products: the walk's own, if the row goes on to it)."""
     ks = np.arange(nO + nN)  # (the slots at the walk's start, in order)
-    G, rW = forward_products(tri_record(fns), bufs, nO, nN, K0, Kbb, ks, 0, 1)[4:]
-    return quiet_factor(G[0, 0], rW[0, 0], kap, y, rule, PSD_TOL)
+    pre = forward_products(tri_record(fns), bufs, nO, nN, K0, Kbb, ks, 0, 1)
+    G, rW = pre[4], pre[5]
+    taken, f = quiet_factor(G[0, 0], rW[0, 0], kap, y, rule, PSD_TOL)
+    return taken, f, pre
 
 
 @njit(cache=True)
-def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1, c):
+def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1, c, pre=None):
     """For block inputs t0..t1-1 on the support ``ks`` (row ks of K0, or for ks < 0 block
     input -1-ks), with the factor buffers ``bufs = (LO, LNO, LN, rO, rN)`` (O rows
     nO, N rows nN) and ``c`` candidates: (K0c, Kss, WO, X, G, rW, P0, H0, rho0), W0
     split at O | N as :meth:`.queue.QueueForm.forward` makes it and the candidates'
-    products of :class:`.queue.Candidates`. ``fns``: a :class:`kernelcw._blas.TriBlas`."""
+    products of :class:`.queue.Candidates`. ``fns``: a :class:`kernelcw._blas.TriBlas`.
+    ``pre``: :func:`forward_products`'s result for these very inputs and support,
+    which :func:`quiet_queue` made for a row it sent on (None: made here)."""
     LO, LNO, LN, rO, rN = bufs
     bs = t1 - t0
-    K0c, Kss, WO, X, G, rW = forward_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1)
+    if pre is None:
+        K0c, Kss, WO, X, G, rW = forward_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1)
+    else:
+        K0c, Kss, WO, X, G, rW = pre
     # the candidates: Y0 on O lives on the tail T = nO - c .. nO - 1 (L_O[T, T]^-1),
     # on N it is -L_N^-1 L_NO[:, T] L_O[T, T]^-1; columns in leaving order
     T0 = nO - c
