@@ -17,6 +17,7 @@ from ..._blas import gemm_sub_c, tri_record, trsm_lower_left_c
 from ..._cholupdate import givens_update
 from ...budget import splitmix64_uniform
 from ...rules import rule_from_plain
+from .one_input import dot, solve_lower
 from .queue import Candidates, walk_with_rows
 from .queue_block import gather_kernels, grown_slots
 from .quiet import quiet_factor
@@ -44,6 +45,14 @@ def lazy_forward(fns, L, r, K0, Kbb, ks, t0, t1):
     n = ks.shape[0]
     bs = t1 - t0
     W, Kss = gather_kernels(K0, Kbb, ks, t0, t1)  # K0c, solved in place
+    if bs == 1:  # one input: loops, not three BLAS calls (.one_input)
+        w = W.reshape(-1)  # (W is n x 1 and C-ordered: w its 1-d, contiguous view)
+        solve_lower(L, 0, n, w)
+        G = np.empty((1, 1))
+        G[0, 0] = dot(w, w, n)
+        rW = np.empty((1, 1))
+        rW[0, 0] = dot(w, r, n)
+        return W, Kss, G, rW
     trsm_lower_left_c(fns, L[:n, :n], W, False)
     G = np.empty((bs, bs))
     gemm_sub_c(fns, 1.0, W, W, 0.0, G, True)
@@ -91,7 +100,15 @@ def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group, pre=None):
     olds = np.flatnonzero(new < 0)
     olds = olds[np.argsort(V[olds], kind="mergesort")]  # by slot
     co = olds.shape[0]
-    if co:
+    if co == 1 and bs == 1:  # one input, one leaver: loops (.one_input)
+        p0 = V[olds[0]]
+        y = np.zeros(n - p0)
+        y[0] = 1.0
+        solve_lower(L, p0, n, y)
+        P0[olds[0], 0] = dot(y, W.reshape(-1)[p0:], n - p0)
+        H0[olds[0], olds[0]] = dot(y, y, n - p0)
+        rho0[olds[0]] = dot(y, r[p0:], n - p0)
+    elif co:
         p0 = V[olds[0]]
         Y = np.zeros((n - p0, co))
         for j in range(co):

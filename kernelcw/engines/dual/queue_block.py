@@ -22,6 +22,7 @@ from numba import njit
 
 from ..._blas import gemm_sub_c, tri_record, trsm_lower_left_c
 from ..._cholupdate import givens_update
+from .one_input import dot, solve_lower, sub_mv
 from .quiet import quiet_factor
 from .status import PSD_TOL
 from .steps import own_block
@@ -66,6 +67,8 @@ def forward_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1):
     LO, LNO, LN, rO, rN = bufs
     bs = t1 - t0
     K0c, Kss = gather_kernels(K0, Kbb, ks, t0, t1)
+    if bs == 1:  # one input: loops, not seven BLAS calls (.one_input)
+        return (K0c, Kss) + _forward_one(bufs, nO, nN, K0c)
     # W0 = L^-1 K0 over [O, N] (forward)
     WO = K0c[:nO].copy()
     trsm_lower_left_c(fns, LO[:nO, :nO], WO, False)
@@ -79,6 +82,26 @@ def forward_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1):
     gemm_sub_c(fns, 1.0, WO, rO[:nO], 0.0, rW, True)
     gemm_sub_c(fns, 1.0, X, rN[:nN], 1.0, rW, True)
     return K0c, Kss, WO, X, G, rW
+
+
+@njit(cache=True)
+def _forward_one(bufs, nO, nN, K0c):
+    """(WO, X, G, rW) of :func:`forward_products` for one input (``K0c``: n x 1)."""
+    LO, LNO, LN, rO, rN = bufs
+    w = np.empty(nO)  # (1-d and contiguous: .one_input)
+    for i in range(nO):
+        w[i] = K0c[i, 0]
+    solve_lower(LO, 0, nO, w)
+    x = np.empty(nN)
+    for i in range(nN):
+        x[i] = K0c[nO + i, 0]
+    sub_mv(LNO, nN, nO, w, x)
+    solve_lower(LN, 0, nN, x)
+    G = np.empty((1, 1))
+    G[0, 0] = dot(w, w, nO) + dot(x, x, nN)
+    rW = np.empty((1, 1))
+    rW[0, 0] = dot(w, rO.reshape(-1), nO) + dot(x, rN.reshape(-1), nN)
+    return w.reshape((nO, 1)), x.reshape((nN, 1)), G, rW
 
 
 @njit(cache=True)
@@ -108,6 +131,8 @@ def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1, c, pre=None):
         K0c, Kss, WO, X, G, rW = forward_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1)
     else:
         K0c, Kss, WO, X, G, rW = pre
+    if bs == 1 and c == 1:  # (one input, one leaver: loops, .one_input)
+        return (K0c, Kss, WO, X, G, rW) + _candidate_one(bufs, nO, nN, WO, X)
     # the candidates: Y0 on O lives on the tail T = nO - c .. nO - 1 (L_O[T, T]^-1),
     # on N it is -L_N^-1 L_NO[:, T] L_O[T, T]^-1; columns in leaving order
     T0 = nO - c
@@ -127,6 +152,25 @@ def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1, c, pre=None):
     gemm_sub_c(fns, 1.0, YO, rO[T0:nO], 0.0, rho0, True)
     gemm_sub_c(fns, 1.0, YN, rN[:nN], 1.0, rho0, True)
     return K0c, Kss, WO, X, G, rW, P0, H0, rho0[:, 0].copy()
+
+
+@njit(cache=True)
+def _candidate_one(bufs, nO, nN, WO, X):
+    """(P0, H0, rho0) of :func:`block_products` for one input and one candidate, the
+    oldest (O's last row): ``Y0 = [1 / L_O[-1, -1]; -L_N^-1 L_NO[:, -1] / L_O[-1, -1]]``."""
+    LO, LNO, LN, rO, rN = bufs
+    yo = 1.0 / LO[nO - 1, nO - 1]
+    yn = np.empty(nN)
+    for i in range(nN):
+        yn[i] = -(LNO[i, nO - 1] * yo)
+    solve_lower(LN, 0, nN, yn)
+    P0 = np.empty((1, 1))
+    P0[0, 0] = yo * WO[nO - 1, 0] + dot(yn, X.reshape(-1), nN)
+    H0 = np.empty((1, 1))
+    H0[0, 0] = yo * yo + dot(yn, yn, nN)
+    rho0 = np.empty(1)
+    rho0[0] = yo * rO[nO - 1, 0] + dot(yn, rN.reshape(-1), nN)
+    return P0, H0, rho0
 
 
 @njit(cache=True)
