@@ -1,7 +1,10 @@
 """kernelcw._blas: BLAS/LAPACK on sub-blocks of capacity buffers, against numpy."""
 
+import math
+
 import numpy as np
 import pytest
+from numba import njit
 
 from kernelcw import _blas, _cholupdate
 
@@ -107,6 +110,42 @@ def test_givens_update_is_the_rank_k_update_and_keeps_the_rest(n, k):
     for j in range(wide.shape[1]):
         _cholupdate.givens_update(B, wide[:, j : j + 1])
     np.testing.assert_allclose(np.tril(A), np.tril(B), rtol=1e-10, atol=1e-12)
+
+
+@njit
+def _givens_row_by_row(L, Lam):
+    """givens_update as it was written first, one row at a time: the reference."""
+    n, k = Lam.shape
+    c = np.empty(n)
+    s = np.empty(n)
+    for j in range(k):
+        for i in range(n):
+            xi = Lam[i, j]
+            row = L[i]
+            for m in range(i):
+                lim = row[m]
+                row[m] = c[m] * lim + s[m] * xi
+                xi = c[m] * xi - s[m] * lim
+            lii = row[i]
+            r = math.hypot(lii, xi)
+            c[i] = lii / r
+            s[i] = xi / r
+            row[i] = r
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 4, 5, 8, 11, 64, 97])
+def test_givens_update_four_rows_at_a_time_is_row_by_row_to_the_bit(n):
+    """On the leading block and on a trailing block's view (as the lazy form's purge
+    passes it), with one column and with three."""
+    rng = np.random.default_rng(n)
+    for k, lo in ((1, 0), (3, 0), (1, 2), (3, 2)):
+        buf, _ = _buffer(rng, n + 5, n + lo)
+        assert _blas.potrf_lower(buf[: n + lo, : n + lo]) == 0
+        Lam = rng.normal(size=(n, k)) * 10.0 ** rng.uniform(-3, 1)
+        got, want = buf.copy(), buf.copy()
+        _cholupdate.givens_update(got[lo : lo + n, lo : lo + n], Lam)
+        _givens_row_by_row(want[lo : lo + n, lo : lo + n], Lam)
+        np.testing.assert_array_equal(got, want)
 
 
 def test_trsm_of_one_column_as_trsv_and_of_a_strided_column():
