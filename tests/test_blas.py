@@ -133,7 +133,7 @@ def _givens_row_by_row(L, Lam):
             row[i] = r
 
 
-@pytest.mark.parametrize("n", [0, 1, 3, 4, 5, 8, 11, 64, 97])
+@pytest.mark.parametrize("n", [0, 1, 3, 4, 5, 6, 8, 10, 11, 64, 97])
 def test_givens_update_four_rows_at_a_time_is_row_by_row_to_the_bit(n):
     """On the leading block and on a trailing block's view (as the lazy form's purge
     passes it), with one column and with three."""

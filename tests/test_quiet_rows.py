@@ -101,6 +101,33 @@ def test_quiet_rows_learn_the_same_bits(rule, kernel, model, monkeypatch):
     assert len(taken) >= 3 or model == "smallest", len(taken)
 
 
+@pytest.mark.parametrize("model", ["oldest", "random"])
+@pytest.mark.parametrize("rule", ["scw1", "arow"])
+def test_quiet_rows_learn_the_same_bits_at_a_budget_the_loops_vectorise(rule, model,
+                                                                       monkeypatch):  # fmt: skip
+    """As above at B = 120: the queue and lazy forms' products for one input are
+    vectorised loops (.one_input), whose sums the compiler orders; the try's and the
+    walk's must still be the same bits."""
+    X, _ = _stream(700, seed=7, d=6)
+    y = (X[:, 0] + 0.5 * X[:, 1] - 0.3 * X[:, 2] > 0).astype(int)
+    flip = np.random.default_rng(8).random(700) < 0.1
+    y[flip] = 1 - y[flip]
+    common = dict(a=A, kernel="rbf", gamma=0.2, budget=120, budget_policy=model, random_state=3)
+    taken = _tried_at_every_row(monkeypatch)
+    runs = []
+    for _ in _with_and_without(monkeypatch):
+        est = make_rule_estimator(rule, RULE_PARAMS[rule], **common)
+        runs.append((_row_by_row(est, X, y, 150), est))
+    (f_fast, fast), (f_slow, slow) = runs
+    assert fast._engine.forms[0].n == 120 and fast._engine.forms[0].name == {
+        "oldest": "queue", "random": "lazy"}[model]  # fmt: skip
+    np.testing.assert_array_equal(f_fast, f_slow)
+    for c in ("n_updates_", "n_mistakes_", "n_variance_floored_"):
+        assert getattr(fast, c) == getattr(slow, c), c
+    _assert_same_state(fast._engine.state_dict(), slow._engine.state_dict())
+    assert len(taken) >= 50, len(taken)
+
+
 def _exact_quad(P, k) -> Fraction:
     n = k.shape[0]
     F = [Fraction(float(v)) for v in k]

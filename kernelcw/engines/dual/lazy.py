@@ -57,6 +57,7 @@ from ... import _blas
 from ..._threads import AUTO_MIN_FLOPS
 from .form import Walked
 from .lazy_block import lazy_candidates, lazy_part, lazy_products, lazy_walk, quiet_lazy
+from .one_input import ONE_INPUT_MAX_N
 from .pruned import STAIR_GROUP, PrunedForm
 from .queue import part_size, walk_in_parts
 from .quiet import keep_products, kept_products
@@ -91,11 +92,10 @@ class LazyForm(PrunedForm):
 
     # ------------------------------------------------------------ learning
 
-    quiet_blas = True
-    # (as the queue form's: a row sent on costs 12 us, a row taken saves 20, at B = 200)
-    quiet_min_rate = 0.5
-    quiet_probe = 64
-    quiet_max_n = 1024
+    quiet_blas = False  # (as the queue form's)
+    quiet_min_rate = 0.3
+    quiet_probe = 16
+    quiet_max_n = ONE_INPUT_MAX_N
 
     def quiet(self, ctx, K0, Kbb, kap: float, y: float) -> tuple[bool, float]:
         """The walk's decision at one row, exactly (:func:`.lazy_block.quiet_lazy`)."""

@@ -4,7 +4,9 @@
 numpy operations; a one-row ``partial_fit`` with a budget of a few hundred spent most
 of its time in their Python and dispatch overhead. Here they are one compiled call
 each, making the same BLAS calls (:func:`kernelcw._blas.trsm_lower_left_c`,
-:func:`kernelcw._blas.gemm_sub_c`), as :mod:`.queue_block` does for the queue form;
+:func:`kernelcw._blas.gemm_sub_c`), as :mod:`.queue_block` does for the queue form
+(and for one input on a model of up to :data:`.one_input.ONE_INPUT_MAX_N` support
+vectors, its compiled loops, :mod:`.one_input`);
 :func:`lazy_part` makes the products, the walk and the append in one call.
 """
 
@@ -17,7 +19,7 @@ from ..._blas import gemm_sub_c, tri_record, trsm_lower_left_c
 from ..._cholupdate import givens_update
 from ...budget import splitmix64_uniform
 from ...rules import rule_from_plain
-from .one_input import dot, solve_lower
+from .one_input import ONE_INPUT_MAX_N, dot, solve_lower
 from .queue import Candidates, walk_with_rows
 from .queue_block import gather_kernels, grown_slots
 from .quiet import quiet_factor
@@ -45,7 +47,7 @@ def lazy_forward(fns, L, r, K0, Kbb, ks, t0, t1):
     n = ks.shape[0]
     bs = t1 - t0
     W, Kss = gather_kernels(K0, Kbb, ks, t0, t1)  # K0c, solved in place
-    if bs == 1:  # one input: loops, not three BLAS calls (.one_input)
+    if bs == 1 and n <= ONE_INPUT_MAX_N:  # one input: loops, not three BLAS calls
         w = W.reshape(-1)  # (W is n x 1 and C-ordered: w its 1-d, contiguous view)
         solve_lower(L, 0, n, w)
         G = np.empty((1, 1))
@@ -100,7 +102,7 @@ def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group, pre=None):
     olds = np.flatnonzero(new < 0)
     olds = olds[np.argsort(V[olds], kind="mergesort")]  # by slot
     co = olds.shape[0]
-    if co == 1 and bs == 1:  # one input, one leaver: loops (.one_input)
+    if co == 1 and bs == 1 and n <= ONE_INPUT_MAX_N:  # one input, one leaver: loops
         p0 = V[olds[0]]
         y = np.zeros(n - p0)
         y[0] = 1.0

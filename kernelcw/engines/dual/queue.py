@@ -38,6 +38,7 @@ from scipy.linalg import solve_triangular
 from ... import _blas, _cholupdate
 from ...rules import VAR_FLOOR, rule_from_plain
 from .form import Form, Walked, entered_inputs
+from .one_input import ONE_INPUT_MAX_N
 from .queue_block import (
     append_rows,
     assemble_precision,
@@ -417,11 +418,12 @@ class QueueForm(Form):
 
     # ------------------------------------------------------------ learning
 
-    quiet_blas = True
-    # (a row sent on costs 12 us, a row taken saves 20, at B = 200: .quiet docstring)
-    quiet_min_rate = 0.5
-    quiet_probe = 64
-    quiet_max_n = 1024
+    # (the try's products: .one_input's loops up to its size, no BLAS; the share where
+    # trying pays, and the probe's period: .quiet.QUIET_SPAN)
+    quiet_blas = False
+    quiet_min_rate = 0.3
+    quiet_probe = 16
+    quiet_max_n = ONE_INPUT_MAX_N
 
     def quiet(self, ctx, K0, Kbb, kap: float, y: float) -> tuple[bool, float]:
         """The walk's decision at one row, exactly (:func:`.queue_block.quiet_queue`);

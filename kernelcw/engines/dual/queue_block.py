@@ -8,7 +8,9 @@ and as many small numpy operations, each paying Python's and the dispatcher's
 overhead: most of a one-row ``partial_fit``'s time with a budget of a few hundred.
 Here they are one compiled call making the same BLAS calls with the same arguments
 (:func:`kernelcw._blas.trsm_lower_left_c`, :func:`kernelcw._blas.gemm_sub_c`), so
-the results are the same to the bit. Likewise the rows a walk appends are written
+the results are the same to the bit; for one input (a call of one row) on a model of
+at most :data:`.one_input.ONE_INPUT_MAX_N` support vectors, compiled loops instead
+(:mod:`.one_input`: the same values to rounding). Likewise the rows a walk appends are written
 into the buffers by one compiled call (:func:`append_rows`), not eight numpy ones,
 and the oldest leave the buffers and the slot arrays in one (:func:`drop_oldest`),
 not a dozen. :func:`.queue.queue_part` makes the products, the walk and the append
@@ -22,7 +24,7 @@ from numba import njit
 
 from ..._blas import gemm_sub_c, tri_record, trsm_lower_left_c
 from ..._cholupdate import givens_update
-from .one_input import dot, solve_lower, sub_mv
+from .one_input import ONE_INPUT_MAX_N, dot, solve_lower, sub_mv
 from .quiet import quiet_factor
 from .status import PSD_TOL
 from .steps import own_block
@@ -67,7 +69,7 @@ def forward_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1):
     LO, LNO, LN, rO, rN = bufs
     bs = t1 - t0
     K0c, Kss = gather_kernels(K0, Kbb, ks, t0, t1)
-    if bs == 1:  # one input: loops, not seven BLAS calls (.one_input)
+    if bs == 1 and nO + nN <= ONE_INPUT_MAX_N:  # one input: loops, not seven BLAS calls
         return (K0c, Kss) + _forward_one(bufs, nO, nN, K0c)
     # W0 = L^-1 K0 over [O, N] (forward)
     WO = K0c[:nO].copy()
@@ -131,7 +133,7 @@ def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1, c, pre=None):
         K0c, Kss, WO, X, G, rW = forward_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1)
     else:
         K0c, Kss, WO, X, G, rW = pre
-    if bs == 1 and c == 1:  # (one input, one leaver: loops, .one_input)
+    if bs == 1 and c == 1 and nO + nN <= ONE_INPUT_MAX_N:  # (one input, one leaver: loops)
         return (K0c, Kss, WO, X, G, rW) + _candidate_one(bufs, nO, nN, WO, X)
     # the candidates: Y0 on O lives on the tail T = nO - c .. nO - 1 (L_O[T, T]^-1),
     # on N it is -L_N^-1 L_NO[:, T] L_O[T, T]^-1; columns in leaving order

@@ -30,18 +30,20 @@ Exactness, Cholesky forms (:func:`quiet_factor`: the append-only panels, the "ol
 queue, the "random" lazy form). Their walk's first round reads ``|w|^2`` and ``r . w``
 (``w = L^-1 k``) from products the form makes before it; here the same calls
 (:meth:`.panels.PanelForm._one_row`, :func:`.queue_block.forward_products`,
-:func:`.lazy_block.lazy_forward`) under the same BLAS thread limit give the same values,
-and f, v and the rule's checked step are the walk's own expressions: the walk's decision
-exactly, given the same thread count (the limit is one thread for a one-row call below
-``AUTO_MIN_FLOPS``, about 22,000 support vectors; above it "auto" follows the machine's
-load, and a walk is then not reproducible from run to run either).
+:func:`.lazy_block.lazy_forward`) give the same values, and f, v and the rule's checked
+step are the walk's own expressions: the walk's decision exactly. The panels' products
+are BLAS calls, made under the same BLAS thread limit as the walk's (one thread for a
+one-row call below ``AUTO_MIN_FLOPS``, about 22,000 support vectors; above it "auto"
+follows the machine's load, and a walk is then not reproducible from run to run
+either); the queue and lazy forms try only up to :data:`.one_input.ONE_INPUT_MAX_N`
+support vectors, where a walk of one input takes compiled loops, not BLAS.
 A row the form would learn keeps its products for the walk of the same call
 (:func:`keep_products`, :func:`kept_products`: the same arrays, so the same bits).
-In the queue and lazy forms a row sent on still costs the try's own call, its BLAS
-thread limit and its checks: 12 us where a row taken saves 20 (SCW-I, B = 200 on
-magic, by hand: 17 us before session 21 made the walk take the try's products). They
-try where half the rows are quiet, ``quiet_min_rate``, and not above ``quiet_max_n``
-support vectors, where those products are most of a row's work.
+In the queue and lazy forms a row sent on still costs the try (its call and checks):
+about 10 us, where a row taken saves about 22 (SCW-I, B = 200 on magic, by hand; 17 us
+and 20 before session 21 made the walk take the try's products and the products loops,
+with no BLAS thread limit). They try while three rows in ten are quiet,
+``quiet_min_rate``.
 
 So a model learns the same bits with or without this path, and ``tests/test_quiet_rows.py``
 compares them on random streams for every rule and form. A multi-class model's one-vs-rest
@@ -85,10 +87,11 @@ _NO_COLS = np.zeros(1, dtype=np.int64)
 #: :attr:`.form.Form.quiet_probe`-th row. The share is where trying breaks even: in the
 #: nu/Pi form a row taken saves about 30 us of a 40 us call and one sent on to the walk
 #: costs about 4 us (B = 200 on magic, by hand), so one row in eight ("smallest" updates
-#: at nearly every row once its budget binds); in the queue and lazy forms one row in
-#: two, and a try that fails costs them about 19 us, so they probe less often. A long
-#: span keeps a stream near the share from switching back and forth (the queue on
-#: magic: 41 % quiet).
+#: at nearly every row once its budget binds); in the queue and lazy forms about three
+#: in ten (a try that fails costs them about 10 us, one taken saves about 22). A long
+#: span keeps a stream near the share from switching back and forth (the queue and the
+#: lazy form on magic: 43-44 % quiet, the running share below 0.3 about a tenth of the
+#: time).
 QUIET_SPAN = 32.0
 
 
