@@ -168,7 +168,8 @@ def test_trsm_of_one_column_as_trsv_and_of_a_strided_column():
 
 def test_symmetric_level2_reads_and_writes_the_lower_triangle_only():
     """sym_mv, sym_r1, sym_r2 (the explicit dual form's passes) against dense numpy on
-    a leading block of a capacity buffer whose strict upper triangle is NaN."""
+    a leading block of a capacity buffer whose strict upper triangle is NaN: the rank
+    updates' loops (n <= RANK_LOOP_MAX) and BLAS's (above)."""
     from numba import njit
 
     @njit
@@ -178,7 +179,8 @@ def test_symmetric_level2_reads_and_writes_the_lower_triangle_only():
         _blas.sym_r2(fns, n, 2.0, x, y, A)
 
     rng = np.random.default_rng(7)
-    for n, cap in [(1, 1), (5, 8), (120, 130)]:
+    big = _blas.RANK_LOOP_MAX + 2
+    for n, cap in [(1, 1), (5, 8), (120, 130), (big, big + 3)]:
         S = rng.normal(size=(n, n))
         S = S + S.T
         A = np.full((cap, cap), np.nan)
