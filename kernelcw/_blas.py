@@ -286,10 +286,13 @@ def _symv_at(fn, n, A, x, out):
 
 
 #: Rank-one and rank-two updates of a triangle of at most this order (:func:`sym_r1`,
-#: :func:`sym_r2`) are compiled loops: alone, on one thread, 1.9 against dsyr's 2.7 us
-#: at n = 200 and 29 against 39 at 768, 2.3 against dsyr2's 4.6 and 37 against 74; from
-#: 768 on, BLAS's threads make it the faster (the explicit form's one-row calls run on
-#: one thread to about 22,000, "auto"). The same n always takes the same way.
+#: :func:`sym_r2`) are compiled loops, above it BLAS (dsyr, dsyr2): alone, on one
+#: thread, 1.9 against dsyr's 2.7 us at n = 200 and 29 against 39 at 768, 2.3 against
+#: dsyr2's 4.6 and 37 against 74; at n = 2,000 alike on one thread (432 against 376 us,
+#: 622 against 686), and BLAS twice as fast with two threads, which "auto" gives the
+#: explicit form's large blocks when a core is free. The same n always takes the same
+#: way. :data:`kernelcw.engines.dual.steps.FUSED_MAX` is this size (its copy and dsyr
+#: above it).
 RANK_LOOP_MAX = 768
 
 

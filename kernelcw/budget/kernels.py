@@ -6,13 +6,12 @@ The explicit walk of the dual engine (the hot loop) calls :func:`policy_append` 
 each update and :func:`evict` when a round takes the model past its budget, with
 the policy's :class:`PolicyState` record and the model's :class:`Support` record.
 
-The symmetric matrices (Pi and the inverse Gram matrix ``kinv``) are kept by their
-lower triangle: every O(n^2) pass is a BLAS level-2 call on one triangle (dsymv,
-dsyr, dsyr2 through :data:`kernelcw._blas.SYM_BLAS`, carried in the policy record),
-half the memory traffic of the whole matrix and 2-8x faster than the compiled
-loops over it from n = 500 on. The strict upper triangles hold stale values;
-readers outside take the lower triangle (:func:`lower_symmetric`). The Gram
-matrix ``G`` is kept whole (it only gains rows).
+Pi and the inverse Gram matrix ``kinv`` are kept by their lower triangle: every O(n^2)
+pass reads or writes one triangle, half the memory traffic of the whole matrix: dsymv
+(:data:`kernelcw._blas.SYM_BLAS`, in the policy record), and rank-one and rank-two
+updates by loops up to :data:`kernelcw._blas.RANK_LOOP_MAX` support vectors, dsyr and
+dsyr2 above. The strict upper triangles hold stale values; readers outside take the
+lower triangle (:func:`lower_symmetric`). The Gram matrix ``G`` is kept whole.
 
 ``second`` / ``second_order`` is True for a second-order rule and None for a
 first-order one: a compile-time constant (``is not None``), so that the first-order

@@ -100,6 +100,8 @@ class LazyForm(PrunedForm):
     def quiet(self, ctx, K0, Kbb, kap: float, y: float) -> tuple[bool, float]:
         """The walk's decision at one row, exactly (:func:`.lazy_block.quiet_lazy`)."""
         n, rule = self.n, tuple(ctx.rule)
+        if n > ONE_INPUT_MAX_N:  # (above that size its products are BLAS: quiet_blas)
+            return False, 0.0
         taken, f, pre = quiet_lazy(_blas.TRI_PLAIN, self.L, self.r, n, K0, Kbb, kap, y, rule)
         keep_products(self, taken, K0, (n, 0, 1), pre)  # (for the walk: _walk_part)
         return taken, f

@@ -428,8 +428,8 @@ class QueueForm(Form):
     def quiet(self, ctx, K0, Kbb, kap: float, y: float) -> tuple[bool, float]:
         """The walk's decision at one row, exactly (:func:`.queue_block.quiet_queue`);
         not where the walk would rebuild the queue after it."""
-        if self.nN > QUEUE_REBUILD * ctx.budget:
-            return False, 0.0
+        if self.nN > QUEUE_REBUILD * ctx.budget or self.n > ONE_INPUT_MAX_N:
+            return False, 0.0  # (above that size its products are BLAS: quiet_blas)
         bufs = (self.LO, self.LNO, self.LN, self.rO, self.rN)
         nO, nN, rule = self.nO, self.nN, tuple(ctx.rule)
         taken, f, pre = quiet_queue(_blas.TRI_PLAIN, bufs, nO, nN, K0, Kbb, kap, y, rule)

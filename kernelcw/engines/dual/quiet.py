@@ -40,9 +40,9 @@ support vectors, where a walk of one input takes compiled loops, not BLAS.
 A row the form would learn keeps its products for the walk of the same call
 (:func:`keep_products`, :func:`kept_products`: the same arrays, so the same bits).
 In the queue and lazy forms a row sent on still costs the try (its call and checks):
-about 10 us, where a row taken saves about 22 (SCW-I, B = 200 on magic, by hand; 17 us
-and 20 before session 21 made the walk take the try's products and the products loops,
-with no BLAS thread limit). They try while three rows in ten are quiet,
+about 10 us, where a row taken saves about 22 (SCW-I, B = 200 on magic, by hand; 17-19
+us and 20 before session 21 made the walk take the try's products and the products
+loops, with no BLAS thread limit). They try while three rows in ten are quiet,
 ``quiet_min_rate``.
 
 So a model learns the same bits with or without this path, and ``tests/test_quiet_rows.py``
@@ -208,7 +208,8 @@ def quiet_row(engine, X, Y):
             return None
     cols = _NO_COLS  # (the row's position: read by precomputed kernels alone, not here)
     # the RBF kernel's rows from the differences (Kernel.rows_block, .block) and the
-    # nu/Pi form's loops call no BLAS; else BLAS's threads as the learning call sets them
+    # nu/Pi, queue and lazy forms' tries (loops) call no BLAS; else BLAS's threads as
+    # the learning call sets them
     direct = not blas and spec.kernel.name == "rbf" and type(X) is np.ndarray
     if direct and store.n * X.shape[1] <= SMALL_BLOCK:
         taken, f, K0, Ks = _quiet_models(engine, X, Y, cols, one)

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..._blas import sym_r1
+from ..._blas import RANK_LOOP_MAX, sym_r1
 from ..._cholupdate import givens_update
 from ...rules import VAR_FLOOR, negligible, step
 from .status import NONFINITE, NOT_PSD, OK
@@ -220,8 +220,9 @@ def plain_result(res):
 #: copy no longer fit in cache). By hand, one-row calls of AROW (RBF, d = 50, every
 #: row updating and removing), median against copy + dsyr: B = 700 "project" 0.42
 #: against 0.46 ms, "smallest" 0.40 against 0.42; B = 1000 "project" 1.14 against
-#: 1.09 ms; SCW-I B = 200 on magic, mean call: "smallest" 79 -> 77 us.
-FUSED_MAX = 768
+#: 1.09 ms; SCW-I B = 200 on magic, mean call: "smallest" 79 -> 77 us. The same size
+#: as :data:`kernelcw._blas.RANK_LOOP_MAX`, so that above it "dsyr" is BLAS's.
+FUSED_MAX = RANK_LOOP_MAX
 
 
 @njit(cache=True)
