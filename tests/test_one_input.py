@@ -76,9 +76,10 @@ def test_the_queue_products_of_one_input_are_the_blocks_first_column(nO, nN):
     Kbb = np.eye(2)
     ks = np.arange(n)
     fns = _blas.tri_record(_blas.TRI_PLAIN)
+    none = queue_block.NO_FORWARD  # (no try's products: made here)
     one = queue_block.block_products(fns, bufs, nO, nN, K0[:, :1].copy(), Kbb[:1, :1], ks, 0,
-                                     1, 1)  # fmt: skip
-    two = queue_block.block_products(fns, bufs, nO, nN, K0, Kbb, ks, 0, 2, 1)
+                                     1, 1, none)  # fmt: skip
+    two = queue_block.block_products(fns, bufs, nO, nN, K0, Kbb, ks, 0, 2, 1, none)
     names = ("K0c", "Kss", "WO", "X", "G", "rW", "P0", "H0", "rho0")
     for name, a, b in zip(names, one, two, strict=True):
         if name in ("G", "Kss", "rW"):
@@ -98,9 +99,10 @@ def test_the_lazy_products_of_one_input_are_the_blocks_first_column(n, leaver):
     ks = np.arange(n)
     V, new = np.array([leaver]), np.array([-1])
     args = (L, r)
+    none = lazy_block.NO_LAZY_FORWARD
     one = lazy_block.lazy_products(_blas.TRI_PLAIN, *args, K0[:, :1].copy(), Kbb[:1, :1], ks,
-                                   0, 1, V, new, 8)  # fmt: skip
-    two = lazy_block.lazy_products(_blas.TRI_PLAIN, *args, K0, Kbb, ks, 0, 2, V, new, 8)
+                                   0, 1, V, new, 8, none)  # fmt: skip
+    two = lazy_block.lazy_products(_blas.TRI_PLAIN, *args, K0, Kbb, ks, 0, 2, V, new, 8, none)
     names = ("Kss", "W", "G", "rW", "P", "H", "rho")
     for name, a, b in zip(names, one, two, strict=True):
         if name in ("G", "Kss"):

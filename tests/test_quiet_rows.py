@@ -390,9 +390,9 @@ def test_a_row_sent_on_walks_with_the_products_its_try_made(model, monkeypatch):
             kept.append(form._quiet_pre[2])
         return taken, f
 
-    def kept_products(form, K0, key):
-        pre = own_kept(form, K0, key)
-        if pre is not None:
+    def kept_products(form, K0, key, default=None):
+        pre = own_kept(form, K0, key, default)
+        if pre is not default:
             walked.append(pre)
         return pre
 

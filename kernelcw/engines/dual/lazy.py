@@ -56,7 +56,14 @@ import numpy as np
 from ... import _blas
 from ..._threads import AUTO_MIN_FLOPS
 from .form import Walked
-from .lazy_block import lazy_candidates, lazy_part, lazy_products, lazy_walk, quiet_lazy
+from .lazy_block import (
+    NO_LAZY_FORWARD,
+    lazy_candidates,
+    lazy_part,
+    lazy_products,
+    lazy_walk,
+    quiet_lazy,
+)
 from .one_input import ONE_INPUT_MAX_N
 from .pruned import STAIR_GROUP, PrunedForm
 from .queue import part_size, walk_in_parts
@@ -125,7 +132,7 @@ class LazyForm(PrunedForm):
         data = (blk.K0, blk.Kbb, blk.kap, blk.y)
         slots = (self.entry, self.kap, ks)
         flops = float(n) * n * (t1 - t0)  # the solve L^-1 K0: the walk's largest call
-        pre = kept_products(self, blk.K0, (n, t0, t1))  # (quiet's, for this row)
+        pre = kept_products(self, blk.K0, (n, t0, t1), NO_LAZY_FORWARD)  # (quiet's, if any)
         if ctx.threads is None or flops < AUTO_MIN_FLOPS:
             out, S, slots = lazy_part(
                 _blas.TRI_PLAIN, bufs, sizes, data, tuple(ctx.rule), (V, new), slots, f_blk, pre

@@ -27,6 +27,7 @@ from .status import OK, PSD_TOL, STOP
 from .steps import Block, plain_result
 
 __all__ = [
+    "NO_LAZY_FORWARD",
     "append_rows",
     "compact_rows",
     "copy_lower",
@@ -75,8 +76,13 @@ def quiet_lazy(fns, L, r, n, K0, Kbb, kap, y, rule):
     return taken, f, pre
 
 
+#: ``pre`` for :func:`lazy_products` when there are no products to take (as
+#: :data:`.queue_block.NO_FORWARD`: an empty G marks it).
+NO_LAZY_FORWARD = tuple(np.empty((0, 0)) for _ in range(4))
+
+
 @njit(cache=True)
-def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group, pre=None):
+def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group, pre):
     """For block inputs t0..t1-1 on the support ``ks`` (row ks of K0, or for ks < 0
     block input -1-ks) of a factor ``L`` (n x n) and ``r``: (Kss, W, G, rW, P, H,
     rho) with ``W = L^-1 K0c``, ``G = W'W``, ``rW = W'r``, and for the walk's
@@ -86,11 +92,11 @@ def lazy_products(fns, L, r, K0, Kbb, ks, t0, t1, V, new, group, pre=None):
     slot, are solved in bands of ``group``, each from its first slot's row.
     ``fns``: a :class:`kernelcw._blas.TriBlas` or its plain tuple (from Python).
     ``pre``: :func:`lazy_forward`'s result for these very inputs and support, which
-    :func:`quiet_lazy` made for a row it sent on (None: made here)."""
+    :func:`quiet_lazy` made for a row it sent on (:data:`NO_LAZY_FORWARD`: made here)."""
     fns = tri_record(fns)  # (a plain tuple from Python)
     n = ks.shape[0]
     bs = t1 - t0
-    if pre is None:
+    if pre[2].shape[0] == 0:
         W, Kss, G, rW = lazy_forward(fns, L, r, K0, Kbb, ks, t0, t1)
     else:
         W, Kss, G, rW = pre
@@ -226,7 +232,7 @@ def append_rows(bufs, n, a, W, rows, u):
 
 
 @njit(cache=True)
-def lazy_part(fns, bufs, sizes, data, rule, cands, slots, f_blk, pre=None):
+def lazy_part(fns, bufs, sizes, data, rule, cands, slots, f_blk, pre):
     """One walk of :meth:`.lazy.LazyForm._walk_part` in one compiled call (from Python,
     the walk's records and the rows' bookkeeping were a dozen small numpy calls):
     block inputs t0..t1-1 on the support ``ks``, :func:`lazy_products`,

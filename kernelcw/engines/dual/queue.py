@@ -40,6 +40,7 @@ from ...rules import VAR_FLOOR, rule_from_plain
 from .form import Form, Walked, entered_inputs
 from .one_input import ONE_INPUT_MAX_N
 from .queue_block import (
+    NO_FORWARD,
     append_rows,
     assemble_precision,
     block_products,
@@ -218,7 +219,7 @@ def queue_walk(blk, cand, rule, n_alive, budget, rows, f_out):
 
 
 @njit(cache=True)
-def queue_part(fns, bufs, sizes, data, rule, slots, f_blk, pre=None):
+def queue_part(fns, bufs, sizes, data, rule, slots, f_blk, pre):
     """One walk of :meth:`QueueForm._walk_part` in one compiled call (from Python, the
     products, the walk's records and the rows' bookkeeping were two dozen small numpy
     calls: a third of a one-row ``partial_fit``). Block inputs t0..t1-1 on the
@@ -458,7 +459,7 @@ class QueueForm(Form):
         slots = (self.entry, self.kap, self.zeta, self.qv, ks)
         sizes = (nO, nN, t0, t1, c, B, self.clock)
         data, rule = (blk.K0, blk.Kbb, blk.kap, blk.y), tuple(ctx.rule)
-        pre = kept_products(self, blk.K0, (nO, nN, t0, t1))  # (quiet's, for this row)
+        pre = kept_products(self, blk.K0, (nO, nN, t0, t1), NO_FORWARD)  # (quiet's, if any)
         out, S, slots = queue_part(_blas.TRI_PLAIN, bufs, sizes, data, rule, slots, f_blk, pre)
         res = QueueResult._make(out)
         if res.status not in (OK, STOP):

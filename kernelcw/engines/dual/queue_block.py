@@ -32,6 +32,7 @@ from .steps import own_block
 __all__ = [
     "append_rows",
     "assemble_precision",
+    "NO_FORWARD",
     "block_products",
     "drop_columns",
     "drop_oldest",
@@ -118,18 +119,24 @@ def quiet_queue(fns, bufs, nO, nN, K0, Kbb, kap, y, rule):
     return taken, f, pre
 
 
+#: ``pre`` for :func:`block_products` when there are no products to take (empty arrays of
+#: the products' own types: one compiled specialization, not two, whether or not a try
+#: made them; a walk always has at least one input, so an empty G marks it).
+NO_FORWARD = tuple(np.empty((0, 0)) for _ in range(6))
+
+
 @njit(cache=True)
-def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1, c, pre=None):
+def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1, c, pre):
     """For block inputs t0..t1-1 on the support ``ks`` (row ks of K0, or for ks < 0 block
     input -1-ks), with the factor buffers ``bufs = (LO, LNO, LN, rO, rN)`` (O rows
     nO, N rows nN) and ``c`` candidates: (K0c, Kss, WO, X, G, rW, P0, H0, rho0), W0
     split at O | N as :meth:`.queue.QueueForm.forward` makes it and the candidates'
     products of :class:`.queue.Candidates`. ``fns``: a :class:`kernelcw._blas.TriBlas`.
     ``pre``: :func:`forward_products`'s result for these very inputs and support,
-    which :func:`quiet_queue` made for a row it sent on (None: made here)."""
+    which :func:`quiet_queue` made for a row it sent on (:data:`NO_FORWARD`: made here)."""
     LO, LNO, LN, rO, rN = bufs
     bs = t1 - t0
-    if pre is None:
+    if pre[4].shape[0] == 0:
         K0c, Kss, WO, X, G, rW = forward_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1)
     else:
         K0c, Kss, WO, X, G, rW = pre

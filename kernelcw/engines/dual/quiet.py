@@ -282,11 +282,11 @@ def keep_products(form, taken: bool, K0: np.ndarray, key: tuple, pre: tuple) -> 
         form._quiet_pre = (K0, key, pre)
 
 
-def kept_products(form, K0: np.ndarray, key: tuple):
+def kept_products(form, K0: np.ndarray, key: tuple, default=None):
     """The products :func:`keep_products` kept for this very kernel row ``K0`` (the
     learning call's, which :func:`stashed_row` passed on, held by the stash so no other
-    array can be it) and an equal ``key``, or None; gone after this either way."""
+    array can be it) and an equal ``key``, or ``default``; gone after this either way."""
     pre = form.__dict__.pop("_quiet_pre", None)
     if pre is not None and pre[0] is K0 and pre[1] == key:
         return pre[2]
-    return None
+    return default
