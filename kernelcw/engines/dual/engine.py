@@ -35,7 +35,7 @@ from .lazy import LazyForm
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
-from .quiet import quiet_row, stashed_column, stashed_row
+from .quiet import quiet_row, stashed_block, stashed_column, stashed_row
 from .status import OK, STOP, check_mercer, raise_for, unusable
 from .store import SupportStore, jitter_saved, kernel_jitter
 
@@ -170,7 +170,7 @@ class DualEngine(Locked):
         store = self.store
         b, K = YB.shape
         mercer = not self._ctx.known_psd  # (a callable, or a precomputed matrix)
-        Kbb, kap = store.kernel_block(XB, cols)
+        Kbb, kap = stashed_block(quiet_k0, XB, store, cols)
         # one model learning one input (a call per row): its rows of the kernel block
         # by slot, which a row against a small store computes alone (store.kernel_rows)
         Ks = None if b == 1 and K == 1 and not mercer else stashed_column(quiet_k0, XB, store)

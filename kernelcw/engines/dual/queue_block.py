@@ -30,9 +30,9 @@ from .status import PSD_TOL
 from .steps import own_block
 
 __all__ = [
+    "NO_FORWARD",
     "append_rows",
     "assemble_precision",
-    "NO_FORWARD",
     "block_products",
     "drop_columns",
     "drop_oldest",
@@ -91,20 +91,18 @@ def forward_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1):
 def _forward_one(bufs, nO, nN, K0c):
     """(WO, X, G, rW) of :func:`forward_products` for one input (``K0c``: n x 1)."""
     LO, LNO, LN, rO, rN = bufs
-    w = np.empty(nO)  # (1-d and contiguous: .one_input)
-    for i in range(nO):
-        w[i] = K0c[i, 0]
+    WO = K0c[:nO].copy()
+    w = WO.reshape(-1)  # (its 1-d, contiguous view, solved in place: .one_input)
     solve_lower(LO, 0, nO, w)
-    x = np.empty(nN)
-    for i in range(nN):
-        x[i] = K0c[nO + i, 0]
+    X = K0c[nO:].copy()
+    x = X.reshape(-1)
     sub_mv(LNO, nN, nO, w, x)
     solve_lower(LN, 0, nN, x)
     G = np.empty((1, 1))
     G[0, 0] = dot(w, w, nO) + dot(x, x, nN)
     rW = np.empty((1, 1))
     rW[0, 0] = dot(w, rO.reshape(-1), nO) + dot(x, rN.reshape(-1), nN)
-    return w.reshape((nO, 1)), x.reshape((nN, 1)), G, rW
+    return WO, X, G, rW
 
 
 @njit(cache=True)

@@ -74,6 +74,7 @@ __all__ = [
     "quiet_explicit",
     "quiet_factor",
     "quiet_row",
+    "stashed_block",
     "stashed_column",
     "stashed_row",
 ]
@@ -212,13 +213,13 @@ def quiet_row(engine, X, Y):
     # the learning call sets them
     direct = not blas and spec.kernel.name == "rbf" and type(X) is np.ndarray
     if direct and store.n * X.shape[1] <= SMALL_BLOCK:
-        taken, f, K0, Ks = _quiet_models(engine, X, Y, cols, one)
+        taken, f, K0, Ks, Kbb, kap = _quiet_models(engine, X, Y, cols, one)
     else:
         with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)):
-            taken, f, K0, Ks = _quiet_models(engine, X, Y, cols, one)
+            taken, f, K0, Ks, Kbb, kap = _quiet_models(engine, X, Y, cols, one)
     engine._quiet_rate = rate + ((1.0 if taken else 0.0) - rate) / QUIET_SPAN
-    if not taken:
-        engine._quiet_k0 = (X, [m.idx for m in forms], K0, Ks)  # (the learning call's)
+    if not taken:  # (the learning call's kernel values)
+        engine._quiet_k0 = (X, [m.idx for m in forms], K0, Ks, Kbb, kap)
         return None
     out = np.empty((1, len(forms)))
     if one:  # (Python's floats: a row of one model is the common call)
@@ -230,8 +231,9 @@ def quiet_row(engine, X, Y):
 
 def _quiet_models(engine, X, Y, cols, one: bool):
     """(whether every model's walk leaves it unchanged at row X, the decision value of
-    one model or those of all, each model's kernel row or None, and for several models
-    the column against the whole store they come from) for :func:`quiet_row`:
+    one model or those of all, each model's kernel row or None, for several models
+    the column against the whole store they come from, and the row's own kernel block
+    and k(x, x)) for :func:`quiet_row`:
     the models in order, until one would change. The kernel rows are the learning
     call's (``DualEngine._learn_block``: one model's by slot; several models' from one
     column against the whole store, taken by slot)."""
@@ -242,7 +244,7 @@ def _quiet_models(engine, X, Y, cols, one: bool):
     if one:
         K0 = store.kernel_rows(X, forms[0].idx)
         taken, f = forms[0].quiet(ctx, K0, Kbb, kx, Y.item(0))
-        return taken, f, [K0], None
+        return taken, f, [K0], None, Kbb, kap
     Ks = store.kernel_store(X)
     f = np.zeros(len(forms))
     K0 = [None] * len(forms)  # (None: a model not asked; its walk makes its own)
@@ -250,8 +252,17 @@ def _quiet_models(engine, X, Y, cols, one: bool):
         K0[k] = Ks[form.idx]
         taken, f[k] = form.quiet(ctx, K0[k], Kbb, kx, Y.item(0, k))
         if not taken:
-            return False, f, K0, Ks
-    return True, f, K0, Ks
+            return False, f, K0, Ks, Kbb, kap
+    return True, f, K0, Ks, Kbb, kap
+
+
+def stashed_block(stash, XB, store, cols):
+    """(K(XB, XB), kappa) for a learning call: those :func:`quiet_row` made for this very
+    XB (``stash``, the engine's ``_quiet_k0``; a kernel it tries, never precomputed, does
+    not read the positions ``cols``), or the store's."""
+    if stash is not None and stash[0] is XB:
+        return stash[4], stash[5]
+    return store.kernel_block(XB, cols)
 
 
 def stashed_column(stash, XB, store) -> np.ndarray:
