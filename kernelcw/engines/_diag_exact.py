@@ -37,10 +37,17 @@ __all__ = ["exact_zeta", "solve_increasing", "u_and_du"]
 _H_STDEV, _H_VAR, _H_CAP = 0, 1, 2
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath={"reassoc"}, error_model="numpy")
 def u_and_du(z, ts):
     """u(z) = sum t/(1 + z t) and du/dz = -sum t^2/(1 + z t)^2 over ``ts``, the
-    t = s_p x_p^2 of x's non-zeros."""
+    t = s_p x_p^2 of x's non-zeros.
+
+    The solver's whole cost (about four calls per update on hashed text). Compiled to
+    vector instructions: ``error_model="numpy"`` drops the zero-division branch per
+    element (1 + z t > 0 on the solver's bracket; a zero would give inf, which the
+    caller's finiteness check catches) and ``reassoc`` lets the two sums run in
+    vector lanes, which changes them in the last bits only (no ``nnan``/``ninf``:
+    NaN and inf propagate). 142 -> 20 ns at 134 non-zeros, by hand."""
     u = 0.0
     du = 0.0
     for q in range(ts.shape[0]):
