@@ -158,6 +158,21 @@ def _neg_sqdist_direct_rows(A, idx, B, scale=1.0):
 
 
 @njit(cache=True)
+def _rbf_exponents(A, idx, B, gamma):
+    """(D, whether every value of D is <= 0): the RBF exponents -gamma |a - b|^2 of
+    :func:`_neg_sqdist_direct_rows`, and the flag that settles exp(D)'s finiteness
+    without a pass over it (exp of a value <= 0 lies in [0, 1]; NaN, or a value above
+    0 from a negative gamma, clears the flag and the caller checks the values). A call
+    of one row against a small store: one compiled call where the check was another."""
+    D = _neg_sqdist_direct_rows(A, idx, B, gamma)
+    bad = 0
+    for i in range(D.shape[0]):
+        for j in range(D.shape[1]):
+            bad |= np.int64(not (D[i, j] <= 0.0))
+    return D, bad == 0
+
+
+@njit(cache=True)
 def _all_finite(K):
     """No inf or NaN in the 2-d K (x - x is NaN for both; an or-reduction of integers,
     which the compiler vectorises: a third of the time of numpy's max and min for a
@@ -357,13 +372,14 @@ class Kernel:
         a small store), those of the rows ``idx`` alone, without gathering them
         (:func:`_neg_sqdist_direct_rows`); else the whole block, then its rows."""
         if self._f is None and self.kernel == "rbf" and _small(A, B):
-            D = _neg_sqdist_direct_rows(
+            D, at_most_0 = _rbf_exponents(
                 np.ascontiguousarray(A, dtype=np.float64),
                 idx,
                 np.ascontiguousarray(B, dtype=np.float64),
                 float(self.gamma),
             )
-            return self._checked(np.exp(D, out=D))
+            K = np.exp(D, out=D)
+            return K if at_most_0 and not self.offset else self._checked(K)
         return self.block(A, B)[idx]
 
     def _checked(self, K) -> np.ndarray:

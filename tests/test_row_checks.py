@@ -409,3 +409,25 @@ def test_a_fit_during_the_full_checks_leaves_no_stale_record(monkeypatch):
         est.partial_fit(X3[i : i + 1], y3[i : i + 1])
     with pytest.raises(ValueError, match=r"labels \[7\] that are not in classes \[3, 5\]"):
         est.partial_fit(X[45:46], np.array([7]))
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.parametrize("a", [1.0, 1e-3, 7.5e5])
+def test_the_one_row_value_check_never_passes_what_the_full_checks_refuse(a):
+    """``row_passes`` (the one-pass check of a row's values) is a sufficient condition:
+    where it passes, every value is finite and no row's a |x|^2 overflows (the full
+    checks' two); around the overflow bound it may refuse rows the full checks pass
+    (they then decide, and learn the row)."""
+    rng = np.random.default_rng(3)
+    limit = np.finfo(np.float64).max
+    for scale in [1.0, 1e100, 1e150, 1e153, 1e154, 1e155, np.sqrt(limit / 4 / a)]:
+        for _ in range(20):
+            x = rng.normal(size=(1, 6)) * scale
+            if rng.random() < 0.2:
+                x[0, rng.integers(6)] = rng.choice([np.nan, np.inf, -np.inf])
+            ok = base_input.row_passes(x[0], a)
+            big = base_input._max_abs(x)
+            full = base_input._finite(big) and base_input._first_overflowing_row(x, a, big) < 0
+            assert full or not ok, (x, a)
+            if full and a * float(np.sum(x * x)) <= 0.25 * limit:
+                assert ok, (x, a)

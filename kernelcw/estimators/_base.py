@@ -23,14 +23,7 @@ from ..engines import build_engine
 from ..engines.base import learn_or_stabilise
 from ..rules import VAR_FLOOR
 from ..spec import check_memory, check_params, engine_spec
-from ._input import (
-    _finite,
-    _first_overflowing_row,
-    _max_abs,
-    _same_classes,
-    validate_training,
-    with_intercept,
-)
+from ._input import _same_classes, row_passes, validate_training, with_intercept
 from ._mixins import COUNTERS, CountersMixin, DualAttributesMixin, PredictionMixin
 
 __all__ = ["CWEstimator"]
@@ -209,8 +202,7 @@ class CWEstimator(
             return None
         if not _same_objects(_param_getter(type(self)), self, params):
             return None
-        big = _max_abs(X)  # finite, and a times its squared norm too (the full checks')
-        if not _finite(big) or _first_overflowing_row(X, a, big) >= 0:
+        if not row_passes(X[0], a):  # finite, and a times its squared norm (the full checks')
             return None
         Y = targets.get(y.item())  # None: not a class (or a float class not a label)
         if Y is None:

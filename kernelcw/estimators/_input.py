@@ -11,6 +11,8 @@ from numba import njit
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
+_FLOAT_MAX = float(np.finfo(np.float64).max)
+
 
 def _values(X) -> np.ndarray:
     return X.data if sp.issparse(X) else X
@@ -81,6 +83,21 @@ def _max_abs_c(v):
     out = np.empty(1, np.int64)
     out[0] = m
     return out.view(np.float64)[0]
+
+
+@njit(cache=True)
+def row_passes(x, a):
+    """Whether the full checks surely pass a dense float64 row ``x`` (1-d) for the prior
+    scale ``a`` > 0: ``a |x|^2`` at most half of float64's largest value, which holds
+    only if every value is finite (NaN and inf make it NaN or inf) and a times the
+    squared norm does not overflow in any order of summation (what
+    :func:`_first_overflowing_row` refuses). One compiled pass for a call of one row,
+    where :func:`_max_abs` and that bound took two calls and their Python. False says
+    nothing: the full checks then decide, and name what is wrong."""
+    sq = 0.0
+    for i in range(x.shape[0]):
+        sq += x[i] * x[i]
+    return a * sq <= 0.5 * _FLOAT_MAX
 
 
 def _first_overflowing_row(X, a: float, big) -> int:

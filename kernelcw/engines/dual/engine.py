@@ -23,7 +23,6 @@ semi-definite, and learning raises a ``ValueError`` naming it.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from ..._threads import BlasThreads
 from ...rules import RuleParams
@@ -32,12 +31,13 @@ from .convert import explicit_to_pruned, initial_form, lazy_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form, entered_inputs, for_call
 from .lazy import LazyForm
+from .one_row import learn_row
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
 from .quiet import quiet_row, stashed_block, stashed_column, stashed_row
 from .status import OK, STOP, check_mercer, raise_for, unusable
-from .store import SupportStore, jitter_saved, kernel_jitter
+from .store import SupportStore, jitter_saved, kernel_jitter, store_rows
 
 __all__ = ["DualEngine"]
 
@@ -145,6 +145,9 @@ class DualEngine(Locked):
         d = 0 if precomputed else X.shape[1]
         if n == 1:  # a call per row: its one block, without the loop's set-up
             with BlasThreads(self._call_flops(1, d, learning=True)) as threads:
+                if K == 1 and self._ctx.known_psd:  # (.one_row: the same steps, leaner)
+                    f, u, m, fl = learn_row(self, X, Y, positions, threads, quiet_k0)
+                    return LearnResult(f, np.array([u]), np.array([m]), np.array([fl]))
                 f, counts = self._learn_block(X, Y, positions, 0, d, threads, quiet_k0)
             return LearnResult(f, *np.array(counts, dtype=np.int64).reshape(3, K))
         out = np.empty((n, K))
@@ -270,7 +273,7 @@ class DualEngine(Locked):
             if ks is None:  # (its slots as at the block's start)
                 continue
             if union.size:
-                form.idx = _store_rows(form.idx, ks, union, first, XB.shape[0])
+                form.idx = store_rows(form.idx, ks, union, first, XB.shape[0])
             else:  # nothing entered: every slot is a store row already
                 form.idx = form.idx[ks]
         # compaction keeps at most half the rows: not while one model uses more
@@ -499,19 +502,3 @@ def _rows(Ks: np.ndarray, form: Form) -> np.ndarray:
     if Ks.shape[1] > 4 and n == Ks.shape[0] and np.array_equal(form.idx, np.arange(n)):
         return Ks
     return Ks[form.idx]
-
-
-@njit(cache=True, boundscheck=True)  # a broken invariant raises, as numpy indexing did
-def _store_rows(old, ks, union, first, b):
-    """Each slot's store row after a block of b inputs: ``old[ks]`` for a slot whose
-    kernel source is a row of K0 (ks >= 0), ``first + i`` for the block input
-    ``union[i]`` (the block's inputs that entered the store, sorted: rows first,
-    first + 1, ...)."""
-    where = np.full(b, -1, dtype=np.int64)
-    for i in range(union.shape[0]):
-        where[union[i]] = first + i
-    out = np.empty(ks.shape[0], dtype=np.int64)
-    for i in range(ks.shape[0]):
-        s = ks[i]
-        out[i] = old[s] if s >= 0 else where[-1 - s]
-    return out

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
 from ...budget import PROJECT_JITTER
 from ...kernels import Kernel
 
-__all__ = ["SupportStore", "jitter_saved", "jittered", "kernel_jitter"]
+__all__ = ["SupportStore", "jitter_saved", "jittered", "kernel_jitter", "store_rows"]
 
 
 def kernel_jitter(spec) -> float:
@@ -269,3 +270,19 @@ def jitter_saved(state: dict[str, np.ndarray], n_models: int, jitter: float) -> 
             G = state.get(key)
             if G is not None and G.ndim == 2 and min(G.shape) >= n:
                 G[np.diag_indices(n)] *= 1.0 + jitter
+
+
+@njit(cache=True, boundscheck=True)  # a broken invariant raises, as numpy indexing did
+def store_rows(old, ks, union, first, b):
+    """Each slot's store row after a block of b inputs: ``old[ks]`` for a slot whose
+    kernel source is a row of K0 (ks >= 0), ``first + i`` for the block input
+    ``union[i]`` (the block's inputs that entered the store, sorted: rows first,
+    first + 1, ...)."""
+    where = np.full(b, -1, dtype=np.int64)
+    for i in range(union.shape[0]):
+        where[union[i]] = first + i
+    out = np.empty(ks.shape[0], dtype=np.int64)
+    for i in range(ks.shape[0]):
+        s = ks[i]
+        out[i] = old[s] if s >= 0 else where[-1 - s]
+    return out

@@ -1,0 +1,132 @@
+"""A learning call of one row for one model (:mod:`kernelcw.engines.dual.one_row`) takes
+the block step's steps without its loops: the same model bit for bit as the block step
+of a block of one, for every factor form (panels before a budget binds, then the queue,
+lazy and nu/Pi forms), with the switch of form inside it, first- and second-order
+rules, and errors and rollback as before. The kernel rows' fused finiteness flag
+(:func:`kernelcw.kernels._rbf_exponents`) gives the values and the errors of the
+check it replaces."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+import kernelcw.engines.dual.engine as engine_module
+from kernelcw import PAClassifier, SCWClassifier
+from kernelcw.kernels import Kernel, _rbf_exponents
+
+
+def _stream(n: int, seed: int = 0, d: int = 4):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (np.abs(X[:, 0] * X[:, 1]) + 0.5 * X[:, 2] > 0.6).astype(int)
+    flip = rng.random(n) < 0.1
+    y[flip] = 1 - y[flip]
+    return X, y
+
+
+def _block_step(engine, X, Y, cols, threads, quiet_k0):
+    """The block step of a block of one (``DualEngine._learn_block``), as learn_row's
+    stand-in: what the one-row call replaced."""
+    f, counts = engine._learn_block(X, Y, cols, 0, X.shape[1], threads, quiet_k0)
+    return f, counts[0], counts[1], counts[2]
+
+
+def _assert_same_state(a, b) -> None:
+    sa, sb = a._engine.state_dict(), b._engine.state_dict()
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        np.testing.assert_array_equal(sa[k], sb[k], err_msg=k, strict=True)
+    assert a._counts == b._counts
+
+
+MODELS = {
+    "oldest": lambda: SCWClassifier(kernel="rbf", gamma=0.3, budget=40, budget_policy="oldest"),
+    "random": lambda: SCWClassifier(
+        kernel="rbf", gamma=0.3, budget=40, budget_policy="random", random_state=2
+    ),
+    "smallest": lambda: SCWClassifier(kernel="rbf", gamma=0.3, budget=40, budget_policy="smallest"),
+    "project": lambda: SCWClassifier(kernel="rbf", gamma=0.3, budget=40, budget_policy="project"),
+    "unbudgeted": lambda: SCWClassifier(kernel="rbf", gamma=0.3),
+    "explicit solver": lambda: SCWClassifier(kernel="rbf", gamma=0.3, solver="explicit"),
+    "first order": lambda: PAClassifier(kernel="rbf", gamma=0.3, budget=40, budget_policy="project"),
+    "poly": lambda: SCWClassifier(kernel="poly", degree=2, budget=40, budget_policy="oldest"),
+}
+
+
+@pytest.mark.parametrize("start", [0, 30])
+@pytest.mark.parametrize("name", MODELS)
+def test_one_row_calls_are_the_block_step_bit_for_bit(name, start, monkeypatch):
+    """From the first row (the budget binds inside a one-row call: the form switches)
+    or after a fit of 30 rows, one row per call through the one-row step and through
+    the block step of a block of one: the same margins, counters and state, bit for
+    bit, after every call."""
+    X, y = _stream(160)
+    fast = MODELS[name]()
+    if start:
+        fast.fit(X[:start], y[:start])
+    slow = copy.deepcopy(fast)
+    for i in range(start, X.shape[0]):
+        xi, yi = X[i : i + 1], y[i : i + 1]
+        f_fast = fast.partial_fit_margins(xi, yi, classes=[0, 1])
+        with monkeypatch.context() as m:
+            m.setattr(engine_module, "learn_row", _block_step)
+            f_slow = slow.partial_fit_margins(xi, yi, classes=[0, 1])
+        np.testing.assert_array_equal(f_fast, f_slow)
+        if i % 16 == 0 or i == X.shape[0] - 1:
+            _assert_same_state(fast, slow)
+    assert fast.n_updates_ > 0 and fast.n_support_ <= (fast.budget or X.shape[0])
+    if fast.budget is not None:
+        assert fast._engine.factor_forms() != ["panels"]  # (the budget bound)
+
+
+@pytest.mark.parametrize("tried", [True, False], ids=["quiet try", "no try"])
+@pytest.mark.parametrize("policy", ["oldest", "random", "smallest", "project"])
+def test_a_failed_one_row_call_leaves_the_model_as_it_was(policy, tried, monkeypatch):
+    """A row the checks pass whose poly kernel values overflow: the call raises (in the
+    quiet try, or without one in the one-row step's kernel rows), the model is
+    unchanged, and it learns on as if the call had not been made."""
+    if not tried:
+        monkeypatch.setattr(engine_module.DualEngine, "quiet_row", lambda *args: None)
+    X, y = _stream(80)
+    est = SCWClassifier(kernel="poly", degree=3, budget=20, budget_policy=policy).fit(
+        X[:40], y[:40]
+    )
+    for i in range(40, 50):
+        est.partial_fit(X[i : i + 1], y[i : i + 1])
+    twin = copy.deepcopy(est)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        est.partial_fit(np.full((1, 4), 1e60), y[:1])
+    _assert_same_state(est, twin)
+    for i in range(50, 80):
+        est.partial_fit(X[i : i + 1], y[i : i + 1])
+        twin.partial_fit(X[i : i + 1], y[i : i + 1])
+    _assert_same_state(est, twin)
+
+
+def test_rbf_exponents_flag_settles_finiteness():
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(30, 5))
+    B = rng.normal(size=(1, 5))
+    idx = rng.permutation(30)[:17].astype(np.int64)
+    kern = Kernel("rbf", 0.7, 3, 0.0, 5)
+    D, ok = _rbf_exponents(A, idx, B, 0.7)
+    assert ok
+    np.testing.assert_array_equal(np.exp(D), kern.block(A, B)[idx])
+    np.testing.assert_array_equal(kern.rows_block(A, idx, B), kern.block(A, B)[idx])
+    Bn = B.copy()
+    Bn[0, 2] = np.nan
+    assert not _rbf_exponents(A, idx, Bn, 0.7)[1]
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        kern.rows_block(A, idx, Bn)
+    Bi = B.copy()
+    Bi[0, 0] = np.inf
+    D, ok = _rbf_exponents(A, idx, Bi, 0.7)  # -inf exponents: kernel values 0, finite
+    assert ok and not np.exp(D).any()
+    np.testing.assert_array_equal(kern.rows_block(A, idx, Bi), np.zeros((17, 1)))
+    assert not _rbf_exponents(Bi, np.zeros(1, np.int64), Bi, 0.7)[1]  # inf - inf: NaN
+    assert not _rbf_exponents(A, idx, B, -0.7)[1]  # exponents above 0: checked by value
+    shifted = Kernel("rbf", 0.7, 3, 0.0, 5, offset=1.0)  # (an intercept's: checked too)
+    np.testing.assert_array_equal(shifted.rows_block(A, idx, B), kern.block(A, B)[idx] + 1.0)
