@@ -51,7 +51,9 @@ MODELS = {
     "project": lambda: SCWClassifier(kernel="rbf", gamma=0.3, budget=40, budget_policy="project"),
     "unbudgeted": lambda: SCWClassifier(kernel="rbf", gamma=0.3),
     "explicit solver": lambda: SCWClassifier(kernel="rbf", gamma=0.3, solver="explicit"),
-    "first order": lambda: PAClassifier(kernel="rbf", gamma=0.3, budget=40, budget_policy="project"),
+    "first order": lambda: PAClassifier(
+        kernel="rbf", gamma=0.3, budget=40, budget_policy="project"
+    ),
     "poly": lambda: SCWClassifier(kernel="poly", degree=2, budget=40, budget_policy="oldest"),
 }
 

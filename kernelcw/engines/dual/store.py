@@ -145,11 +145,26 @@ class SupportStore:
     # ------------------------------------------------------------ rows
 
     def append(self, XB, rows: np.ndarray, cols: np.ndarray) -> None:
-        """Add block rows ``rows`` to the store, as its rows n, n + 1, ... in that order."""
+        """Add block rows ``rows`` to the store, as its rows n, n + 1, ... in that order.
+        ``pos`` and dense ``rows`` are capacity buffers (their first n in use): written
+        past n in place, or copied into larger ones."""
         k = rows.shape[0]
         first = self.n
-        self.pos = np.concatenate([self.pos, cols[rows]])
+        pos = self.pos
+        if first + k > pos.shape[0]:
+            pos = np.empty(max(first + k, int(pos.shape[0] * 1.5) + 16), dtype=np.int64)
+            pos[:first] = self.pos[:first]
+            self.pos = pos
         dense = type(XB) is np.ndarray and type(self.rows) is np.ndarray
+        if k == 1:  # (a call of one row: no index arrays)
+            r = rows.item(0)
+            pos[first] = cols.item(r)
+            if dense and first < len(self.rows):
+                self.rows[first] = XB[r]
+                self.n = first + 1
+                return
+        else:
+            pos[first : first + k] = cols[rows]
         if self.kernel.precomputed:
             pass  # (no rows: the kernel values come with X)
         elif dense and first + k <= len(self.rows):
@@ -189,7 +204,7 @@ class SupportStore:
             return None
         new_pos = np.full(self.n, -1, dtype=np.int64)
         new_pos[used] = np.arange(used.size)
-        self.pos = self.pos[used]
+        self.pos = self.pos[used]  # (exactly the rows kept: appends past them copy)
         if not self.kernel.precomputed:
             rows = self.rows[used]
             self.rows = rows.tocsr() if sp.issparse(rows) else np.ascontiguousarray(rows)
@@ -220,13 +235,13 @@ class SupportStore:
             rows = self.rows.data.nbytes + self.rows.indices.nbytes + self.rows.indptr.nbytes
         else:
             rows = self.rows[: self.n].nbytes
-        return rows + self.pos.nbytes
+        return rows + self.pos[: self.n].nbytes
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """The rows in use (dense, or the CSR arrays), positions and counters."""
         state = {
             "n": np.array(self.n, dtype=np.int64),
-            "pos": self.pos.copy(),
+            "pos": self.pos[: self.n].copy(),
             "n_seen": np.array(self.n_seen, dtype=np.int64),
         }
         if self.rows is None:
