@@ -318,6 +318,34 @@ def sym_r1(fns, n, alpha, x, A):
 
 
 @njit(cache=True)
+def sym_r1_save(fns, n, alpha, x, A, save, saving):
+    """:func:`sym_r1`, and with ``saving`` the lower triangle of ``A[:n, :n]`` before
+    it into ``save``'s: in the same pass up to :data:`RANK_LOOP_MAX` (read once, both
+    written), else a copy, then :func:`sym_r1`. The same values as :func:`sym_r1`'s,
+    saving or not (a walk's rollback copy of the matrix it first changes, without a
+    pass of its own: :mod:`kernelcw.engines.dual.explicit`)."""
+    if n > RANK_LOOP_MAX:
+        if saving:
+            for i in range(n):
+                for j in range(i + 1):
+                    save[i, j] = A[i, j]
+        sym_r1(fns, n, alpha, x, A)
+        return
+    for i in range(n):
+        row = A[i]
+        s = alpha * x[i]
+        if saving:
+            keep = save[i]
+            for j in range(i + 1):
+                p = row[j]
+                keep[j] = p
+                row[j] = p + s * x[j]
+        else:
+            for j in range(i + 1):
+                row[j] += s * x[j]
+
+
+@njit(cache=True)
 def sym_r2(fns, n, alpha, x, y, A):
     """The lower triangle of ``A[:n, :n]`` += alpha (x y' + y x')."""
     if n == 0:

@@ -822,9 +822,12 @@ def test_inverse_gram_stays_accurate_on_a_rank_deficient_gram_matrix():
         Gs = G[np.ix_(slots + [t], slots + [t])]
         G2 = np.zeros((cap, cap))
         G2[: n + 1, : n + 1] = Gs
-        bk.kinv_append(
-            n, kinv, G2, Gs[n, :n].copy(), Gs[n, n] * (1 + bk.PROJECT_JITTER), work, SYM_BLAS
-        )
+        saving = t % 2 == 0  # (the rollback copy in the same pass: the values it had)
+        save, before = np.full((cap, cap), np.nan), np.tril(kinv[:n, :n])
+        kap_t = Gs[n, n] * (1 + bk.PROJECT_JITTER)
+        bk.kinv_append(n, kinv, G2, Gs[n, :n].copy(), kap_t, work, SYM_BLAS, save, saving)
+        if saving:
+            np.testing.assert_array_equal(np.tril(save[:n, :n]), before)
         slots.append(t)
         if t % 3 == 0:  # delete one: the last slot moves into its place
             p = int(rng.integers(0, len(slots) - 1))

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .._blas import sym_inverse, sym_mv, sym_r1, sym_r2
+from .._blas import sym_inverse, sym_mv, sym_r1, sym_r1_save, sym_r2
 
 __all__ = [
     "KINV_REFRESH",
@@ -329,10 +329,12 @@ def schur_inverse(kappa, s):
 
 
 @njit(cache=True, error_model="numpy")
-def kinv_append(n, kinv, G, kvec, kappa, work, fns):
+def kinv_append(n, kinv, G, kvec, kappa, work, fns, save, saving):
     """Inverse Gram with a new last vector (kernel column kvec over the n others,
     k(x, x) = kappa, jitter already added; ``G`` already holds its row): block
-    inverse, O(n^2), lower triangle.
+    inverse, O(n^2), lower triangle. With ``saving``, kinv's leading n (lower triangle)
+    before it into ``save``, in the pass of its rank-one update (a walk's rollback
+    copy, :func:`kernelcw.engines.dual.steps.save_model`'s for kinv).
 
     The new vector's Schur complement ``s = kappa - k' kinv k`` is at least the jitter
     times its k(x, x) in exact arithmetic (the jittered Gram matrix is K + jitter
@@ -346,7 +348,7 @@ def kinv_append(n, kinv, G, kvec, kappa, work, fns):
     for i in range(n):
         s -= kvec[i] * work[i]
     inv_s = schur_inverse(kappa, s)
-    sym_r1(fns, n, inv_s, work, kinv)
+    sym_r1_save(fns, n, inv_s, work, kinv, save, saving)
     for i in range(n):
         kinv[n, i] = -work[i] * inv_s
     kinv[n, n] = inv_s
@@ -472,9 +474,10 @@ def kl_remove(n, p, G, zsv, vsv, Pi, a, second, work, fns):
 
 
 @njit(cache=True, error_model="numpy")
-def policy_append(pol, n, kv, kap_new, c, beta, v_raw, a, second, work):
+def policy_append(pol, n, kv, kap_new, c, beta, v_raw, a, second, work, save, saving):
     """What the policy tracks, through an update that appends slot n (kernel column
-    ``kv`` over the n others, ``c = Pi k`` before the update, ``v_raw`` unfloored)."""
+    ``kv`` over the n others, ``c = Pi k`` before the update, ``v_raw`` unfloored).
+    ``save``, ``saving``: kinv's rollback copy (:func:`kinv_append`)."""
     if pol.track_kl:
         kl_append(n, pol.G, pol.vsv, kv, kap_new, c, beta, v_raw, a, second, work, pol.blas)
     if pol.track_kl or pol.track_kinv:
@@ -484,7 +487,7 @@ def policy_append(pol, n, kv, kap_new, c, beta, v_raw, a, second, work):
             G[i, n] = kv[i]
         G[n, n] = kap_new
     if pol.track_kinv:
-        kinv_append(n, pol.kinv, pol.G, kv, kap_new, work, pol.blas)
+        kinv_append(n, pol.kinv, pol.G, kv, kap_new, work, pol.blas, save, saving)
 
 
 @njit(cache=True, error_model="numpy")

@@ -141,12 +141,14 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
             if second is not None:  # Pi -= beta c c', its lower triangle; the call's
                 # first change: Pi saved in the same pass (pi_rank1), the rest next
                 pi_rank1(pol.blas, n, -beta, c, Pi, undo.Pi, armed)
+            saving = armed  # (kinv: saved as policy_append changes it first, below)
             if armed:  # before any other change: save what restore needs
-                save_model(n, sup, pol, undo, False)
+                save_model(n, sup, pol, undo, False, False)
                 armed = False
             ay = alpha * y_t
             if budgeted is not None:  # an unbudgeted model's policy tracks nothing
-                policy_append(pol, n, kv, kap_t, c, beta, v_raw, a, second, scr.work)
+                policy_append(pol, n, kv, kap_t, c, beta, v_raw, a, second, scr.work,
+                              undo.kinv, saving)  # fmt: skip
             sup.zsv[n] = zeta
             if second is not None:  # Pi's lower triangle (kernelcw.budget.kernels)
                 sup.gsv[n] = zeta * f + ay * (1.0 + zeta * v)

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..._blas import RANK_LOOP_MAX, sym_r1
+from ..._blas import RANK_LOOP_MAX, sym_r1_save
 from ..._cholupdate import givens_update
 from ...rules import VAR_FLOOR, negligible, step
 from .status import NONFINITE, NOT_PSD, OK
@@ -231,30 +231,13 @@ def pi_rank1(fns, n, alpha, c, Pi, save, saving):
     walk (:func:`.explicit.explicit_walk`), and with ``saving`` Pi's lower triangle
     before it into ``save`` (the call's first update, :func:`save_model`), in the same
     pass while n <= :data:`FUSED_MAX` (always by this loop then, saving or not: the
-    same rounding however a stream is cut into calls), else a copy and BLAS dsyr."""
-    if n > FUSED_MAX:
-        if saving:
-            for i in range(n):
-                for j in range(i + 1):
-                    save[i, j] = Pi[i, j]
-        sym_r1(fns, n, alpha, c, Pi)
-        return
-    for i in range(n):
-        row = Pi[i]
-        s = alpha * c[i]
-        if saving:
-            keep = save[i]
-            for j in range(i + 1):
-                p = row[j]
-                keep[j] = p
-                row[j] = p + s * c[j]
-        else:
-            for j in range(i + 1):
-                row[j] += s * c[j]
+    same rounding however a stream is cut into calls), else a copy and BLAS dsyr
+    (:func:`kernelcw._blas.sym_r1_save`, whose loop and limit these are)."""
+    sym_r1_save(fns, n, alpha, c, Pi, save, saving)
 
 
 @njit(cache=True)
-def save_model(n, sup, pol, undo, with_pi=True):
+def save_model(n, sup, pol, undo, with_pi=True, with_kinv=True):
     """The model's leading n, and the policy's tracked arrays, into ``undo`` (an empty
     array in ``undo`` is one the form or policy does not keep): of Pi and kinv, which
     the walks keep by their lower triangle (nothing reads above it), and of the Gram
@@ -263,7 +246,9 @@ def save_model(n, sup, pol, undo, with_pi=True):
     of G where the walk logs its one changed row instead (``undo.gp``). Element by
     element, in one function: a slice assignment compiles numba's shape check and its
     error message, and each helper function its own compile, seconds of a cold start.
-    ``with_pi=False``: not Pi (the caller saved it, :func:`pi_rank1`)."""
+    ``with_pi=False``: not Pi (the caller saved it, :func:`pi_rank1`);
+    ``with_kinv=False``: not kinv (the explicit walk saves it as the update that
+    appends changes it first, :func:`kernelcw.budget.kernels.kinv_append`)."""
     for i in range(n):
         undo.nu[i] = sup.nu[i]
         undo.zsv[i] = sup.zsv[i]
@@ -275,7 +260,7 @@ def save_model(n, sup, pol, undo, with_pi=True):
         for i in range(n):
             for j in range(i + 1):
                 undo.Pi[i, j] = sup.Pi[i, j]
-    if undo.kinv.shape[0]:
+    if with_kinv and undo.kinv.shape[0]:
         for i in range(n):
             for j in range(i + 1):
                 undo.kinv[i, j] = pol.kinv[i, j]
