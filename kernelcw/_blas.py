@@ -300,49 +300,41 @@ RANK_LOOP_MAX = 768
 def sym_r1(fns, n, alpha, x, A):
     """The lower triangle of ``A[:n, :n]`` += alpha x x' (the strict upper triangle is
     not written)."""
-    if n == 0:
-        return
-    if n <= RANK_LOOP_MAX:  # (elementwise: vectorised without reassociation)
-        for i in range(n):
-            row = A[i]
-            s = alpha * x[i]
-            for j in range(i + 1):
-                row[j] += s * x[j]
-        return
-    ch = np.array([_U], dtype=np.uint8)
-    ints = np.array([n, 1, _ld(A)], dtype=np.int32)
-    sc = np.array([alpha])
-    fp = _fn7(fns.syr)
-    fp(ch.ctypes, ints[0:].ctypes, sc.ctypes, x.ctypes, ints[1:].ctypes, A.ctypes,
-       ints[2:].ctypes)  # fmt: skip
+    sym_r1_save(fns, n, alpha, x, A, A, False)
 
 
 @njit(cache=True)
 def sym_r1_save(fns, n, alpha, x, A, save, saving):
     """:func:`sym_r1`, and with ``saving`` the lower triangle of ``A[:n, :n]`` before
     it into ``save``'s: in the same pass up to :data:`RANK_LOOP_MAX` (read once, both
-    written), else a copy, then :func:`sym_r1`. The same values as :func:`sym_r1`'s,
-    saving or not (a walk's rollback copy of the matrix it first changes, without a
-    pass of its own: :mod:`kernelcw.engines.dual.explicit`)."""
-    if n > RANK_LOOP_MAX:
-        if saving:
-            for i in range(n):
-                for j in range(i + 1):
-                    save[i, j] = A[i, j]
-        sym_r1(fns, n, alpha, x, A)
+    written), else a copy, then BLAS dsyr. The same values saving or not (a walk's
+    rollback copy of the matrix it changes first, without a pass of its own)."""
+    if n == 0:
         return
-    for i in range(n):
-        row = A[i]
-        s = alpha * x[i]
-        if saving:
-            keep = save[i]
+    if n <= RANK_LOOP_MAX:  # (elementwise: vectorised without reassociation)
+        for i in range(n):
+            row = A[i]
+            s = alpha * x[i]
+            if saving:
+                keep = save[i]
+                for j in range(i + 1):
+                    p = row[j]
+                    keep[j] = p
+                    row[j] = p + s * x[j]
+            else:
+                for j in range(i + 1):
+                    row[j] += s * x[j]
+        return
+    if saving:
+        for i in range(n):
             for j in range(i + 1):
-                p = row[j]
-                keep[j] = p
-                row[j] = p + s * x[j]
-        else:
-            for j in range(i + 1):
-                row[j] += s * x[j]
+                save[i, j] = A[i, j]
+    ch = np.array([_U], dtype=np.uint8)
+    ints = np.array([n, 1, _ld(A)], dtype=np.int32)
+    sc = np.array([alpha])
+    fp = _fn7(fns.syr)
+    fp(ch.ctypes, ints[0:].ctypes, sc.ctypes, x.ctypes, ints[1:].ctypes, A.ctypes,
+       ints[2:].ctypes)  # fmt: skip
 
 
 @njit(cache=True)

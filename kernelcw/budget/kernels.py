@@ -332,17 +332,15 @@ def schur_inverse(kappa, s):
 def kinv_append(n, kinv, G, kvec, kappa, work, fns, save, saving):
     """Inverse Gram with a new last vector (kernel column kvec over the n others,
     k(x, x) = kappa, jitter already added; ``G`` already holds its row): block
-    inverse, O(n^2), lower triangle. With ``saving``, kinv's leading n (lower triangle)
-    before it into ``save``, in the pass of its rank-one update (a walk's rollback
-    copy, :func:`kernelcw.engines.dual.steps.save_model`'s for kinv).
+    inverse, O(n^2), lower triangle; with ``saving``, kinv's before it into ``save``
+    in the same pass (the walk's rollback copy, ``steps.save_model``'s for kinv).
 
     The new vector's Schur complement ``s = kappa - k' kinv k`` is at least the jitter
     times its k(x, x) in exact arithmetic (the jittered Gram matrix is K + jitter
     diag(K)). A smaller computed value is rounding (a near-duplicate of the others
     on an ill-conditioned Gram matrix, where ``kinv``'s entries are ~1 / jitter),
-    and is raised to that bound: an update by ``1 / s`` of the noise blew the
-    inverse up to 1e280 (the periodic refresh, :func:`kinv_refresh_due`, restores
-    its accuracy)."""
+    and is raised to that bound: an update by ``1 / s`` of the noise blew the inverse
+    up to 1e280 (the periodic refresh, :func:`kinv_refresh_due`, restores it)."""
     sym_mv(fns, n, kinv, kvec, work)
     s = kappa
     for i in range(n):
@@ -476,8 +474,8 @@ def kl_remove(n, p, G, zsv, vsv, Pi, a, second, work, fns):
 @njit(cache=True, error_model="numpy")
 def policy_append(pol, n, kv, kap_new, c, beta, v_raw, a, second, work, save, saving):
     """What the policy tracks, through an update that appends slot n (kernel column
-    ``kv`` over the n others, ``c = Pi k`` before the update, ``v_raw`` unfloored).
-    ``save``, ``saving``: kinv's rollback copy (:func:`kinv_append`)."""
+    ``kv`` over the n others, ``c = Pi k`` before the update, ``v_raw`` unfloored;
+    ``save``, ``saving``: kinv's rollback copy, :func:`kinv_append`)."""
     if pol.track_kl:
         kl_append(n, pol.G, pol.vsv, kv, kap_new, c, beta, v_raw, a, second, work, pol.blas)
     if pol.track_kl or pol.track_kinv:
