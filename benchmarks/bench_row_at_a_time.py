@@ -204,11 +204,11 @@ def run(args, policies: list[str]) -> None:
     X, y, what = load(args.data, max(args.rows, args.unbudgeted_rows), args.seed)
     d = X.shape[1]
     for policy in POLICIES:  # compile (or load numba's cache) outside the timings
-        make(args.budget, policy, d).fit(X[: 2 * args.budget], y[: 2 * args.budget])
+        bound = min(2 * args.budget, X.shape[0] - 64)  # (the stream's rows, at most)
+        make(args.budget, policy, d).fit(X[:bound], y[:bound])
         est = make(args.budget, policy, d)
         # rows one at a time before and after the budget binds (their own compiled
         # paths), and in chunks between
-        bound = 2 * args.budget
         for i in [*range(64), *range(64, bound, 7), *range(bound, bound + 64)]:
             j = i + 1 if i < 64 or i >= bound else min(i + 7, bound)
             est.partial_fit(X[i:j], y[i:j], classes=np.unique(y))

@@ -8,6 +8,7 @@ never forms a matrix (CW needs ``k(x, x)`` for every margin variance).
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable
 
@@ -379,7 +380,12 @@ class Kernel:
                 float(self.gamma),
             )
             K = np.exp(D, out=D)
-            return K if at_most_0 and not self.offset else self._checked(K)
+            offset = self.offset
+            if at_most_0 and math.isfinite(offset):  # values in [0, 1]: finite, and so
+                if offset:  # with a finite offset added (the intercept's, by default)
+                    K += offset  # (the sum _checked makes)
+                return K
+            return self._checked(K)
         return self.block(A, B)[idx]
 
     def _checked(self, K) -> np.ndarray:

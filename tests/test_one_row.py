@@ -2,9 +2,11 @@
 the block step's steps without its loops: the same model bit for bit as the block step
 of a block of one, for every factor form (panels before a budget binds, then the queue,
 lazy and nu/Pi forms), with the switch of form inside it, first- and second-order
-rules, and errors and rollback as before. The kernel rows' fused finiteness flag
-(:func:`kernelcw.kernels._rbf_exponents`) gives the values and the errors of the
-check it replaces."""
+rules, dense and CSR rows, with and without the intercept, and errors and rollback as
+before (a call that fails after changing the model in place, the nu/Pi form's fused
+rollback copies included: ``tests/test_reliability.py``'s one-row calls). The kernel
+rows' fused finiteness flag (:func:`kernelcw.kernels._rbf_exponents`) gives the values
+and the errors of the check it replaces."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import copy
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import kernelcw.engines.dual.engine as engine_module
 from kernelcw import PAClassifier, SCWClassifier
@@ -55,6 +58,12 @@ MODELS = {
         kernel="rbf", gamma=0.3, budget=40, budget_policy="project"
     ),
     "poly": lambda: SCWClassifier(kernel="poly", degree=2, budget=40, budget_policy="oldest"),
+    "no intercept": lambda: SCWClassifier(
+        kernel="rbf", gamma=0.3, budget=40, budget_policy="project", fit_intercept=False
+    ),
+    "sparse rows": lambda: SCWClassifier(
+        kernel="rbf", gamma=0.3, budget=40, budget_policy="random", random_state=1
+    ),
 }
 
 
@@ -66,6 +75,9 @@ def test_one_row_calls_are_the_block_step_bit_for_bit(name, start, monkeypatch):
     the block step of a block of one: the same margins, counters and state, bit for
     bit, after every call."""
     X, y = _stream(160)
+    if name == "sparse rows":  # (CSR rows: the store keeps CSR, its append's other way)
+        X[np.abs(X) < 0.5] = 0.0
+        X = sp.csr_matrix(X)
     fast = MODELS[name]()
     if start:
         fast.fit(X[:start], y[:start])
@@ -132,3 +144,7 @@ def test_rbf_exponents_flag_settles_finiteness():
     assert not _rbf_exponents(A, idx, B, -0.7)[1]  # exponents above 0: checked by value
     shifted = Kernel("rbf", 0.7, 3, 0.0, 5, offset=1.0)  # (an intercept's: checked too)
     np.testing.assert_array_equal(shifted.rows_block(A, idx, B), kern.block(A, B)[idx] + 1.0)
+    np.testing.assert_array_equal(shifted.rows_block(A, idx, B), shifted.block(A, B)[idx])
+    for bad_offset, rows in [(1.0, Bn), (np.inf, B)]:  # a NaN row; an offset of inf
+        with pytest.raises(ValueError, match="NaN or infinity"):
+            Kernel("rbf", 0.7, 3, 0.0, 5, offset=bad_offset).rows_block(A, idx, rows)

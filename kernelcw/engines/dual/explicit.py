@@ -88,9 +88,10 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
     With more than ``pol.budget`` support vectors after an update, one leaves at
     once (:func:`kernelcw.budget.evict`). With ``undo.armed`` (the call's first
     update is still to come) the walk saves the model into ``undo`` as it first
-    changes it: Pi in the pass that updates it (:func:`.steps.pi_rank1`), the rest
-    just after, before any other change (:func:`save_model`). Returns an
-    :class:`ExplicitResult`.
+    changes it: Pi in the pass that updates it (:func:`.steps.pi_rank1`), the inverse
+    Gram matrix kinv in the pass of its first change (``policy_append``'s
+    :func:`kernelcw.budget.kernels.kinv_append`), the rest just after Pi, before any
+    other change (:func:`save_model`). Returns an :class:`ExplicitResult`.
 
     ``budgeted`` is None for a model without a budget: numba then prunes the eviction
     branch at compile time, so an unbudgeted run does not compile every policy
@@ -140,6 +141,7 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
         if alpha > 0.0:
             if second is not None:  # Pi -= beta c c', its lower triangle; the call's
                 # first change: Pi saved in the same pass (pi_rank1), the rest next
+                # (kinv as it first changes)
                 pi_rank1(pol.blas, n, -beta, c, Pi, undo.Pi, armed)
             saving = armed  # (kinv: saved as policy_append changes it first, below)
             if armed:  # before any other change: save what restore needs

@@ -39,8 +39,9 @@ def _dense(M) -> np.ndarray:
 
 class SupportStore:
     """``rows`` (None until the first support input, and for "precomputed"), the
-    ``n`` rows in use, their training positions ``pos``, and ``n_seen`` (training
-    rows seen: the default positions continue from there).
+    ``n`` rows in use, their training positions ``pos`` (its first n: dense ``rows``
+    and ``pos`` are capacity buffers), and ``n_seen`` (training rows seen: the
+    default positions continue from there).
 
     ``jitter`` (a budgeted "project" model's :data:`kernelcw.budget.PROJECT_JITTER`,
     else 0): the models learn with the kernel
