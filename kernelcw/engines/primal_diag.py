@@ -84,9 +84,10 @@ def _var(raw, a):
 
 
 @njit(cache=True)
-def row_margin(mu, s, k, idx, val, a):
+def row_margin(mu, s, k, idx, val, a, ts=None):
     """``(mu_k . x, x' diag(s_k) x, |x|^2)`` over the non-zeros (idx, val) of x, in their
-    order (stored variances: 0 is the prior ``a``)."""
+    order (stored variances: 0 is the prior ``a``); with ``ts``, each term s_p x_p^2 of
+    the variance kept there as the sum takes it (the "exact" step's, read once)."""
     f = 0.0
     v = 0.0
     sq = 0.0
@@ -94,7 +95,10 @@ def row_margin(mu, s, k, idx, val, a):
         p = idx[q]
         x = val[q]
         f += mu[k, p] * x
-        v += _var(s[k, p], a) * x * x
+        t = _var(s[k, p], a) * x * x
+        v += t
+        if ts is not None:  # (a compile-time branch: numba prunes it without ts)
+            ts[q] = t
         sq += x * x
     return f, v, sq
 
@@ -109,7 +113,10 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log, ts):
     On a floored round the "exact" method takes the "kl" step: its equation lives on
     the unfloored t_p.
     """
-    f, v, sq = row_margin(mu, s, k, idx, val, rp.a)
+    if method == _EXACT:  # (the terms of v kept for the exact step: ts)
+        f, v, sq = row_margin(mu, s, k, idx, val, rp.a, ts)
+    else:
+        f, v, sq = row_margin(mu, s, k, idx, val, rp.a)
     m = y * f
     first = is_first_order(rp.rule)  # |x|^2 in place of v
     floored = False
@@ -123,10 +130,7 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log, ts):
         return RoundResult(f, 0.0, floored)
     decoupled = rp.rule == AROW or rp.rule == SOP
     if method == _EXACT and not first and not decoupled and not floored:
-        ts = ts[: idx.shape[0]]
-        for q in range(idx.shape[0]):
-            ts[q] = _var(s[k, idx[q]], rp.a) * val[q] * val[q]
-        alpha, zeta = exact_zeta(rp, m, v, ts)
+        alpha, zeta = exact_zeta(rp, m, v, ts[: idx.shape[0]])
         if not (math.isfinite(alpha) and math.isfinite(zeta)):
             return RoundResult(f, np.nan, floored)
     ay = alpha * y
