@@ -148,3 +148,23 @@ def test_rbf_exponents_flag_settles_finiteness():
     for bad_offset, rows in [(1.0, Bn), (np.inf, B)]:  # a NaN row; an offset of inf
         with pytest.raises(ValueError, match="NaN or infinity"):
             Kernel("rbf", 0.7, 3, 0.0, 5, offset=bad_offset).rows_block(A, idx, rows)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "callable", "precomputed"])
+def test_kappa_of_one_row_is_a_writeable_array(kernel):
+    """k(x, x) of a block of one row comes as a new writeable array for every kind of
+    kernel: numpy's diagonal is a read-only view, and the compiled walks compiled once
+    more for a read-only argument (seconds each in a fresh environment)."""
+    X, y = _stream(30)
+    if kernel == "precomputed":
+        K = np.exp(-0.3 * ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+        est, rows = SCWClassifier(kernel="precomputed"), K
+    else:
+        k = (lambda A, B: (A @ B.T + 1.0) ** 2) if kernel == "callable" else "rbf"
+        est, rows = SCWClassifier(kernel=k), X
+    est.partial_fit(rows[:20], y[:20])  # (a precomputed fit needs the square Gram matrix)
+    store = est._engine.store
+    for i in range(20, 23):
+        Kbb, kap = store.kernel_block(rows[i : i + 1], np.array([i]))
+        assert kap.flags.writeable and kap.flags.c_contiguous and kap.shape == (1,)
+        est.partial_fit(rows[i : i + 1], y[i : i + 1])

@@ -105,7 +105,7 @@ def gram(kernel, rows) -> tuple[np.ndarray, np.ndarray]:
     plain kernel (:func:`build_engine`)."""
     K = kernel.block(rows, rows)
     K = 0.5 * (K + K.T)
-    kap = kernel.diag(rows) if kernel._f is None else np.ascontiguousarray(np.diagonal(K))
+    kap = kernel.diag(rows) if kernel._f is None else np.diagonal(K).copy()
     return K, kap
 
 

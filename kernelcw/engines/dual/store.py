@@ -37,6 +37,14 @@ def _dense(M) -> np.ndarray:
     return M.toarray() if sp.issparse(M) else np.asarray(M)
 
 
+def _diagonal(K: np.ndarray) -> np.ndarray:
+    """K's diagonal as a new, writeable array: numpy's is a read-only view, and a view
+    of a block of one row is contiguous, so ``ascontiguousarray`` handed it on as it
+    was; each compiled walk then compiled once more for a read-only k(x, x), seconds
+    each in a fresh environment (one-row calls of callable and precomputed kernels)."""
+    return np.diagonal(K).copy()
+
+
 class SupportStore:
     """``rows`` (None until the first support input, and for "precomputed"), the
     ``n`` rows in use, their training positions ``pos`` (its first n: dense ``rows``
@@ -113,14 +121,14 @@ class SupportStore:
             Kbb = 0.5 * (Kbb + Kbb.T)
             if self.kernel.offset:
                 Kbb += self.kernel.offset
-            return Kbb, np.ascontiguousarray(np.diagonal(Kbb))
+            return Kbb, _diagonal(Kbb)
         Kbb = self.kernel.block(XB, XB)
         if Kbb.shape[0] > 1:
             Kbb = 0.5 * (Kbb + Kbb.T)  # exact symmetry for the walk
         if self.kernel._f is None:
             kap = self.kernel.diag(XB)
         else:
-            kap = np.ascontiguousarray(np.diagonal(Kbb))
+            kap = _diagonal(Kbb)
         return Kbb, kap
 
     def gram(self, idx: np.ndarray, kap: np.ndarray) -> np.ndarray | None:
