@@ -161,7 +161,7 @@ class SupportStore:
         first = self.n
         pos = self.pos
         if first + k > pos.shape[0]:
-            pos = np.empty(max(first + k, int(pos.shape[0] * 1.5) + 16), dtype=np.int64)
+            pos = np.zeros(max(first + k, int(pos.shape[0] * 1.5) + 16), dtype=np.int64)
             pos[:first] = self.pos[:first]
             self.pos = pos
         dense = type(XB) is np.ndarray and type(self.rows) is np.ndarray
