@@ -98,3 +98,14 @@ def learn_rows_all_or_nothing(est, X, y, classes) -> int:
             bad = [k for k, v in state.items() if v.dtype.kind == "f" and not np.isfinite(v).all()]
             assert not bad, f"row {i}: {bad}"
     return failed
+
+
+def stream(n: int, seed: int = 0, d: int = 5):
+    """A reproducible binary stream, not linearly separable: Gaussian rows, label
+    |x_0 x_1| + 0.5 x_2 > 0.6, a tenth of the labels flipped."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (np.abs(X[:, 0] * X[:, 1]) + 0.5 * X[:, 2] > 0.6).astype(int)
+    flip = rng.random(n) < 0.1
+    y[flip] = 1 - y[flip]
+    return X, y

@@ -1,12 +1,13 @@
-"""A learning call of one row for one model (:mod:`kernelcw.engines.dual.one_row`) takes
-the block step's steps without its loops: the same model bit for bit as the block step
-of a block of one, for every factor form (panels before a budget binds, then the queue,
-lazy and nu/Pi forms), with the switch of form inside it, first- and second-order
-rules, dense and CSR rows, with and without the intercept, and errors and rollback as
-before (a call that fails after changing the model in place, the nu/Pi form's fused
-rollback copies included: ``tests/test_reliability.py``'s one-row calls). The kernel
-rows' fused finiteness flag (:func:`kernelcw.kernels._rbf_exponents`) gives the values
-and the errors of the check it replaces."""
+"""Calls of one row each (the quiet try, the call's one block, the store's one-row append)
+learn the same model bit for bit as the same rows in calls of several rows walked in
+blocks of one (the block loop), for every factor form (panels before a budget binds,
+then the queue, lazy and nu/Pi forms), with the switch of form inside a call, first- and
+second-order rules, dense and CSR rows, with and without the intercept; a failed call
+leaves the model as it was (a call that fails after changing the model in place, the
+nu/Pi form's fused rollback copies included: ``tests/test_reliability.py``'s one-row
+calls). The kernel rows' fused finiteness flag (:func:`kernelcw.kernels._rbf_exponents`)
+gives the values and the errors of the check it replaces, and k(x, x) of one row comes
+writeable for every kind of kernel."""
 
 from __future__ import annotations
 
@@ -15,26 +16,11 @@ import copy
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from helpers import stream
 
 import kernelcw.engines.dual.engine as engine_module
 from kernelcw import PAClassifier, SCWClassifier
 from kernelcw.kernels import Kernel, _rbf_exponents
-
-
-def _stream(n: int, seed: int = 0, d: int = 4):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    y = (np.abs(X[:, 0] * X[:, 1]) + 0.5 * X[:, 2] > 0.6).astype(int)
-    flip = rng.random(n) < 0.1
-    y[flip] = 1 - y[flip]
-    return X, y
-
-
-def _block_step(engine, X, Y, cols, threads, quiet_k0):
-    """The block step of a block of one (``DualEngine._learn_block``), as learn_row's
-    stand-in: what the one-row call replaced."""
-    f, counts = engine._learn_block(X, Y, cols, 0, X.shape[1], threads, quiet_k0)
-    return f, counts[0], counts[1], counts[2]
 
 
 def _assert_same_state(a, b) -> None:
@@ -69,27 +55,25 @@ MODELS = {
 
 @pytest.mark.parametrize("start", [0, 30])
 @pytest.mark.parametrize("name", MODELS)
-def test_one_row_calls_are_the_block_step_bit_for_bit(name, start, monkeypatch):
+def test_one_row_calls_are_the_block_loop_bit_for_bit(name, start):
     """From the first row (the budget binds inside a one-row call: the form switches)
-    or after a fit of 30 rows, one row per call through the one-row step and through
-    the block step of a block of one: the same margins, counters and state, bit for
-    bit, after every call."""
-    X, y = _stream(160)
+    or after a fit of 30 rows, one row per call (the quiet try, the call's one block,
+    the store's one-row append) and the same rows two per call in blocks of one (the
+    block loop, no quiet try): the same margins, counters and state, bit for bit."""
+    X, y = stream(160, d=4)
     if name == "sparse rows":  # (CSR rows: the store keeps CSR, its append's other way)
         X[np.abs(X) < 0.5] = 0.0
         X = sp.csr_matrix(X)
-    fast = MODELS[name]()
+    fast = MODELS[name]().set_params(block_size=1)
     if start:
         fast.fit(X[:start], y[:start])
     slow = copy.deepcopy(fast)
-    for i in range(start, X.shape[0]):
-        xi, yi = X[i : i + 1], y[i : i + 1]
-        f_fast = fast.partial_fit_margins(xi, yi, classes=[0, 1])
-        with monkeypatch.context() as m:
-            m.setattr(engine_module, "learn_row", _block_step)
-            f_slow = slow.partial_fit_margins(xi, yi, classes=[0, 1])
+    for i in range(start, X.shape[0], 2):
+        f_fast = np.vstack([fast.partial_fit_margins(X[j : j + 1], y[j : j + 1], classes=[0, 1])
+                            for j in (i, i + 1)])  # fmt: skip
+        f_slow = slow.partial_fit_margins(X[i : i + 2], y[i : i + 2], classes=[0, 1])
         np.testing.assert_array_equal(f_fast, f_slow)
-        if i % 16 == 0 or i == X.shape[0] - 1:
+        if i % 16 == 0 or i + 2 >= X.shape[0]:
             _assert_same_state(fast, slow)
     assert fast.n_updates_ > 0 and fast.n_support_ <= (fast.budget or X.shape[0])
     if fast.budget is not None:
@@ -100,11 +84,11 @@ def test_one_row_calls_are_the_block_step_bit_for_bit(name, start, monkeypatch):
 @pytest.mark.parametrize("policy", ["oldest", "random", "smallest", "project"])
 def test_a_failed_one_row_call_leaves_the_model_as_it_was(policy, tried, monkeypatch):
     """A row the checks pass whose poly kernel values overflow: the call raises (in the
-    quiet try, or without one in the one-row step's kernel rows), the model is
+    quiet try, or without one in the learning call's kernel rows), the model is
     unchanged, and it learns on as if the call had not been made."""
     if not tried:
         monkeypatch.setattr(engine_module.DualEngine, "quiet_row", lambda *args: None)
-    X, y = _stream(80)
+    X, y = stream(80, d=4)
     est = SCWClassifier(kernel="poly", degree=3, budget=20, budget_policy=policy).fit(
         X[:40], y[:40]
     )
@@ -155,7 +139,7 @@ def test_kappa_of_one_row_is_a_writeable_array(kernel):
     """k(x, x) of a block of one row comes as a new writeable array for every kind of
     kernel: numpy's diagonal is a read-only view, and the compiled walks compiled once
     more for a read-only argument (seconds each in a fresh environment)."""
-    X, y = _stream(30)
+    X, y = stream(30, d=4)
     if kernel == "precomputed":
         K = np.exp(-0.3 * ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
         est, rows = SCWClassifier(kernel="precomputed"), K

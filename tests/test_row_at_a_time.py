@@ -7,19 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import stream
 
 from kernelcw import AROWClassifier, SCWClassifier
 from kernelcw.engines.dual import DualEngine
 from kernelcw.engines.dual.panels import GROWTH, MIN_CAPACITY, PanelForm
-
-
-def _stream(n: int, seed: int = 0, d: int = 5):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    y = (np.abs(X[:, 0] * X[:, 1]) + 0.5 * X[:, 2] > 0.6).astype(int)
-    flip = rng.random(n) < 0.1
-    y[flip] = 1 - y[flip]
-    return X, y
 
 
 def _rel(a, b) -> float:
@@ -50,7 +42,7 @@ def _assert_same_model(rows, whole, X) -> None:
     [(None, "project"), (90, "project"), (90, "smallest"), (90, "random"), (90, "oldest")],
 )
 def test_one_row_calls_keep_the_state_flat_and_equal_one_fit(budget, policy):
-    X, y = _stream(240)
+    X, y = stream(240)
     params = dict(kernel="rbf", gamma=0.2, budget=budget, budget_policy=policy, random_state=0)
     rows = SCWClassifier(**params)
     shapes = {}
@@ -83,7 +75,7 @@ def test_one_row_calls_between_blocks_equal_one_fit(policy):
     walk: calls of one row between calls of several, in one stream, give one fit's
     model (the two walks keep the same state; the budget binds early and removes on
     most updates)."""
-    X, y = _stream(420, seed=2)
+    X, y = stream(420, seed=2)
     params = dict(kernel="rbf", gamma=0.2, budget=30, budget_policy=policy, random_state=0)
     est = AROWClassifier(**params).set_params(block_size=9)
     sizes = [1, 5, 1, 1, 17, 1, 40, 1, 2, 1, 64]
@@ -99,7 +91,7 @@ def test_one_row_calls_between_blocks_equal_one_fit(policy):
 def test_factor_grows_across_capacity_boundaries_without_changing_the_model():
     """Calls of varied sizes cross several capacities; after each call the model equals
     one fit on the rows so far, and the buffer holds at most GROWTH^2 n^2 doubles."""
-    X, y = _stream(400, seed=1)
+    X, y = stream(400, seed=1)
     params = dict(kernel="rbf", gamma=0.2, r=1.0, block_size=16)
     est = AROWClassifier(**params)
     caps, lo = [], 0
@@ -124,7 +116,7 @@ def test_factor_grows_across_capacity_boundaries_without_changing_the_model():
 def test_rollback_and_round_trip_across_a_growth():
     """An error after the buffer grew (within the same call) restores the model exactly;
     a state saved next to a capacity boundary continues bit for bit."""
-    X, y = _stream(200, seed=2)
+    X, y = stream(200, seed=2)
 
     class Failing:
         """RBF that raises on its ``fail_at``-th call from now on."""

@@ -31,7 +31,6 @@ from .convert import explicit_to_pruned, initial_form, lazy_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form, entered_inputs, for_call
 from .lazy import LazyForm
-from .one_row import learn_row
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
@@ -145,10 +144,6 @@ class DualEngine(Locked):
         d = 0 if precomputed else X.shape[1]
         if n == 1:  # a call per row: its one block, without the loop's set-up
             with BlasThreads(self._call_flops(1, d, learning=True)) as threads:
-                if K == 1 and self._ctx.known_psd:  # (.one_row: the same steps, leaner)
-                    f, u, m, fl = learn_row(self, X, Y, positions, threads, quiet_k0)
-                    c = np.array([u, m, fl], dtype=np.int64)
-                    return LearnResult(f, c[0:1], c[1:2], c[2:3])
                 f, counts = self._learn_block(X, Y, positions, 0, d, threads, quiet_k0)
             return LearnResult(f, *np.array(counts, dtype=np.int64).reshape(3, K))
         out = np.empty((n, K))
@@ -175,9 +170,8 @@ class DualEngine(Locked):
         b, K = YB.shape
         mercer = not self._ctx.known_psd  # (a callable, or a precomputed matrix)
         Kbb, kap = stashed_block(quiet_k0, XB, store, cols)
-        # one model learning one input (a block of one row: a call per row takes
-        # .one_row): its rows of the kernel block by slot, which a row against a small
-        # store computes alone (store.kernel_rows)
+        # one model learning one input (a call per row): its rows of the kernel block
+        # by slot, which a row against a small store computes alone (store.kernel_rows)
         Ks = None if b == 1 and K == 1 and not mercer else stashed_column(quiet_k0, XB, store)
         if mercer:
             self._check_mercer(Kbb, kap, Ks, cols)

@@ -235,8 +235,8 @@ def _quiet_models(engine, X, Y, cols, one: bool):
     the column against the whole store they come from, and the row's own kernel block
     and k(x, x)) for :func:`quiet_row`:
     the models in order, until one would change. The kernel rows are the learning
-    call's (:func:`.one_row.learn_row`: one model's by slot; ``DualEngine._learn_block``:
-    several models' from one column against the whole store, taken by slot)."""
+    call's (``DualEngine._learn_block``: one model's by slot; several models' from one
+    column against the whole store, taken by slot)."""
     store = engine.store
     Kbb, kap = store.kernel_block(X, cols)
     forms = engine.forms
