@@ -8,7 +8,7 @@ builds them once and calls the engine's own compiled round (``_diag_row``, the c
 ``learn`` runs) on the row's non-zeros, so the update is the engine's, bit for bit,
 as long as the non-zeros come in increasing column order (the order the dense walk
 adds them in). With one model a round that meets a non-finite step leaves the state
-untouched (:class:`kernelcw.engines.primal_diag.RoundResult`), so a failed row needs
+untouched (:class:`kernelcw.engines._diag_walk.RoundResult`), so a failed row needs
 no undo.
 
 The calls go to the compiled entry points bound to the exact argument types of the
@@ -25,9 +25,9 @@ import math
 import numpy as np
 from numba import njit
 
+from .engines._diag_walk import _WALK, _diag_row, no_log, row_margin
 from .engines._primal_common import new_counts, raise_nonfinite, rule_record
 from .engines.base import nonfinite_prediction
-from .engines.primal_diag import _WALK, _diag_row, no_log, row_margin
 from .rules import DIAG_METHODS
 
 __all__ = ["DiagStream", "fast_engine", "sum_of_squares"]
@@ -73,7 +73,7 @@ def _round(mu, s, idx, val, Yi, out, rp, method, counts, log, ts):
     """The engine's round (``_diag_row`` inlined), compiled as its walks are, without
     numba's runtime: the call then wraps no array it is passed in a reference-counted
     record (0.23 against 0.76 us a call, by hand)."""
-    return _diag_row(mu, s, idx, val, Yi, out, rp, method, counts, log, ts)
+    return _diag_row(mu, s, idx, val, Yi, out, rp, method, counts, log, ts, (0, 0.0))
 
 
 @njit(**_WALK)

@@ -106,6 +106,64 @@ def test_slots_equal_dense_in_chunks_with_undo(name, n_classes):
     _assert_same(a, b, P)
 
 
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_intercept_left_to_the_walk_is_the_stored_column(name, n_classes):
+    """CSR rows without the intercept's column (as the estimator passes them to this
+    engine): each walk appends the constant c itself, and learns, undoes, fails and
+    predicts as from the matrix that stores the column, bit for bit, in both storages;
+    the column stored still works."""
+    est = MAKERS[name]().set_params(fit_intercept=True, intercept_scaling=2.5)
+    spec = engine_spec(est, D, n_classes)
+    assert spec.intercept == 2.5 and spec.n_features == D + 1
+    X, Y, _ = _data(n_classes, seed=2)
+    X[5] = 0.0  # a row of no stored entry: the intercept's alone
+    X.eliminate_zeros()
+    W = _cols(X, spec)
+    for Twin in (Slotted, Dense):
+        a, b = Twin(spec), Dense(spec)  # a learns X, b the stored column
+        _learn_both_as(a, X, b, W, slice(0, 70), Y)
+        for lo, hi in [(70, 71), (71, 130)]:  # a checkpointed call, undone
+            ca, cb = a.checkpoint(X[lo:hi]), b.checkpoint(W[lo:hi])
+            _learn_both_as(a, X, b, W, slice(lo, hi), Y)
+            a.restore(ca)
+            b.restore(cb)
+            _same_as(a, X, b, W)
+        bad = X[130:160].toarray()
+        bad[9, 4] = 1e300  # the walk raises at row 9 (not AROW, PA-I: their steps go to 0)
+        bad = sp.csr_matrix(bad)
+        raised = []
+        for eng, rows in ((a, bad), (b, _cols(bad, spec))):
+            ck = eng.checkpoint(rows)
+            try:
+                eng.learn(rows, Y[130:160])
+            except FloatingPointError:
+                raised.append(eng)
+            eng.restore(ck)
+        assert len(raised) == (0 if name in ("arow", "pa1") else 2)
+        _same_as(a, X, b, W)
+        _learn_both_as(a, X, b, W, slice(70, None), Y)
+        assert (a._slots is not None) == (Twin is Slotted)
+        _same_as(a, X, b, W)
+        _learn_both_as(a, W, b, W, slice(0, 40), Y)  # the stored column: as before
+        _same_as(a, X, b, W)
+
+
+def _learn_both_as(a, Xa, b, Xb, rows, Y):
+    ra, rb = a.learn(Xa[rows], Y[rows]), b.learn(Xb[rows], Y[rows])
+    for fa, fb in zip(ra, rb, strict=True):
+        np.testing.assert_array_equal(fa, fb)
+
+
+def _same_as(a, Xa, b, Xb):
+    np.testing.assert_array_equal(a.decision(Xa), b.decision(Xb))
+    np.testing.assert_array_equal(a.margin_variance(Xa), b.margin_variance(Xb))
+    np.testing.assert_array_equal(a.decision(Xa), a.decision(Xb))
+    sa, sb = a.state_dict(), b.state_dict()
+    for k in sa:
+        np.testing.assert_array_equal(sa[k], sb[k], err_msg=k)
+
+
 @pytest.mark.parametrize("name", ["kl", "exact"])
 def test_slots_after_a_failed_call_and_dense_rows(name):
     """A call that fails part-way is undone (placed slots given back); dense rows move

@@ -801,7 +801,7 @@ def test_an_error_part_way_leaves_the_primal_model_as_it_was(covariance, monkeyp
     """Full: the walk of the third block of the second call reports a non-finite step
     (blocks after the first changed the model). Diagonal: the walk changes every row in
     place, then reports row 150 as the failing one."""
-    from kernelcw.engines import primal_diag, primal_full
+    from kernelcw.engines import _diag_walk, primal_full
 
     rng = np.random.default_rng(15)
     X = rng.normal(size=(300, 4)) * 1e10
@@ -817,13 +817,13 @@ def test_an_error_part_way_leaves_the_primal_model_as_it_was(covariance, monkeyp
 
         monkeypatch.setattr(primal_full, "_full_walk", failing_third)
     if covariance == "diag":
-        walk = primal_diag._diag_dense
+        walk = _diag_walk._diag_dense
 
         def failing(*args):
             walk(*args)
             return 150
 
-        monkeypatch.setattr(primal_diag, "_diag_dense", failing)
+        monkeypatch.setattr(_diag_walk, "_diag_dense", failing)
     before = (m.mean_.copy(), m.covariance_.copy(), m.n_updates_, m.n_mistakes_)
     with pytest.raises(FloatingPointError, match="non-finite"):
         m.partial_fit(X[100:], y[100:])

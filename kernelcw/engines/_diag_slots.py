@@ -143,14 +143,19 @@ def place(slots, mu, s, indices, lo, hi, js):
 
 
 @njit(cache=True)
-def csr_times(indptr, indices, data, w, part, squared, zero_as):
+def csr_times(indptr, indices, data, w, part, squared, zero_as, tail=(0, 0.0)):
     """(n, K): each CSR row times ``w[:, k, part]`` (its squares with ``squared``),
     reading an interleaved ``(., K, 2)`` buffer in place (the dense one with X's
     indices, or the slots' pairs with the rows' slots); a stored 0 counts as
-    ``zero_as`` (the prior variance ``a`` for ``part`` 1)."""
+    ``zero_as`` (the prior variance ``a`` for ``part`` 1). ``tail = (j, c)``, c != 0:
+    each row ends with one more entry c at buffer row j (the intercept's, which the
+    rows lack), taken last as a matrix that stores it would be."""
     n = indptr.shape[0] - 1
     K = w.shape[1]
     out = np.zeros((n, K))
+    j_end, x_end = tail
+    if squared:
+        x_end = x_end * x_end
     for i in range(n):
         for p in range(indptr[i], indptr[i + 1]):
             x = data[p]
@@ -160,4 +165,8 @@ def csr_times(indptr, indices, data, w, part, squared, zero_as):
             for k in range(K):
                 c = w[j, k, part]
                 out[i, k] += x * (zero_as if c == 0.0 else c)
+        if x_end != 0.0:
+            for k in range(K):
+                c = w[j_end, k, part]
+                out[i, k] += x_end * (zero_as if c == 0.0 else c)
     return out

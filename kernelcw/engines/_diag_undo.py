@@ -22,7 +22,7 @@ class UndoLog(NamedTuple):
     its variance in model 0 (variances are never negative; the walks read
     ``abs(s)``): the mark lives in the cache line the round reads anyway, where a
     separate set of marks cost an extra cache miss per non-zero (measured: +40% at
-    d = 2^20). :func:`.primal_diag.diag_fit` clears the marks before it returns or
+    d = 2^20). :func:`._diag_walk.diag_fit` clears the marks before it returns or
     raises.
     """
 

@@ -23,7 +23,7 @@ work is three matrix products (``P``, ``C0``, ``W W'``), BLAS-3 and
 compute-bound; the results equal the round-by-round recursion to rounding.
 
 First-order rules keep ``Sigma = a I``: they learn with the diagonal walk
-(:func:`kernelcw.engines.primal_diag.diag_fit`) and report the full matrix.
+(:func:`kernelcw.engines._diag_walk.diag_fit`) and report the full matrix.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from numba import njit
 from .._threads import BlasThreads
 from ..rules import VAR_FLOOR, RuleParams, negligible, step
 from ..spec import EngineSpec
+from ._diag_walk import diag_fit
 from ._primal_common import Counts, check_same_a, new_counts, raise_nonfinite, rule_record
 from .base import EveryRowLearns, LearnResult, Locked, check_shapes, finite_margins
-from .primal_diag import diag_fit
 
 __all__ = ["PrimalFullEngine", "default_block_size", "full_fit"]
 

@@ -197,6 +197,8 @@ def with_intercept(X, spec):
     c = spec.intercept
     if not c or spec.form == "dual":
         return X
+    if spec.form == "primal_diag" and sp.issparse(X):  # its walk appends c to each row
+        return X  # (PrimalDiagEngine._tail): the copy took half of a fit on wide text
     if sp.issparse(X):
         col = sp.csr_matrix(np.full((X.shape[0], 1), c))
         return sp.hstack([X, col], format="csr")
