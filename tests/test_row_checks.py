@@ -245,6 +245,56 @@ def test_plain_rows_predict_as_validated_rows(model, labels, monkeypatch):
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("model", MODELS, ids=list(MODELS))
+def test_csr_rows_skip_scikit_learns_checks_and_learn_the_same(model, monkeypatch):
+    """Later calls on scipy CSR rows of float64 (matrix or array) take them as
+    ``validate_data`` would return them, without calling it; other CSR rows (float32, a
+    wrong width) still go through it. Margins, predictions and the model: the same as
+    through it, bit for bit."""
+    import scipy.sparse as sp
+
+    X, y = _stream()
+    X[X < -0.5] = 0.0  # stored entries and gaps
+    est = MODELS[model]().fit(sp.csr_matrix(X[:40]), y[:40])
+    twin = copy.deepcopy(est)
+    seen = []
+    real = base_input.validate_data
+
+    def counted(*args, **kw):
+        seen.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(base_input, "validate_data", counted)
+
+    def checked(call, *args):  # the same call through scikit-learn's checks
+        with monkeypatch.context() as m:
+            m.setattr(base_input, "_plain_X", lambda est, X: False)
+            n = len(seen)
+            out = call(*args)
+            assert len(seen) > n
+            return out
+
+    rows = [sp.csr_matrix(X[i : i + 1]) for i in range(40, 80)]
+    rows += [sp.csr_array(X[80:90]), sp.csr_matrix(X[90:120:3])]
+    ys = [y[i : i + 1] for i in range(40, 80)] + [y[80:90], y[90:120:3]]
+    for R, yy in zip(rows, ys, strict=True):
+        n = len(seen)
+        got = est.partial_fit_margins(R, yy)
+        assert len(seen) == n
+        np.testing.assert_array_equal(got, checked(_full_checks_only, twin, R, yy))
+        _assert_same_state(est, twin)
+    n = len(seen)
+    fast = _predictions(est, rows[-1])
+    assert len(seen) == n
+    for a, b in zip(fast, checked(_predictions, twin, rows[-1]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    n = len(seen)
+    est.partial_fit(sp.csr_matrix(X[:2], dtype=np.float32), y[:2])  # converted: checked
+    assert len(seen) > n
+    with pytest.raises(ValueError, match="features"):
+        est.partial_fit(sp.csr_matrix(X[:2, :3]), y[:2])
+
+
 @pytest.mark.parametrize(
     ("X", "match"),
     [

@@ -218,15 +218,22 @@ def _check_not_too_large(X, a: float, big) -> None:
         )
 
 
+#: The input types :func:`_plain_X` takes: numpy's arrays and scipy's CSR.
+_PLAIN_TYPES = (np.ndarray, sp.csr_matrix, getattr(sp, "csr_array", np.ndarray))
+
+
 def _plain_X(est, X) -> bool:
     """Whether ``validate_data(est, X, reset=False, accept_sparse="csr",
     dtype=np.float64, ensure_all_finite=False)`` would return X as it is and neither
     raise nor warn: exactly for a float64 2-d ndarray with at least one row and the
     feature count the model was fitted with, of a model fitted without feature names
-    (scikit-learn's checks would find nothing to convert, name or warn about). Calls
-    of one row at a time spend most of their time in those checks otherwise (a
-    one-row ``predict`` of a B = 200 kernel model, 67 us, by hand: more than half)."""
-    if type(X) is not np.ndarray or X.dtype != np.float64 or X.ndim != 2:
+    (scikit-learn's checks would find nothing to convert, name or warn about), or a
+    scipy CSR matrix or array of float64 with those shapes (returned as it is too).
+    Calls of one row at a time spend most of their time in those checks otherwise (a
+    one-row ``predict`` of a B = 200 kernel model, 67 us, by hand: more than half; a
+    CSR row of hashed text, 280 us a ``partial_fit``, most of it pandas-like input
+    detection)."""
+    if type(X) not in _PLAIN_TYPES or X.dtype != np.float64 or X.ndim != 2:
         return False
     d = est.__dict__
     if X.shape[0] == 0 or X.shape[1] != d.get("n_features_in_", -1):
