@@ -19,6 +19,7 @@ import pytest
 import scipy.sparse as sp
 
 from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier, load, save
+from kernelcw.engines._diag_walk import diag_fit
 from kernelcw.engines.primal_diag import PrimalDiagEngine
 from kernelcw.spec import engine_spec
 
@@ -111,8 +112,10 @@ def test_slots_equal_dense_in_chunks_with_undo(name, n_classes):
 def test_intercept_left_to_the_walk_is_the_stored_column(name, n_classes):
     """CSR rows without the intercept's column (as the estimator passes them to this
     engine): each walk appends the constant c itself, and learns, undoes, fails and
-    predicts as from the matrix that stores the column, bit for bit, in both storages;
-    the column stored still works."""
+    predicts as from the matrix that stores the column, bit for bit, in both storages,
+    with the same slots in the same order (the intercept's placed after the first row's
+    coordinates, by the first call, and given back when that call is undone: the
+    prior); the column stored still works."""
     est = MAKERS[name]().set_params(fit_intercept=True, intercept_scaling=2.5)
     spec = engine_spec(est, D, n_classes)
     assert spec.intercept == 2.5 and spec.n_features == D + 1
@@ -121,13 +124,18 @@ def test_intercept_left_to_the_walk_is_the_stored_column(name, n_classes):
     X.eliminate_zeros()
     W = _cols(X, spec)
     for Twin in (Slotted, Dense):
-        a, b = Twin(spec), Dense(spec)  # a learns X, b the stored column
+        a, b = Twin(spec), Twin(spec)  # a learns X, b the stored column
+        _same_as(a, X, b, W)  # the prior, the intercept's coordinate in no slot yet
+        _learn_both_as(a, X, b, W, slice(0, 1), Y)  # placed by a first call, undone
+        restore_both_as(a, X, b, W, slice(1, 2), Y)
+        a.restore(None)  # (a first call's checkpoint: the prior)
+        b.restore(None)
+        _same_as(a, X, b, W)
+        if Twin is Slotted:
+            assert int(a._slots.n[0]) == 0
         _learn_both_as(a, X, b, W, slice(0, 70), Y)
         for lo, hi in [(70, 71), (71, 130)]:  # a checkpointed call, undone
-            ca, cb = a.checkpoint(X[lo:hi]), b.checkpoint(W[lo:hi])
-            _learn_both_as(a, X, b, W, slice(lo, hi), Y)
-            a.restore(ca)
-            b.restore(cb)
+            restore_both_as(a, X, b, W, slice(lo, hi), Y)
             _same_as(a, X, b, W)
         bad = X[130:160].toarray()
         bad[9, 4] = 1e300  # the walk raises at row 9 (not AROW, PA-I: their steps go to 0)
@@ -147,6 +155,20 @@ def test_intercept_left_to_the_walk_is_the_stored_column(name, n_classes):
         _same_as(a, X, b, W)
         _learn_both_as(a, W, b, W, slice(0, 40), Y)  # the stored column: as before
         _same_as(a, X, b, W)
+    with pytest.raises(ValueError, match="intercept"):  # full-width rows: not with it
+        diag_fit(np.zeros((1, D + 1)), np.zeros((1, D + 1)), W[:3], Y[:3, :1], spec.rule,
+                 np.empty((3, 1)), intercept=2.5)  # fmt: skip
+
+
+def restore_both_as(a, Xa, b, Xb, rows, Y):
+    """A checkpointed call on each (its rows), then its restore; the slots as before."""
+    before = None if a._slots is None else (int(a._slots.n[0]), int(b._slots.n[0]))
+    ca, cb = a.checkpoint(Xa[rows]), b.checkpoint(Xb[rows])
+    _learn_both_as(a, Xa, b, Xb, rows, Y)
+    a.restore(ca)
+    b.restore(cb)
+    if before is not None:
+        assert (int(a._slots.n[0]), int(b._slots.n[0])) == before
 
 
 def _learn_both_as(a, Xa, b, Xb, rows, Y):
@@ -162,6 +184,12 @@ def _same_as(a, Xa, b, Xb):
     sa, sb = a.state_dict(), b.state_dict()
     for k in sa:
         np.testing.assert_array_equal(sa[k], sb[k], err_msg=k)
+    if a._slots is not None:  # the same slots, in the same order
+        n = int(a._slots.n[0])
+        assert n == int(b._slots.n[0])
+        np.testing.assert_array_equal(a._slots.keys[: n + 1], b._slots.keys[: n + 1])
+        np.testing.assert_array_equal(a._slots.table, b._slots.table)
+        np.testing.assert_array_equal(a._pairs[: n + 1], b._pairs[: n + 1])
 
 
 @pytest.mark.parametrize("name", ["kl", "exact"])

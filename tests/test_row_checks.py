@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -277,6 +278,22 @@ def test_csr_rows_skip_scikit_learns_checks_and_learn_the_same(model, monkeypatc
     rows = [sp.csr_matrix(X[i : i + 1]) for i in range(40, 80)]
     rows += [sp.csr_array(X[80:90]), sp.csr_matrix(X[90:120:3])]
     ys = [y[i : i + 1] for i in range(40, 80)] + [y[80:90], y[90:120:3]]
+    wide = sp.csr_matrix(X[100:101])  # int64 indices
+    wide.indices, wide.indptr = wide.indices.astype(np.int64), wide.indptr.astype(np.int64)
+    cols = np.flatnonzero(X[101])  # unsorted, with a duplicate of cols[0] (summed)
+    vals = X[101, cols]
+    dup = sp.csr_matrix(
+        (np.r_[vals[::-1], vals[0]], np.r_[cols[::-1], cols[0]], [0, cols.size + 1]),
+        shape=(1, X.shape[1]),
+    )
+    assert not dup.has_canonical_format
+    rows += [wide, dup]
+    ys += [y[100:101], y[101:102]]
+    for R in rows:  # what the skipped checks would give: R itself, no warning
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            kw = {"accept_sparse": "csr", "dtype": np.float64, "ensure_all_finite": False}
+            assert real(est, R, reset=False, **kw) is R
     for R, yy in zip(rows, ys, strict=True):
         n = len(seen)
         got = est.partial_fit_margins(R, yy)

@@ -12,7 +12,7 @@ Newsgroups at ``2^24`` the pass took 34-35 ms instead of 51-55 (scikit-learn's
 dense buffer is faster (15 ms against 21: the slot is a second dependent load per
 non-zero), hence ``PrimalDiagEngine.SLOTS_FROM``.
 
-The rounds are :mod:`kernelcw.engines.primal_diag`'s own (``_diag_row``), run on a
+The rounds are :mod:`kernelcw.engines._diag_walk`'s own (``_diag_row``), run on a
 row whose coordinates were replaced by their slots: the arithmetic, and its order,
 is the dense walk's, so the results are the same bit for bit. Slot 0 is no
 coordinate's and stays ``(0, 0)`` (mean 0, the prior variance): a row looked up

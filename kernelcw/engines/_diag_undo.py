@@ -1,6 +1,6 @@
 """The diagonal engine's undo log: what a learn call overwrote, so that a failed or
 interrupted call leaves the model as it was (``PrimalDiagEngine.checkpoint`` arms
-one, the compiled walks of :mod:`.primal_diag` write it, ``restore`` plays it back)."""
+one, the compiled walks of :mod:`._diag_walk` write it, ``restore`` plays it back)."""
 
 from __future__ import annotations
 

@@ -280,6 +280,9 @@ def diag_fit(
     code = DIAG_METHODS[method]
     log = no_log(mu.shape[0]) if log is None else log
     sparse = slots is not None or sp.issparse(X)  # (the slots walk takes CSR rows)
+    d = mu.shape[1] if slots is None else slots.table.shape[0]  # the state's coordinates
+    if intercept and not (sparse and X.shape[1] == d - 1):
+        raise ValueError(f"intercept: CSR rows of {d - 1} columns, not {X.shape}, walk with it")
     X = sp.csr_matrix(X) if sparse else np.ascontiguousarray(X)
     rows = (X.indptr, X.indices, X.data) if sparse else None
 

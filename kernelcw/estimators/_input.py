@@ -193,7 +193,9 @@ def validate_X(est, X, reset: bool):
 
 def with_intercept(X, spec):
     """X with the intercept's constant column ``spec.intercept`` appended, for a primal
-    engine with an intercept (the dual engine adds ``c^2`` to its kernel instead)."""
+    engine with an intercept (the dual engine adds ``c^2`` to its kernel instead; the
+    primal diagonal engine appends c to CSR rows as it walks them, so those pass as
+    they are: ``PrimalDiagEngine._tail``)."""
     c = spec.intercept
     if not c or spec.form == "dual":
         return X
