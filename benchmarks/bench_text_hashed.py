@@ -14,7 +14,14 @@ validation, the state's allocation, the rollback checkpoint, the pass), and the
 compiled row loop alone (``engine.learn`` on a fresh engine made outside the
 timer; not available for SGDClassifier). Numba compilation is excluded; the
 contenders run interleaved, and each ratio is taken against the SGDClassifier run
-of the same repeat, then summarised by its median and minimum.
+of the same repeat, then summarised by its median and minimum. The papers' learners
+run without an intercept (``fit_intercept=False``); two rows run with the defaults,
+an intercept, as SGDClassifier fits one.
+
+Then one row per call: after a ``partial_fit`` on the first 100 rows, each of the
+next ``--row-calls`` rows in its own ``partial_fit`` (a CSR row, as a stream of
+hashed documents arrives), CW-Var diag with the defaults against SGDClassifier,
+interleaved call by call; the median microseconds of a call.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from ._common import PAPERS, argument_parser, md_table, median, progress, write_
 from .datasets import _newsgroups_all_groups
 
 SGD = "SGDClassifier pa1 (scikit-learn)"
+DEFAULTS = "CW-Var, diag kl, with intercept (defaults)"
 
 
 def contenders():
@@ -41,6 +49,8 @@ def contenders():
         "CW-Var, diag l2": lambda: CWClassifier(rule="var", diag_method="l2", **diag),
         "CW-Var, diag exact": lambda: CWClassifier(rule="var", diag_method="exact", **diag),
         "AROW, diag": lambda: AROWClassifier(**diag),
+        DEFAULTS: lambda: CWClassifier(rule="var", covariance="diag"),
+        "AROW, diag, with intercept (defaults)": lambda: AROWClassifier(covariance="diag"),
         SGD: lambda: SGDClassifier(
             loss="hinge", penalty=None, learning_rate="pa1", eta0=1.0, shuffle=False
         ),
@@ -119,6 +129,9 @@ def main(argv=None):
         help="HashingVectorizer widths to run, as powers of two (default: 20 24)",
     )
     ap.add_argument("--seed", type=int, default=0, help="stream order")
+    ap.add_argument(
+        "--row-calls", type=int, default=2000, help="one-row partial_fit calls timed (0: none)"
+    )
     args = ap.parse_args(argv)
 
     txt_tr, y_tr = comp_vs_rest("train", args.seed)
@@ -132,6 +145,8 @@ def main(argv=None):
             X_te = vec.transform(txt_te).astype(np.float64).tocsr()
             times = time_setting(makers, X_tr, y_tr, args.repeats, f"text_hashed 2^{k}")
             tables.append(_table(k, makers, times, X_tr, y_tr, X_te, y_te))
+            if args.row_calls:
+                tables.append(_row_table(k, makers, X_tr, y_tr, args.row_calls))
     nnz = X_tr.nnz / X_tr.shape[0]
     body = (
         "Goal (the scaling issue): the diagonal learners within 1.2x of SGDClassifier(pa1) "
@@ -181,6 +196,29 @@ def _table(k, makers, times, X_tr, y_tr, X_te, y_te) -> str:
         "online mistakes %",
     ]
     return f"### n_features = 2^{k} ({2**k:,})\n\n" + md_table(head, rows)
+
+
+def _row_table(k, makers, X, y, calls: int) -> str:
+    """One CSR row per ``partial_fit`` (:data:`DEFAULTS` and SGDClassifier), the calls
+    of the two interleaved after a first call of 100 rows; median us a call."""
+    names = [DEFAULTS, SGD]
+    models = {name: makers[name]() for name in names}
+    for est in models.values():
+        est.partial_fit(X[:100], y[:100], classes=np.array([0, 1]))
+    stop = min(X.shape[0], 100 + calls)
+    rows = [X[i : i + 1] for i in range(100, stop)]
+    us = {name: [] for name in names}
+    for i, row in enumerate(rows):
+        for name, est in models.items():
+            t0 = time.perf_counter()
+            est.partial_fit(row, y[100 + i : 101 + i])
+            us[name].append((time.perf_counter() - t0) * 1e6)
+    sgd = median(us[SGD])
+    out = [[n, f"{median(us[n]):.0f}", f"{median(us[n]) / sgd:.2f}"] for n in names]
+    return (
+        f"One CSR row per `partial_fit` at 2^{k} ({len(rows)} calls each, interleaved):\n\n"
+        + md_table(["learner", "median us a call", "/ SGD"], out)
+    )
 
 
 def _ratio(t: np.ndarray, sgd: np.ndarray) -> str:
