@@ -187,6 +187,14 @@ def _diag_row(mu, s, idx, val, Yi, out_i, rp, method, counts, log, ts, tail):
 _WALK = {"cache": True, "_nrt": False}
 
 
+@njit(cache=True, inline="always")
+def _ahead(buf, indptr, indices, i, n):
+    """Prefetch ``buf``'s lines (row 0) at the coordinates of CSR row i + :data:`AHEAD`."""
+    if i + AHEAD < n:
+        for q in range(indptr[i + AHEAD], indptr[i + AHEAD + 1]):
+            prefetch(buf, 0, indices[q])
+
+
 @njit(**_WALK)
 def _diag_csr(mu, s, rows, Y, out, rp, method, counts, log, ts, tail):
     """The rows of a CSR matrix (``rows``: its indptr, indices, data) in order
@@ -196,9 +204,7 @@ def _diag_csr(mu, s, rows, Y, out, rp, method, counts, log, ts, tail):
     indptr, indices, data = rows
     n = indptr.shape[0] - 1
     for i in range(n):
-        if i + AHEAD < n:
-            for q in range(indptr[i + AHEAD], indptr[i + AHEAD + 1]):
-                prefetch(mu, 0, indices[q])
+        _ahead(mu, indptr, indices, i, n)
         lo = indptr[i]
         hi = indptr[i + 1]
         idx, val = indices[lo:hi], data[lo:hi]
@@ -222,9 +228,7 @@ def _slots_csr(slots, mu, s, rows, Y, out, rp, method, counts, log, bufs, tail):
     js, ts, last = bufs
     ct = tail[1]
     for i in range(n):
-        if i + AHEAD < n:
-            for q in range(indptr[i + AHEAD], indptr[i + AHEAD + 1]):
-                prefetch(table, 0, indices[q])
+        _ahead(table, indptr, indices, i, n)
         lo = indptr[i]
         hi = indptr[i + 1]
         m = hi - lo
