@@ -197,3 +197,77 @@ def test_a_fit_waits_for_a_call_learning_into_the_engine_it_replaces(make, monke
     other.join()
     assert (est.n_updates_, est.n_mistakes_) == (ref.n_updates_, ref.n_mistakes_)
     np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))
+
+
+def _pause_after_start(monkeypatch, name: str) -> threading.Event:
+    """Thread ``name`` pauses for 0.3 s just after :meth:`CWEstimator._start` made its
+    new engine the model's (a thread switch there); the event is set as it pauses."""
+    from kernelcw.estimators._base import CWEstimator
+
+    start, paused = CWEstimator._start, threading.Event()
+
+    def slow(self, *args):
+        out = start(self, *args)
+        if threading.current_thread().name == name:
+            paused.set()
+            time.sleep(0.3)
+        return out
+
+    monkeypatch.setattr(CWEstimator, "_start", slow)
+    return paused
+
+
+def test_a_call_that_sees_a_first_call_start_waits_for_its_rows(monkeypatch):
+    """Thread A's first partial_fit fails in learning, after its new engine became the
+    model's; thread B, which sees the model started in between, waits for A's call
+    (the engine's lock is A's from before the model had it) and then finds the model
+    as A's failure left it, unfitted: its own row alone cannot start it (one class),
+    and it is not learnt into A's dropped engine with B told it went in."""
+    paused = _pause_after_start(monkeypatch, "A")
+    est = SCWClassifier(kernel="poly", degree=3)
+    out = {}
+
+    def a():
+        try:
+            est.partial_fit(np.full((1, 4), 1e60), np.array([0]), classes=[0, 1])
+        except ValueError as e:
+            out["A"] = e
+
+    def b():
+        paused.wait(5)
+        try:
+            out["B"] = est.partial_fit_margins(np.ones((1, 4)), np.array([1]))
+        except ValueError as e:
+            out["B"] = e
+
+    ta, tb = threading.Thread(target=a, name="A"), threading.Thread(target=b, name="B")
+    ta.start()
+    tb.start()
+    ta.join()
+    tb.join()
+    assert "NaN or infinity" in str(out["A"])
+    assert "one class" in str(out["B"])
+    assert not hasattr(est, "classes_")
+
+
+def test_a_call_that_sees_a_fit_start_continues_the_fitted_model(monkeypatch):
+    """A partial_fit in another thread that sees a fit's new engine before the fit's
+    first pass waits for the whole fit (its lock is the fit's from before the model had
+    it): the model is the fit's, then the row; never the row, then the fit's passes on
+    top of it."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = (X[:, 0] > 0).astype(int)
+    xb, yb = np.array([[5.0, -5.0, 5.0]]), np.array([0])
+    ref = SCWClassifier(kernel="rbf").fit(X, y).partial_fit(xb, yb)
+    est = SCWClassifier(kernel="rbf").fit(X[:5], y[:5])
+    paused = _pause_after_start(monkeypatch, "A")
+    ta = threading.Thread(target=lambda: est.fit(X, y), name="A")
+    tb = threading.Thread(target=lambda: (paused.wait(5), est.partial_fit(xb, yb)), name="B")
+    ta.start()
+    tb.start()
+    ta.join()
+    tb.join()
+    np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))
+    np.testing.assert_array_equal(est.support_, ref.support_)
+    assert (est.n_updates_, est.n_mistakes_) == (ref.n_updates_, ref.n_mistakes_)

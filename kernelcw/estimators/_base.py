@@ -100,17 +100,23 @@ class CWEstimator(
         papers; ``n_mistakes_`` counts the mistakes over all passes.
         """
         checked = check_params(self)
-        with restore_on_error(self):  # a failed or interrupted fit keeps the model it had
-            X, y, classes_, spec = self._validate(X, y, None, True, checked, square=True)
-            self._start(classes_, spec)
-            Y = self._label_matrix(y)
-            rng = check_random_state(self.random_state)
-            for _ in range(self.n_iter):
-                if self.shuffle:
-                    order = rng.permutation(X.shape[0])
-                    self._learn(X[order], Y[order], checked[0], positions=order)
-                else:
-                    self._learn(X, Y, checked[0], positions=np.arange(X.shape[0]))
+        held: list = []
+        try:
+            with restore_on_error(self):  # a failed or interrupted fit keeps the model it had
+                X, y, classes_, spec = self._validate(X, y, None, True, checked, square=True)
+                # the new engine's lock held from before it is the model's until the last
+                # pass: a partial_fit from another thread continues the fitted model
+                engine = self._start(classes_, spec, held)
+                Y = self._label_matrix(y)
+                rng = check_random_state(self.random_state)
+                for _ in range(self.n_iter):
+                    if self.shuffle:
+                        order = rng.permutation(X.shape[0])
+                        self._learn(X[order], Y[order], checked[0], order, engine)
+                    else:
+                        self._learn(X, Y, checked[0], np.arange(X.shape[0]), engine)
+        finally:
+            _release(held)
         return self
 
     def partial_fit(self, X, y, classes=None):
@@ -146,24 +152,23 @@ class CWEstimator(
         params = _param_values(self)
         checked = self._checked_params()
         if not hasattr(self, "classes_"):
-            before = engine = None
+            before, held = None, []
             try:  # a first call that fails or is interrupted anywhere leaves it unfitted
                 with _FIRST_CALL:  # two threads starting one model: one starts, one continues
                     if not hasattr(self, "classes_"):
                         before = self.__dict__.copy()
                         Xv, yv, classes_, spec = self._validate(X, y, classes, True, checked)
-                        self._start(classes_, spec)
-                        engine = self._engine
-                        engine.lock.acquire()  # calls that continue it wait for this one
-                if engine is not None:  # learning holds the engine's lock only
-                    return self._learn(Xv, self._label_matrix(yv), checked[0])
+                        # its lock held from before it is the model's: calls that
+                        # continue it (seeing classes_) wait for this one
+                        self._start(classes_, spec, held)
+                if held:  # learning holds the engine's lock only
+                    return self._learn(Xv, self._label_matrix(yv), checked[0], None, held[0])
             except BaseException:
                 if before is not None:
                     put_back(self, before)
                 raise
-            finally:  # (owned: a Ctrl-C may land before the acquire, or right after it)
-                if engine is not None and engine.lock._is_owned():
-                    engine.lock.release()
+            finally:
+                _release(held)
         engine = self._engine  # (the model these checks are for)
         self._check_structure()
         if checked[1] != engine.spec.form:
@@ -281,13 +286,27 @@ class CWEstimator(
         spec = specs[0] if specs else self._engine.spec
         return with_intercept(X, spec), y, classes_, specs[0] if specs else None
 
-    def _start(self, classes_: np.ndarray, spec) -> None:
-        """A fresh engine and counters (the prior N(0, a I))."""
+    def _start(self, classes_: np.ndarray, spec, held: list | None = None):
+        """A fresh engine and counters (the prior N(0, a I)), returned. With ``held``, its
+        lock is taken before the engine becomes the model's and stays held (the engine
+        in ``held``, for the caller to release, :func:`_release`), so that a call from
+        another thread that sees the new model waits for the caller's rows (a first
+        ``partial_fit``'s, or every pass of a ``fit``), and learns into the model they
+        made or, should they fail, finds the engine dropped. Ctrl-C is held back from
+        the lock to the model's new attributes, so a held lock is always in ``held``."""
         if spec.n_models == 1:
             counts = (0, 0, 0)
         else:
             counts = tuple(np.zeros(spec.n_models, dtype=np.int64) for _ in COUNTERS)
-        self._install(build_engine(spec), classes_, counts)
+        engine = build_engine(spec)
+        if held is None:  # (a model no other thread can see yet: the river adapter's)
+            self._install(engine, classes_, counts)
+            return engine
+        with deferred_interrupt():
+            engine.lock.acquire()
+            held.append(engine)
+            self._install(engine, classes_, counts)
+        return engine
 
     def _import_state(self, engine, classes_: np.ndarray, counters: tuple) -> None:
         """Install a fitted state rebuilt outside ``fit`` (by :func:`kernelcw.load`): the
@@ -437,6 +456,14 @@ class CWEstimator(
         # rows of a Gram matrix: scikit-learn's splitters then cut K[train][:, train]
         tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
         return tags
+
+
+def _release(held: list) -> None:
+    """Release the locks :meth:`CWEstimator._start` took (``held``) that this thread
+    still owns."""
+    for engine in held:
+        if engine.lock._is_owned():
+            engine.lock.release()
 
 
 def _any(counts) -> bool:
