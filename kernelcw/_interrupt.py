@@ -15,6 +15,7 @@ that: no handler swapped (two system calls) on every call.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import threading
@@ -24,7 +25,13 @@ try:  # the C module under ``signal``: the same calls without the enum conversio
 except ImportError:  # pragma: no cover - an interpreter without it
     _sig = signal
 
-__all__ = ["as_interrupt", "deferred_interrupt", "put_back", "restore_on_error"]
+__all__ = [
+    "as_interrupt",
+    "deferred_interrupt",
+    "put_back",
+    "restore_on_error",
+    "surfaces_interrupts",
+]
 
 
 class deferred_interrupt:  # noqa: N801 - used as a function: ``with deferred_interrupt():``
@@ -97,3 +104,24 @@ def as_interrupt(err: BaseException) -> BaseException:
             seen.add(id(cause))
             cause = cause.__cause__ or cause.__context__
     return err
+
+
+def surfaces_interrupts(method):
+    """``method`` (a public entry point: fit, partial_fit, the predictions, the river
+    adapter's calls), with numba's SystemError for a Ctrl-C (:func:`as_interrupt`)
+    raised as the KeyboardInterrupt it carries: compiled code runs outside the learning
+    call's own translation too (a one-row call's quiet try and input check, every
+    prediction), and a user's ``except KeyboardInterrupt`` must see one. Free unless
+    something is raised."""
+
+    @functools.wraps(method)
+    def call(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except SystemError as err:
+            interrupt = as_interrupt(err)
+            if interrupt is not err:
+                raise interrupt from None
+            raise
+
+    return call

@@ -44,7 +44,7 @@ import numpy as np
 from sklearn.base import clone
 
 from ._diag_stream import DiagStream, fast_engine, sum_of_squares
-from ._interrupt import deferred_interrupt
+from ._interrupt import deferred_interrupt, surfaces_interrupts
 from ._river_input import dict_row, frame_values
 from .estimators import CWClassifier
 from .estimators._base import _FLOOR_WARNING, CWEstimator, warn_stabilised
@@ -159,6 +159,7 @@ class Classifier(_river_base.MiniBatchClassifier):
     def labels(self) -> list:
         return list(self._labels)
 
+    @surfaces_interrupts
     def learn_one(self, x: dict, y) -> None:
         if self._declared is not None and y not in self._known:
             raise ValueError(f"label {y!r} is not one of classes={self.classes!r}")
@@ -173,6 +174,7 @@ class Classifier(_river_base.MiniBatchClassifier):
                 return
         self._learn(self._commit(*self._row(x)), [y])
 
+    @surfaces_interrupts
     def learn_many(self, X, y) -> None:
         labels = list(y)
         if len(labels) != len(X):
@@ -184,6 +186,7 @@ class Classifier(_river_base.MiniBatchClassifier):
         if labels:
             self._learn(self._commit(*self._frame(X)), labels)
 
+    @surfaces_interrupts
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
         fast = self._fast_path()
         row = None if fast is None else self._sparse(x)
@@ -195,6 +198,7 @@ class Classifier(_river_base.MiniBatchClassifier):
             P = self._proba(self._row(x)[1])
         return {} if P is None else dict(zip(self._out_labels(), P[0].tolist(), strict=True))
 
+    @surfaces_interrupts
     def predict_one(self, x: dict, **kwargs):
         fast = self._fast_path()
         row = None if fast is None else self._sparse(x)
@@ -204,6 +208,7 @@ class Classifier(_river_base.MiniBatchClassifier):
             f = fast.margin(*row)[0]
         return self._labels[1] if f >= 0.0 else self._labels[0]
 
+    @surfaces_interrupts
     def predict_proba_many(self, X):
         import pandas as pd
 
@@ -212,6 +217,7 @@ class Classifier(_river_base.MiniBatchClassifier):
             return pd.DataFrame(index=X.index)
         return pd.DataFrame(P, index=X.index, columns=self._out_labels())
 
+    @surfaces_interrupts
     def predict_many(self, X):
         import pandas as pd
 

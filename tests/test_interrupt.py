@@ -294,3 +294,48 @@ def test_learning_turns_numba_s_system_error_into_the_interrupt(monkeypatch):
         est.partial_fit(X[30:], y[30:])
     for a, b in zip(_snapshot(est, X), before, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def _boxed(fn):
+    """``fn`` that runs, then fails as numba does when a Ctrl-C lands while it boxes a
+    compiled call's result."""
+
+    def call(*args, **kw):
+        fn(*args, **kw)
+        err = SystemError("CPUDispatcher(...) returned a result with an exception set")
+        err.__cause__ = KeyboardInterrupt()
+        raise err
+
+    return call
+
+
+@pytest.mark.parametrize("where", ["quiet try", "row check", "prediction", "fit check"])
+def test_a_ctrl_c_in_compiled_code_outside_learning_is_a_keyboard_interrupt(where, monkeypatch):
+    """The compiled code a call runs before or without its learning call (a one-row
+    call's quiet try and value check, a prediction, fit's input pass) reaches the
+    caller as the KeyboardInterrupt, not numba's SystemError, and changes nothing."""
+    import kernelcw.estimators._base as base
+    import kernelcw.estimators._input as inp
+    from kernelcw.engines.dual.engine import DualEngine
+
+    X, y = _stream(60)
+    est = SCWClassifier(kernel="rbf", budget=8).fit(X[:30], y[:30])
+    for i in range(30, 40):  # the one-row record made, quiet tries going
+        est.partial_fit(X[i : i + 1], y[i : i + 1])
+    before = _snapshot(est, X)
+    target, name = {
+        "quiet try": (DualEngine, "quiet_row"),
+        "row check": (base, "row_passes"),
+        "prediction": (DualEngine, "decision"),
+        "fit check": (inp, "_max_abs"),
+    }[where]
+    monkeypatch.setattr(target, name, _boxed(getattr(target, name)))
+    with pytest.raises(KeyboardInterrupt):
+        if where == "prediction":
+            est.predict(X[40:41])
+        elif where == "fit check":
+            est.fit(X[40:], y[40:])
+        else:
+            est.partial_fit(X[40:41], y[40:41])
+    for a, b in zip(_snapshot(est, X), before, strict=True):
+        np.testing.assert_array_equal(a, b)

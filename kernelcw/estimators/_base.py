@@ -18,13 +18,20 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 
-from .._interrupt import as_interrupt, deferred_interrupt, put_back, restore_on_error
+from .._interrupt import (
+    as_interrupt,
+    deferred_interrupt,
+    put_back,
+    restore_on_error,
+    surfaces_interrupts,
+)
 from ..engines import build_engine
 from ..engines.base import learn_or_stabilise
 from ..rules import VAR_FLOOR
 from ..spec import check_memory, check_params, engine_spec
 from ._input import _same_classes, row_passes, validate_training, with_intercept
 from ._mixins import COUNTERS, CountersMixin, DualAttributesMixin, PredictionMixin
+from ._params import param_getter, param_values, params_key, same_objects
 
 __all__ = ["CWEstimator"]
 
@@ -47,6 +54,7 @@ STRUCTURAL = (
     "intercept_scaling",
 )
 
+_STRUCTURE = operator.itemgetter(*STRUCTURAL)
 _NO_GUARD = contextlib.nullcontext()  # (a call whose engine can undo it after it returned)
 
 #: Held while a model's first partial_fit call starts it (creates its engine).
@@ -92,6 +100,7 @@ class CWEstimator(
 
     # ------------------------------------------------------------ training
 
+    @surfaces_interrupts
     def fit(self, X, y):
         """Fit the model from scratch: ``n_iter`` passes over (X, y).
 
@@ -137,6 +146,7 @@ class CWEstimator(
         self.partial_fit_margins(X, y, classes)
         return self
 
+    @surfaces_interrupts
     def partial_fit_margins(self, X, y, classes=None) -> np.ndarray:
         """:meth:`partial_fit` that returns the (n, K) decision values ``mu . x`` each
         row saw before its update: the online protocol's predictions, at no extra
@@ -149,7 +159,7 @@ class CWEstimator(
                 pass
         # the parameter objects these checks are for, taken before them: a record made
         # below never pairs newer parameters (a set_params meanwhile) with an older rule
-        params = _param_values(self)
+        params = param_values(self)
         checked = self._checked_params()
         if not hasattr(self, "classes_"):
             before, held = None, []
@@ -205,7 +215,7 @@ class CWEstimator(
             return None
         if d.get("classes_") is not classes_:
             return None
-        if not _same_objects(_param_getter(type(self)), self, params):
+        if not same_objects(param_getter(type(self)), self, params):
             return None
         if not row_passes(X[0], a):  # finite, and a times its squared norm (the full checks')
             return None
@@ -261,9 +271,9 @@ class CWEstimator(
         a call of ``partial_fit`` on one row spent a tenth of its time re-checking them.
         Any other value (a callable kernel, a RandomState, ...) is checked every call."""
         cached = self.__dict__.get("_checked_for")
-        if cached is not None and _same_objects(_param_getter(type(self)), self, cached[0][1]):
+        if cached is not None and same_objects(param_getter(type(self)), self, cached[0][1]):
             return cached[1]  # the same (immutable) objects as the cached ones: the same key
-        key = _params_key(self)
+        key = params_key(self)
         if key is not None and cached is not None and cached[0] == key:
             return cached[1]
         checked = check_params(self)
@@ -337,7 +347,7 @@ class CWEstimator(
         began = self.__dict__.get("_began_with")
         if began is None:
             return ""
-        if tuple(began) == STRUCTURAL and _same_objects(_STRUCTURE, self, _STRUCTURE(began)):
+        if tuple(began) == STRUCTURAL and same_objects(_STRUCTURE, self, _STRUCTURE(began)):
             return ""  # the same objects (every call of a stream): nothing changed
         now = self._structure()
         changed = [
@@ -474,51 +484,6 @@ def _any(counts) -> bool:
 class _Dropped(Exception):
     """The engine a call was checked for, or waited for, is no longer the model's: its
     first call failed, or a fit (or load) replaced it meanwhile."""
-
-
-_PLAIN = frozenset((int, float, str, bool, type(None)))
-_PARAM_NAMES: dict[type, operator.itemgetter] = {}
-_STRUCTURE = operator.itemgetter(*STRUCTURAL)
-
-
-def _param_getter(cls) -> operator.itemgetter:
-    """The class's parameters, in order, from an instance's ``__dict__``."""
-    getter = _PARAM_NAMES.get(cls)
-    if getter is None:  # scikit-learn reads the signature with inspect on every call
-        getter = _PARAM_NAMES[cls] = operator.itemgetter(*cls._get_param_names())
-    return getter
-
-
-def _param_values(est) -> tuple | None:
-    """The parameter objects, in the class's order (None if one is not an attribute)."""
-    try:
-        return _param_getter(type(est))(est.__dict__)
-    except KeyError:
-        return None
-
-
-def _same_objects(getter: operator.itemgetter, est, values: tuple) -> bool:
-    """Whether ``getter(est.__dict__)`` are the very objects ``values`` (False if one
-    is not set as an attribute): two cheap C calls where every call of a stream passes."""
-    try:
-        return all(map(operator.is_, getter(est.__dict__), values))
-    except KeyError:
-        return False
-
-
-def _params_key(est) -> tuple | None:
-    """The parameters as a hashable key, (their types, their values) in the class's
-    parameter order, or None if one is not a plain scalar or string (whose checks could
-    depend on more than its value)."""
-    getter = _param_getter(type(est))
-    try:
-        values = getter(est.__dict__)
-    except KeyError:  # a parameter not set as an attribute: check it every call
-        return None
-    types = tuple(map(type, values))
-    if not _PLAIN.issuperset(types):
-        return None
-    return types, values
 
 
 def _engine_word(form: str) -> str:

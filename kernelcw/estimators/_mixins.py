@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from .._interrupt import deferred_interrupt
+from .._interrupt import deferred_interrupt, surfaces_interrupts
 from ._input import validate_X
 from ._proba import binary_proba, multiclass_proba
 
@@ -124,6 +124,7 @@ def _has_proba(est) -> bool:
 class PredictionMixin:
     """decision_function, predict, predict_proba and the primal attributes."""
 
+    @surfaces_interrupts
     def decision_function(self, X):
         """The mean margin ``mu . x``: (n_samples,) for two classes, else (n_samples, K)."""
         _check_fitted(self)
@@ -139,6 +140,7 @@ class PredictionMixin:
             return self._engine.margins(X)
 
     @available_if(_has_proba)
+    @surfaces_interrupts
     def predict_proba(self, X):
         """Probability of each class under the model's Gaussian N(mu, Sigma) over weights.
 
@@ -158,6 +160,7 @@ class PredictionMixin:
         f, v = self._margins(X)
         return margin_proba(f, v)
 
+    @surfaces_interrupts
     def predict(self, X):
         """The sign of ``mu . x`` (``sign(0) = +1``, i.e. ``classes_[1]``); argmax for OvR."""
         _check_fitted(self)
