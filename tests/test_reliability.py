@@ -436,6 +436,34 @@ def test_explicit_budget_division_by_zero_is_a_documented_error(policy):
     assert np.isfinite(est.decision_function(X)).all()
 
 
+@pytest.mark.filterwarnings("ignore:.*variance fell below")
+@pytest.mark.parametrize("case", [0, 1, 2, 3, 6, 7])
+def test_factor_walk_division_by_zero_is_a_documented_error(case):
+    """A row whose poly kernel value is near float64's largest (1e77 at degree 2): the
+    queue ("oldest"), lazy ("random") and batch-pruned walks ("smallest", once its
+    nu/Pi form failed and the model moved to the factor) divided by a divisor that left
+    float64's range and numba raised a bare ZeroDivisionError (an audit's streams, in
+    its order); now a FloatingPointError that names the rows, the model as it was, and
+    the stream continues."""
+    rng = np.random.default_rng(0)
+    for _ in range(case):  # (the audit drew the cases' streams in turn from one rng)
+        rng.normal(size=(60, 4))
+    policy, n_classes = ("smallest", "random", "project", "oldest")[case // 2], 2 + case % 2
+    X = rng.normal(size=(60, 4))
+    y = (X[:, 0] > 0).astype(int) + (n_classes == 3) * (X[:, 1] > 0.5).astype(int)
+    est = SCWClassifier(kernel="poly", degree=2, coef0=1.0, budget=10, budget_policy=policy,
+                        random_state=0)  # fmt: skip
+    est.partial_fit(X[:20], y[:20], classes=np.arange(n_classes))
+    for i in range(20, 40):
+        est.partial_fit(X[i : i + 1], y[i : i + 1])
+    before = fitted_attributes(est)
+    with pytest.raises(FloatingPointError, match="training rows 40-40"):
+        est.partial_fit(np.full((1, 4), 1e77), y[:1])
+    assert_same_attributes(fitted_attributes(est), before)
+    est.partial_fit(X[40:], y[40:])
+    assert np.isfinite(est.decision_function(X)).all()
+
+
 def test_explicit_form_refuses_an_overflowed_pi():
     """A 1e150 row in the explicit form (poly degree 1): Pi overflowed to inf while the
     margins stayed finite, and the call finished quietly (found by the long property

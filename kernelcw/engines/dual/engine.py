@@ -235,7 +235,14 @@ class DualEngine(Locked):
         t0 = 0
         entered, nfl = [], 0
         while True:
-            w = form.walk(ctx, blk, t0, ks, f_blk)
+            try:
+                w = form.walk(ctx, blk, t0, ks, f_blk)
+            except ZeroDivisionError:  # (numba's Python error model in the factor walks)
+                raise FloatingPointError(
+                    f"non-finite step in training rows {int(cols[t0])}-{int(cols[-1])}: a "
+                    "divisor in the walk left float64's range (kernel values near its "
+                    "largest: rescale X, or lower the kernel's degree or gamma)"
+                ) from None
             entered.append(w.entered)
             nfl += w.n_floored
             ks = w.ks
