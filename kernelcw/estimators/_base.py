@@ -302,20 +302,19 @@ class CWEstimator(
         in ``held``, for the caller to release, :func:`_release`), so that a call from
         another thread that sees the new model waits for the caller's rows (a first
         ``partial_fit``'s, or every pass of a ``fit``), and learns into the model they
-        made or, should they fail, finds the engine dropped. Ctrl-C is held back from
-        the lock to the model's new attributes, so a held lock is always in ``held``."""
+        made or, should they fail, finds the engine dropped. Ctrl-C is held back between
+        taking the lock and recording it, so a held lock is always in ``held``; not
+        while ``_install`` waits for the old engine's lock (another thread's call)."""
         if spec.n_models == 1:
             counts = (0, 0, 0)
         else:
             counts = tuple(np.zeros(spec.n_models, dtype=np.int64) for _ in COUNTERS)
         engine = build_engine(spec)
-        if held is None:  # (a model no other thread can see yet: the river adapter's)
-            self._install(engine, classes_, counts)
-            return engine
-        with deferred_interrupt():
-            engine.lock.acquire()
-            held.append(engine)
-            self._install(engine, classes_, counts)
+        if held is not None:
+            with deferred_interrupt():  # (no Ctrl-C between the lock and its record)
+                engine.lock.acquire()
+                held.append(engine)
+        self._install(engine, classes_, counts)  # (may wait for the old engine's lock)
         return engine
 
     def _import_state(self, engine, classes_: np.ndarray, counters: tuple) -> None:

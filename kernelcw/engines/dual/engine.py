@@ -238,10 +238,14 @@ class DualEngine(Locked):
             try:
                 w = form.walk(ctx, blk, t0, ks, f_blk)
             except ZeroDivisionError:  # (numba's Python error model in the factor walks)
+                rows = cols[t0:]  # (stream positions: a shuffled fit's are not in order)
+                where = f"training row {int(rows[0])}" if rows.size == 1 else (
+                    f"one of {rows.size} training rows ({int(rows.min())} to {int(rows.max())})"
+                )  # fmt: skip
                 raise FloatingPointError(
-                    f"non-finite step in training rows {int(cols[t0])}-{int(cols[-1])}: a "
-                    "divisor in the walk left float64's range (kernel values near its "
-                    "largest: rescale X, or lower the kernel's degree or gamma)"
+                    f"non-finite step at {where}: a divisor in the walk left float64's "
+                    "range (kernel values near its largest: rescale X, or lower the "
+                    "kernel's degree or gamma)"
                 ) from None
             entered.append(w.entered)
             nfl += w.n_floored
