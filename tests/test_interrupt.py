@@ -340,3 +340,28 @@ def test_a_ctrl_c_in_compiled_code_outside_learning_is_a_keyboard_interrupt(wher
     monkeypatch.undo()  # (the snapshot predicts: through the real calls)
     for a, b in zip(_snapshot(est, X), before, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("call", ["learn_one", "predict_one", "predict_proba_one"])
+def test_a_ctrl_c_in_the_river_adapters_fast_path_is_a_keyboard_interrupt(call, monkeypatch):
+    """The river adapter's per-row calls on the diagonal fast path (compiled rounds
+    called straight from them) translate numba's SystemError for a Ctrl-C as every
+    public call does."""
+    pytest.importorskip("river")
+    from kernelcw import CWClassifier
+    from kernelcw._diag_stream import DiagStream
+    from kernelcw.river import Classifier
+
+    model = Classifier(CWClassifier(covariance="diag"))
+    rng = np.random.default_rng(0)
+    rows = [({"a": float(u), "b": float(v)}, bool(u > v)) for u, v in rng.normal(size=(30, 2))]
+    for x, y in rows:
+        model.learn_one(x, y)
+    before = model.estimator_.coef_.copy()
+    name = "learn" if call == "learn_one" else "margin"
+    monkeypatch.setattr(DiagStream, name, _boxed(getattr(DiagStream, name)))
+    with pytest.raises(KeyboardInterrupt):
+        getattr(model, call)(*rows[0][: 2 if call == "learn_one" else 1])
+    monkeypatch.undo()
+    if call != "learn_one":
+        np.testing.assert_array_equal(model.estimator_.coef_, before)

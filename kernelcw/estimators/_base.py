@@ -19,10 +19,10 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 
 from .._interrupt import (
-    as_interrupt,
     deferred_interrupt,
     put_back,
     restore_on_error,
+    surface_interrupt,
     surfaces_interrupts,
 )
 from ..engines import build_engine
@@ -146,53 +146,55 @@ class CWEstimator(
         self.partial_fit_margins(X, y, classes)
         return self
 
-    @surfaces_interrupts
     def partial_fit_margins(self, X, y, classes=None) -> np.ndarray:
         """:meth:`partial_fit` that returns the (n, K) decision values ``mu . x`` each
         row saw before its update: the online protocol's predictions, at no extra
         cost (:func:`kernelcw.run_online` uses it)."""
-        row = self._row_call(X, y, classes)
-        if row is not None:
-            try:  # (checked for the recorded engine: learnt by it, or not at all)
-                return self._learn(*row)
-            except _Dropped:  # a fit replaced the engine meanwhile: the full checks
-                pass
-        # the parameter objects these checks are for, taken before them: a record made
-        # below never pairs newer parameters (a set_params meanwhile) with an older rule
-        params = param_values(self)
-        checked = self._checked_params()
-        if not hasattr(self, "classes_"):
-            before, held = None, []
-            try:  # a first call that fails or is interrupted anywhere leaves it unfitted
-                with _FIRST_CALL:  # two threads starting one model: one starts, one continues
-                    if not hasattr(self, "classes_"):
-                        before = self.__dict__.copy()
-                        Xv, yv, classes_, spec = self._validate(X, y, classes, True, checked)
-                        # its lock held from before it is the model's: calls that
-                        # continue it (seeing classes_) wait for this one
-                        self._start(classes_, spec, held)
-                if held:  # learning holds the engine's lock only
-                    return self._learn(Xv, self._label_matrix(yv), checked[0], None, held[0])
-            except BaseException:
-                if before is not None:
-                    put_back(self, before)
-                raise
-            finally:
-                _release(held)
-        engine = self._engine  # (the model these checks are for)
-        self._check_structure()
-        if checked[1] != engine.spec.form:
-            raise ValueError(
-                f"kernel={self.kernel!r}, mode={self.mode!r} selects the "
-                f"{_engine_word(checked[1])} engine but this model was started in the "
-                f"{_engine_word(engine.spec.form)} one; call fit to start over"
-            )
-        Xv, yv, _, _ = self._validate(X, y, classes, False, checked)
-        self._remember_row(Xv, yv, checked, params, engine)
-        try:
-            return self._learn(Xv, self._label_matrix(yv), checked[0], engine=engine)
-        except _Dropped:  # the engine was dropped or replaced meanwhile: start again
-            return self.partial_fit_margins(X, y, classes)
+        try:  # (surfaces_interrupts' work, without its frame on every row's call)
+            row = self._row_call(X, y, classes)
+            if row is not None:
+                try:  # (checked for the recorded engine: learnt by it, or not at all)
+                    return self._learn(*row)
+                except _Dropped:  # a fit replaced the engine meanwhile: the full checks
+                    pass
+            # the parameter objects these checks are for, taken before them: a record made
+            # below never pairs newer parameters (a set_params meanwhile) with an older rule
+            params = param_values(self)
+            checked = self._checked_params()
+            if not hasattr(self, "classes_"):
+                before, held = None, []
+                try:  # a first call that fails or is interrupted anywhere leaves it unfitted
+                    with _FIRST_CALL:  # two threads starting one model: one starts, one continues
+                        if not hasattr(self, "classes_"):
+                            before = self.__dict__.copy()
+                            Xv, yv, classes_, spec = self._validate(X, y, classes, True, checked)
+                            # its lock held from before it is the model's: calls that
+                            # continue it (seeing classes_) wait for this one
+                            self._start(classes_, spec, held)
+                    if held:  # learning holds the engine's lock only
+                        return self._learn(Xv, self._label_matrix(yv), checked[0], None, held[0])
+                except BaseException:
+                    if before is not None:
+                        put_back(self, before)
+                    raise
+                finally:
+                    _release(held)
+            engine = self._engine  # (the model these checks are for)
+            self._check_structure()
+            if checked[1] != engine.spec.form:
+                raise ValueError(
+                    f"kernel={self.kernel!r}, mode={self.mode!r} selects the "
+                    f"{_engine_word(checked[1])} engine but this model was started in the "
+                    f"{_engine_word(engine.spec.form)} one; call fit to start over"
+                )
+            Xv, yv, _, _ = self._validate(X, y, classes, False, checked)
+            self._remember_row(Xv, yv, checked, params, engine)
+            try:
+                return self._learn(Xv, self._label_matrix(yv), checked[0], engine=engine)
+            except _Dropped:  # the engine was dropped or replaced meanwhile: start again
+                return self.partial_fit_margins(X, y, classes)
+        except SystemError as err:
+            surface_interrupt(err)
 
     def _row_call(self, X, y, classes):
         """The arguments of :meth:`_learn` (X, Y, rule, None, the engine) for a call
@@ -433,9 +435,8 @@ class CWEstimator(
             if counts is None or self.__dict__.get("_counts") is not counts:
                 with deferred_interrupt():
                     engine.restore(checkpoint)
-            interrupt = as_interrupt(err)
-            if interrupt is not err:
-                raise interrupt from None
+            if isinstance(err, SystemError):
+                surface_interrupt(err)
             raise
         return res, failed
 
