@@ -12,10 +12,10 @@ import pytest
 import scipy.sparse as sp
 
 from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier
+from kernelcw._blas import RANK_LOOP_MAX
 from kernelcw.engines.dual import DualEngine
 from kernelcw.engines.dual.deferred import sub_block
 from kernelcw.engines.dual.status import NONFINITE, NOT_PSD, OK, raise_for
-from kernelcw.engines.dual.steps import FUSED_MAX
 from kernelcw.rules import AROW, STDEV, VAR
 
 # (estimator, parameters, the factor form each model is in after the first chunk)
@@ -361,20 +361,20 @@ def test_state_of_an_unknown_factor_form_is_a_clear_error():
 
 
 @pytest.mark.parametrize("saving", [False, True])
-@pytest.mark.parametrize("n", [0, 1, 37, FUSED_MAX, FUSED_MAX + 3])
-def test_pi_rank1_updates_the_lower_triangle_and_saves_it_in_the_same_pass(n, saving):
+@pytest.mark.parametrize("n", [0, 1, 37, RANK_LOOP_MAX, RANK_LOOP_MAX + 3])
+def test_pi_update_writes_the_lower_triangle_and_saves_it_in_the_same_pass(n, saving):
     """The explicit walk's update of Pi (its lower triangle, in a capacity buffer) and,
-    at a call's first update, the save of Pi before it: by one loop up to FUSED_MAX
-    support vectors, by a copy and BLAS dsyr above. Nothing else is written."""
-    from kernelcw._blas import SYM_BLAS
-    from kernelcw.engines.dual.steps import pi_rank1
+    at a call's first update, the save of Pi before it (``_blas.sym_r1_save``): by one
+    loop up to RANK_LOOP_MAX support vectors, by a copy and BLAS dsyr above. Nothing else
+    is written."""
+    from kernelcw._blas import SYM_BLAS, sym_r1_save
 
     rng = np.random.default_rng(n)
     cap = n + 2
     Pi, save = rng.normal(size=(cap, cap)), rng.normal(size=(cap, cap))
     Pi0, save0 = Pi.copy(), save.copy()
     c, alpha = rng.normal(size=cap), -0.37
-    pi_rank1(SYM_BLAS, n, alpha, c, Pi, save, saving)
+    sym_r1_save(SYM_BLAS, n, alpha, c, Pi, save, saving)
     low = np.tril(np.ones((cap, cap), dtype=bool))
     low[n:] = low[:, n:] = False  # the leading n x n lower triangle
     want = Pi0 + alpha * np.outer(c, c)

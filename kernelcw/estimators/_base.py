@@ -431,13 +431,11 @@ class CWEstimator(
                 counts = self._counted(res)
                 if self.__dict__.get("_engine") is engine:  # (else a fit dropped it)
                     self._counts = counts  # one store: the call is done, counted whole
-        except BaseException as err:  # an error or a Ctrl-C: the model as before the call
+        except BaseException:  # an error or a Ctrl-C: the model as before the call
             if counts is None or self.__dict__.get("_counts") is not counts:
                 with deferred_interrupt():
                     engine.restore(checkpoint)
-            if isinstance(err, SystemError):
-                surface_interrupt(err)
-            raise
+            raise  # (numba's SystemError for a Ctrl-C: the public call surfaces it)
         return res, failed
 
     def _counted(self, res) -> tuple:

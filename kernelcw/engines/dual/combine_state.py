@@ -41,7 +41,7 @@ from .explicit import ExplicitForm
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
-from .store import jittered, kernel_jitter
+from .store import _diagonal, jittered, kernel_jitter
 
 __all__ = [
     "build_engine",
@@ -105,7 +105,7 @@ def gram(kernel, rows) -> tuple[np.ndarray, np.ndarray]:
     plain kernel (:func:`build_engine`)."""
     K = kernel.block(rows, rows)
     K = 0.5 * (K + K.T)
-    kap = kernel.diag(rows) if kernel._f is None else np.diagonal(K).copy()
+    kap = kernel.diag(rows) if kernel._f is None else _diagonal(K)
     return K, kap
 
 

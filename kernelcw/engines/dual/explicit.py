@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..._blas import sym_mv, sym_record, symm_lower
+from ..._blas import sym_mv, sym_r1_save, sym_record, symm_lower
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
 from ...budget.kernels import PolicyState, lower_symmetric
 from ...budget.policies import grown
@@ -32,7 +32,7 @@ from .explicit_undo import UNARMED, Saved, restore_saved, spares
 from .form import BlockData, Form, Walked
 from .quiet import quiet_explicit
 from .status import NONFINITE, NOT_PSD, OK, PSD_TOL
-from .steps import ExplicitResult, Undo, checked_step, pi_rank1, save_model
+from .steps import ExplicitResult, Undo, checked_step, save_model
 
 __all__ = ["BLOCKED_POLICIES", "ExplicitForm", "explicit_walk"]
 
@@ -88,7 +88,7 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
     With more than ``pol.budget`` support vectors after an update, one leaves at
     once (:func:`kernelcw.budget.evict`). With ``undo.armed`` (the call's first
     update is still to come) the walk saves the model into ``undo`` as it first
-    changes it: Pi in the pass that updates it (:func:`.steps.pi_rank1`), the inverse
+    changes it: Pi in the pass that updates it (:func:`kernelcw._blas.sym_r1_save`), the inverse
     Gram matrix kinv in the pass of its first change (``policy_append``'s
     :func:`kernelcw.budget.kernels.kinv_append`), the rest just after Pi, before any
     other change (:func:`save_model`). Returns an :class:`ExplicitResult`.
@@ -140,9 +140,9 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
                 alpha = 0.0
         if alpha > 0.0:
             if second is not None:  # Pi -= beta c c', its lower triangle; the call's
-                # first change: Pi saved in the same pass (pi_rank1), the rest next
+                # first change: Pi saved in the same pass (sym_r1_save), the rest next
                 # (kinv as it first changes)
-                pi_rank1(pol.blas, n, -beta, c, Pi, undo.Pi, armed)
+                sym_r1_save(pol.blas, n, -beta, c, Pi, undo.Pi, armed)
             saving = armed  # (kinv: saved as policy_append changes it first, below)
             if armed:  # before any other change: save what restore needs
                 save_model(n, sup, pol, undo, False, False)

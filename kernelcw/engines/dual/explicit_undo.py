@@ -7,7 +7,7 @@ change: then :func:`.steps.save_model` copies the model's leading blocks into an
 :class:`.steps.Undo` of spare buffers (Pi and kinv by their lower triangles, G by
 its lower triangle or, for a walk of one input, by the one row its removal
 overwrites; the round-by-round walk saves Pi and kinv in the passes of their first
-updates, :func:`.steps.pi_rank1` and :func:`kernelcw.budget.kernels.kinv_append`), and
+updates, :func:`kernelcw._blas.sym_r1_save` and :func:`kernelcw.budget.kernels.kinv_append`), and
 :func:`restore_saved` writes them back. The spares stay with the
 form between calls (:func:`spares`), so a call of one row that updates writes into
 memory it already has.

@@ -22,13 +22,11 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..._blas import RANK_LOOP_MAX, sym_r1_save
 from ..._cholupdate import givens_update
 from ...rules import VAR_FLOOR, negligible, step
 from .status import NONFINITE, NOT_PSD, OK
 
 __all__ = [
-    "FUSED_MAX",
     "Block",
     "ExplicitResult",
     "NewRows",
@@ -41,7 +39,6 @@ __all__ = [
     "chol_rank1",
     "chol_solve_lower",
     "own_block",
-    "pi_rank1",
     "plain_result",
     "save_model",
 ]
@@ -215,27 +212,6 @@ def plain_result(res):
     return (res.n_new, res.deaths, res.n_floored, res.index, res.status)
 
 
-#: Up to this many support vectors, :func:`pi_rank1` updates Pi by its own loop and
-#: saves it in the same pass; above, by BLAS dsyr after a copy (faster once Pi and its
-#: copy no longer fit in cache). By hand, one-row calls of AROW (RBF, d = 50, every
-#: row updating and removing), median against copy + dsyr: B = 700 "project" 0.42
-#: against 0.46 ms, "smallest" 0.40 against 0.42; B = 1000 "project" 1.14 against
-#: 1.09 ms; SCW-I B = 200 on magic, mean call: "smallest" 79 -> 77 us. The same size
-#: as :data:`kernelcw._blas.RANK_LOOP_MAX`, so that above it "dsyr" is BLAS's.
-FUSED_MAX = RANK_LOOP_MAX
-
-
-@njit(cache=True)
-def pi_rank1(fns, n, alpha, c, Pi, save, saving):
-    """The lower triangle of ``Pi[:n, :n]`` += alpha c c', the update of the explicit
-    walk (:func:`.explicit.explicit_walk`), and with ``saving`` Pi's lower triangle
-    before it into ``save`` (the call's first update, :func:`save_model`), in the same
-    pass while n <= :data:`FUSED_MAX` (always by this loop then, saving or not: the
-    same rounding however a stream is cut into calls), else a copy and BLAS dsyr
-    (:func:`kernelcw._blas.sym_r1_save`, whose loop and limit these are)."""
-    sym_r1_save(fns, n, alpha, c, Pi, save, saving)
-
-
 @njit(cache=True)
 def save_model(n, sup, pol, undo, with_pi=True, with_kinv=True):
     """The model's leading n, and the policy's tracked arrays, into ``undo`` (an empty
@@ -246,7 +222,7 @@ def save_model(n, sup, pol, undo, with_pi=True, with_kinv=True):
     of G where the walk logs its one changed row instead (``undo.gp``). Element by
     element, in one function: a slice assignment compiles numba's shape check and its
     error message, and each helper function its own compile, seconds of a cold start.
-    ``with_pi=False``: not Pi (the caller saved it, :func:`pi_rank1`);
+    ``with_pi=False``: not Pi (the caller saved it, :func:`kernelcw._blas.sym_r1_save`);
     ``with_kinv=False``: not kinv (the explicit walk saves it as the update that
     appends changes it first, :func:`kernelcw.budget.kernels.kinv_append`)."""
     for i in range(n):
