@@ -271,3 +271,89 @@ def test_a_call_that_sees_a_fit_start_continues_the_fitted_model(monkeypatch):
     np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))
     np.testing.assert_array_equal(est.support_, ref.support_)
     assert (est.n_updates_, est.n_mistakes_) == (ref.n_updates_, ref.n_mistakes_)
+
+
+def _pause_in_validate(monkeypatch, name: str, fail: bool) -> threading.Event:
+    """Thread ``name`` pauses for 0.4 s in its call's input checks (after a ``fit`` or a
+    first ``partial_fit`` has noted the model it would put back), then raises if
+    ``fail``; the event is set as it pauses."""
+    from kernelcw.estimators._base import CWEstimator
+
+    validate, paused = CWEstimator._validate, threading.Event()
+
+    def slow(self, *args, **kw):
+        if threading.current_thread().name == name:
+            paused.set()
+            time.sleep(0.4)
+            if fail:
+                raise ValueError("A's rows are refused")
+        return validate(self, *args, **kw)
+
+    monkeypatch.setattr(CWEstimator, "_validate", slow)
+    return paused
+
+
+def _two(a, b) -> dict:
+    """Run ``a`` in thread "A", then ``b`` in thread "B" once A paused; their errors."""
+    errors: dict = {}
+
+    def run(name, fn):
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - recorded for the assertions
+            errors[name] = e
+
+    ta = threading.Thread(target=run, args=("A", a), name="A")
+    tb = threading.Thread(target=run, args=("B", b), name="B")
+    ta.start()
+    tb.start()
+    ta.join()
+    tb.join()
+    return errors
+
+
+def test_a_failing_fit_does_not_undo_a_fit_that_finished_meanwhile(monkeypatch):
+    """Thread A's fit fails after thread B's fit of the same estimator began: fits are
+    applied one after the other, so B's model stays (A's failure once put back the
+    model from before both, though B's fit had returned)."""
+    X, y = _stream(4, n=120)
+    ref = SCWClassifier(kernel="rbf").fit(X[60:], y[60:])
+    est = SCWClassifier(kernel="rbf").fit(X[:10], y[:10])
+    paused = _pause_in_validate(monkeypatch, "A", fail=True)
+    errors = _two(lambda: est.fit(X, y), lambda: (paused.wait(5), est.fit(X[60:], y[60:])))
+    assert "B" not in errors and "refused" in str(errors["A"])
+    np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))
+    assert (est.n_updates_, est.n_mistakes_) == (ref.n_updates_, ref.n_mistakes_)
+
+
+def test_a_first_call_does_not_replace_a_fit_that_finished_meanwhile(monkeypatch):
+    """Thread A's first partial_fit is checking its rows when thread B fits the same
+    estimator: one after the other, so the model ends as B's fit (A's call once
+    started a fresh model over B's fitted one, which B had been told was done)."""
+    X, y = _stream(5, n=120)
+    ref = SCWClassifier(kernel="rbf").fit(X, y)
+    est = SCWClassifier(kernel="rbf")
+    paused = _pause_in_validate(monkeypatch, "A", fail=False)
+    errors = _two(
+        lambda: est.partial_fit(X[:3], y[:3], classes=[0, 1]),
+        lambda: (paused.wait(5), est.fit(X, y)),
+    )
+    assert not errors
+    np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))
+    assert (est.n_updates_, est.n_mistakes_) == (ref.n_updates_, ref.n_mistakes_)
+
+
+def test_a_failing_fit_keeps_the_counts_of_calls_that_continued_the_model(monkeypatch):
+    """While thread A's fit (which fails) checks its rows, thread B continues the model
+    it would replace: A puts back that model with B's rows counted (it put back the
+    counters from before B's call beside an engine that had learnt B's rows)."""
+    X, y = _stream(6, n=120)
+    ref = SCWClassifier(kernel="rbf").fit(X[:30], y[:30]).partial_fit(X[30:60], y[30:60])
+    est = SCWClassifier(kernel="rbf").fit(X[:30], y[:30])
+    paused = _pause_in_validate(monkeypatch, "A", fail=True)
+    errors = _two(
+        lambda: est.fit(X, y), lambda: (paused.wait(5), est.partial_fit(X[30:60], y[30:60]))
+    )
+    assert "B" not in errors and "refused" in str(errors["A"])
+    np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))
+    assert (est.n_updates_, est.n_mistakes_) == (ref.n_updates_, ref.n_mistakes_)

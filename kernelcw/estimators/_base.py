@@ -11,25 +11,19 @@ from __future__ import annotations
 import contextlib
 import math
 import operator
-import threading
 import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 
-from .._interrupt import (
-    deferred_interrupt,
-    put_back,
-    restore_on_error,
-    surface_interrupt,
-    surfaces_interrupts,
-)
+from .._interrupt import deferred_interrupt, put_back, surface_interrupt, surfaces_interrupts
 from ..engines import build_engine
 from ..engines.base import learn_or_stabilise
 from ..rules import VAR_FLOOR
 from ..spec import check_memory, check_params, engine_spec
 from ._input import _same_classes, row_passes, validate_training, with_intercept
+from ._locks import model_lock, put_back_model, release
 from ._mixins import COUNTERS, CountersMixin, DualAttributesMixin, PredictionMixin
 from ._params import param_getter, param_values, params_key, same_objects
 
@@ -56,9 +50,6 @@ STRUCTURAL = (
 
 _STRUCTURE = operator.itemgetter(*STRUCTURAL)
 _NO_GUARD = contextlib.nullcontext()  # (a call whose engine can undo it after it returned)
-
-#: Held while a model's first partial_fit call starts it (creates its engine).
-_FIRST_CALL = threading.Lock()
 
 _FLOOR_WARNING = (
     "{name}: the margin variance fell below {floor:g} * a * |x|^2 on {n} round(s) and "
@@ -110,12 +101,14 @@ class CWEstimator(
         """
         checked = check_params(self)
         held: list = []
-        try:
-            with restore_on_error(self):  # a failed or interrupted fit keeps the model it had
+        replaced: list = []  # (the replaced model's counters, _start's)
+        with model_lock(self):  # fits and first calls one after the other (._locks)
+            before = self.__dict__.copy()
+            try:
                 X, y, classes_, spec = self._validate(X, y, None, True, checked, square=True)
                 # the new engine's lock held from before it is the model's until the last
                 # pass: a partial_fit from another thread continues the fitted model
-                engine = self._start(classes_, spec, held)
+                engine = self._start(classes_, spec, held, replaced)
                 Y = self._label_matrix(y)
                 rng = check_random_state(self.random_state)
                 for _ in range(self.n_iter):
@@ -124,8 +117,11 @@ class CWEstimator(
                         self._learn(X[order], Y[order], checked[0], order, engine)
                     else:
                         self._learn(X, Y, checked[0], np.arange(X.shape[0]), engine)
-        finally:
-            _release(held)
+            except BaseException:  # a failed or interrupted fit keeps the model it had
+                put_back_model(self, before, replaced)
+                raise
+            finally:
+                release(held)
         return self
 
     def partial_fit(self, X, y, classes=None):
@@ -162,23 +158,24 @@ class CWEstimator(
             params = param_values(self)
             checked = self._checked_params()
             if not hasattr(self, "classes_"):
-                before, held = None, []
-                try:  # a first call that fails or is interrupted anywhere leaves it unfitted
-                    with _FIRST_CALL:  # two threads starting one model: one starts, one continues
-                        if not hasattr(self, "classes_"):
-                            before = self.__dict__.copy()
+                held: list = []
+                # two threads starting one model: one starts, one continues; a fit meanwhile
+                # waits for the whole call, or the call continues the fit's model (._locks)
+                with model_lock(self):
+                    if not hasattr(self, "classes_"):
+                        before = self.__dict__.copy()
+                        try:  # failed or interrupted anywhere: the estimator stays unfitted
                             Xv, yv, classes_, spec = self._validate(X, y, classes, True, checked)
                             # its lock held from before it is the model's: calls that
                             # continue it (seeing classes_) wait for this one
                             self._start(classes_, spec, held)
-                    if held:  # learning holds the engine's lock only
-                        return self._learn(Xv, self._label_matrix(yv), checked[0], None, held[0])
-                except BaseException:
-                    if before is not None:
-                        put_back(self, before)
-                    raise
-                finally:
-                    _release(held)
+                            Y = self._label_matrix(yv)
+                            return self._learn(Xv, Y, checked[0], None, held[0])
+                        except BaseException:
+                            put_back(self, before)
+                            raise
+                        finally:
+                            release(held)
             engine = self._engine  # (the model these checks are for)
             self._check_structure()
             if checked[1] != engine.spec.form:
@@ -298,15 +295,17 @@ class CWEstimator(
         spec = specs[0] if specs else self._engine.spec
         return with_intercept(X, spec), y, classes_, specs[0] if specs else None
 
-    def _start(self, classes_: np.ndarray, spec, held: list | None = None):
+    def _start(self, classes_: np.ndarray, spec, held: list | None = None, replaced=None):
         """A fresh engine and counters (the prior N(0, a I)), returned. With ``held``, its
         lock is taken before the engine becomes the model's and stays held (the engine
-        in ``held``, for the caller to release, :func:`_release`), so that a call from
+        in ``held``, for the caller to release, :func:`._locks.release`), so that a call from
         another thread that sees the new model waits for the caller's rows (a first
         ``partial_fit``'s, or every pass of a ``fit``), and learns into the model they
         made or, should they fail, finds the engine dropped. Ctrl-C is held back between
         taking the lock and recording it, so a held lock is always in ``held``; not
-        while ``_install`` waits for the old engine's lock (another thread's call)."""
+        while ``_install`` waits for the old engine's lock (another thread's call).
+        ``replaced``: a list that gets the replaced model's counters, as ``_install``
+        found them (:func:`._locks.put_back_model`)."""
         if spec.n_models == 1:
             counts = (0, 0, 0)
         else:
@@ -316,7 +315,9 @@ class CWEstimator(
             with deferred_interrupt():  # (no Ctrl-C between the lock and its record)
                 engine.lock.acquire()
                 held.append(engine)
-        self._install(engine, classes_, counts)  # (may wait for the old engine's lock)
+        old_counts = self._install(engine, classes_, counts)  # (may wait for its lock)
+        if replaced is not None:
+            replaced.append(old_counts)
         return engine
 
     def _import_state(self, engine, classes_: np.ndarray, counters: tuple) -> None:
@@ -326,11 +327,13 @@ class CWEstimator(
         began with."""
         self._install(engine, classes_, tuple(counters))
 
-    def _install(self, engine, classes_: np.ndarray, counts: tuple) -> None:
+    def _install(self, engine, classes_: np.ndarray, counts: tuple):
         """The model becomes ``engine`` with its classes and counters, under the replaced
-        engine's lock: a call learning into that one stores its counters first."""
+        engine's lock: a call learning into that one stores its counters first. Returns
+        the replaced model's counters (None: there was none)."""
         old = self.__dict__.get("_engine")
         with old.lock if old is not None else _NO_GUARD:
+            old_counts = self.__dict__.get("_counts")
             self.__dict__.pop("_row_memo", None)  # (the last engine's: let it go)
             # the engine before the classes: a call that sees classes_ continues the
             # model (partial_fit_margins), and finds its engine
@@ -338,6 +341,7 @@ class CWEstimator(
             self._began_with = self._structure()
             self.classes_ = classes_
             self._counts = counts
+        return old_counts
 
     def _structure(self) -> dict:
         return {k: getattr(self, k) for k in STRUCTURAL}
@@ -456,6 +460,7 @@ class CWEstimator(
         # (scikit-learn's may return the instance's own __dict__: a copy, not the model)
         state = dict(super().__getstate__())
         state.pop("_row_memo", None)  # (a cache of this process's objects, made again)
+        state.pop("_model_lock", None)  # (a lock, not the model: ._locks)
         return state
 
     def __sklearn_tags__(self):
@@ -464,14 +469,6 @@ class CWEstimator(
         # rows of a Gram matrix: scikit-learn's splitters then cut K[train][:, train]
         tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
         return tags
-
-
-def _release(held: list) -> None:
-    """Release the locks :meth:`CWEstimator._start` took (``held``) that this thread
-    still owns."""
-    for engine in held:
-        if engine.lock._is_owned():
-            engine.lock.release()
 
 
 def _any(counts) -> bool:
