@@ -357,3 +357,83 @@ def test_a_failing_fit_keeps_the_counts_of_calls_that_continued_the_model(monkey
     assert "B" not in errors and "refused" in str(errors["A"])
     np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))
     assert (est.n_updates_, est.n_mistakes_) == (ref.n_updates_, ref.n_mistakes_)
+
+
+def test_a_ctrl_c_anywhere_in_install_leaves_the_fitted_model_and_its_counters():
+    """A KeyboardInterrupt at each line of ``_install`` (where a refit replaces the
+    model) leaves the model it had and its counters (a review found one line after
+    which the old model came back with the new model's zeroed counters)."""
+    import sys
+
+    from kernelcw.estimators._base import CWEstimator
+
+    X, y = _stream(7, n=60)
+    code = CWEstimator._install.__code__
+    lines = sorted({line for _, _, line in code.co_lines() if line and line > code.co_firstlineno})
+    assert len(lines) >= 6
+    for at in lines:
+        est = SCWClassifier(kernel="rbf").fit(X[:30], y[:30])
+        before = (est.n_updates_, est.n_mistakes_, est.decision_function(X))
+        fired = []
+
+        def tracer(frame, event, arg, at=at, fired=fired):
+            if frame.f_code is not code:
+                return None
+
+            def local(frame, event, arg):
+                if event == "line" and frame.f_lineno == at and not fired:
+                    fired.append(at)
+                    raise KeyboardInterrupt
+                return local
+
+            return local
+
+        sys.settrace(tracer)
+        try:
+            est.fit(X, y)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        if not fired:  # (a line this fit does not run)
+            continue
+        assert (est.n_updates_, est.n_mistakes_) == before[:2], at
+        np.testing.assert_array_equal(est.decision_function(X), before[2])
+
+
+def test_a_fit_failing_after_it_replaced_the_model_waits_for_no_old_lock(monkeypatch):
+    """A fit that fails after its engine replaced the model puts the old one back
+    without taking the old engine's lock (it holds its new engine's, and no call learns
+    into the old one any more): a thread that holds the old engine's lock and waits
+    for the model's current engine (``combine([est, est])`` reading the engine twice
+    around the fit's replacement) no longer deadlocks with it."""
+    from kernelcw.estimators._base import CWEstimator
+
+    X, y = _stream(8, n=60)
+    est = SCWClassifier(kernel="rbf").fit(X[:30], y[:30])
+    old, learn, installed = est._engine, CWEstimator._learn, threading.Event()
+
+    def failing(self, *args, **kw):
+        if threading.current_thread().name == "F":
+            installed.set()
+            time.sleep(0.3)
+            raise ValueError("the fit fails after it replaced the model")
+        return learn(self, *args, **kw)
+
+    monkeypatch.setattr(CWEstimator, "_learn", failing)
+
+    def reader():
+        with old.lock:
+            installed.wait(5)
+            with est._engine.lock:  # the fit's new engine, held until it put back the old
+                pass
+
+    f = threading.Thread(target=lambda: pytest.raises(ValueError, est.fit, X, y), name="F")
+    r = threading.Thread(target=reader)
+    f.daemon = r.daemon = True  # (a deadlock fails the test instead of hanging pytest)
+    f.start()
+    r.start()
+    f.join(10)
+    r.join(10)
+    assert not f.is_alive() and not r.is_alive(), "deadlocked"
+    assert est._engine is old

@@ -315,9 +315,7 @@ class CWEstimator(
             with deferred_interrupt():  # (no Ctrl-C between the lock and its record)
                 engine.lock.acquire()
                 held.append(engine)
-        old_counts = self._install(engine, classes_, counts)  # (may wait for its lock)
-        if replaced is not None:
-            replaced.append(old_counts)
+        self._install(engine, classes_, counts, replaced)  # (may wait for the old one's lock)
         return engine
 
     def _import_state(self, engine, classes_: np.ndarray, counters: tuple) -> None:
@@ -327,13 +325,14 @@ class CWEstimator(
         began with."""
         self._install(engine, classes_, tuple(counters))
 
-    def _install(self, engine, classes_: np.ndarray, counts: tuple):
+    def _install(self, engine, classes_: np.ndarray, counts: tuple, replaced=None) -> None:
         """The model becomes ``engine`` with its classes and counters, under the replaced
-        engine's lock: a call learning into that one stores its counters first. Returns
-        the replaced model's counters (None: there was none)."""
+        engine's lock: a call learning into that one stores its counters first.
+        ``replaced``: a list that gets the replaced model's counters first."""
         old = self.__dict__.get("_engine")
         with old.lock if old is not None else _NO_GUARD:
-            old_counts = self.__dict__.get("_counts")
+            if replaced is not None:  # (before anything changes: ._locks.put_back_model)
+                replaced.append(self.__dict__.get("_counts"))
             self.__dict__.pop("_row_memo", None)  # (the last engine's: let it go)
             # the engine before the classes: a call that sees classes_ continues the
             # model (partial_fit_margins), and finds its engine
@@ -341,7 +340,6 @@ class CWEstimator(
             self._began_with = self._structure()
             self.classes_ = classes_
             self._counts = counts
-        return old_counts
 
     def _structure(self) -> dict:
         return {k: getattr(self, k) for k in STRUCTURAL}

@@ -265,9 +265,9 @@ def validate_training(est, X, y, classes, first_call: bool, square: bool = False
     ``square``: a precomputed kernel's X must be the whole Gram matrix (``fit``).
     ``then(X, classes_)`` runs last (e.g. the memory check). A first call's
     ``validate_data(reset=True)`` writes ``n_features_in_`` and ``feature_names_in_``:
-    its callers (``fit`` and a first ``partial_fit``) run it inside
-    :func:`kernelcw._interrupt.restore_on_error`, which puts them back if anything
-    fails; a later call's (``reset=False``) writes nothing.
+    its callers (``fit`` and a first ``partial_fit``) put them back if anything fails
+    (:func:`kernelcw._interrupt.put_back`); a later call's (``reset=False``) writes
+    nothing.
     """
     plain = None if first_call else _plain_arrays(est, X, y)
     if plain is None:

@@ -15,7 +15,6 @@ Lock order: the estimator's, then engines' (a new engine's, then the one it repl
 
 from __future__ import annotations
 
-import contextlib
 import threading
 
 from .._interrupt import deferred_interrupt, put_back
@@ -23,30 +22,40 @@ from .._interrupt import deferred_interrupt, put_back
 __all__ = ["model_lock", "put_back_model", "release"]
 
 
-def model_lock(est) -> threading.Lock:
+def model_lock(est) -> threading.RLock:
     """``est``'s lock for the calls that replace its model, made on first use (not part
     of the model: ``CWEstimator.__getstate__`` leaves it out, so pickles and copies
-    get their own)."""
+    get their own). Re-entrant, as the engines' are: a fit started from inside another
+    (a callable kernel's, a warning handler's) goes on as it did before this lock."""
     lock = est.__dict__.get("_model_lock")
     if lock is None:  # dict.setdefault is atomic: two threads get the same lock
-        lock = est.__dict__.setdefault("_model_lock", threading.Lock())
+        lock = est.__dict__.setdefault("_model_lock", threading.RLock())
     return lock
 
 
 def put_back_model(est, before: dict, replaced: list) -> None:
     """After a failed ``fit``: ``est``'s attributes as in ``before`` (noted under
     :func:`model_lock`), but with the counters its model has *now*: calls from other
-    threads may have continued that model after ``before`` was noted. ``replaced``
-    holds the counters ``CWEstimator._install`` found when it replaced that model (no
-    call learns into it after that), or is empty (the fit failed before: the model is
-    still the estimator's, and its counters are read under its engine's lock). Ctrl-C
-    is held back until it is done, the wait for that lock included."""
+    threads may have continued that model after ``before`` was noted. Where the fit's
+    engine had replaced it, those are the counters ``CWEstimator._install`` put in
+    ``replaced`` under its engine's lock before replacing it (no call learns into it
+    after that); else the model is still the estimator's, and its counters are read
+    under its engine's lock (taken only then: the fit holds its new engine's, and a
+    thread holding the old one may wait for that). Ctrl-C is held back until it is
+    done, the wait for that lock included."""
     old = before.get("_engine")
-    with deferred_interrupt(), old.lock if old is not None else contextlib.nullcontext():
-        if "_counts" in before:
-            before = dict(before)
-            before["_counts"] = replaced[0] if replaced else est.__dict__["_counts"]
-        put_back(est, before)
+    with deferred_interrupt():
+        if "_counts" not in before:  # (unfitted before: nothing continued it)
+            put_back(est, before)
+            return
+        before = dict(before)
+        if est.__dict__.get("_engine") is not old:  # (only this call could replace it)
+            before["_counts"] = replaced[0]
+            put_back(est, before)
+            return
+        with old.lock:
+            before["_counts"] = est.__dict__["_counts"]
+            put_back(est, before)
 
 
 def release(held: list) -> None:
