@@ -149,6 +149,10 @@ def _data_lines(path: str):
 MAX_INDEX = 2**31 - 2
 
 
+#: Labels read exactly are smaller than this in size (float64's integers, :func:`load_svmlight`).
+_EXACT_LABELS = 2.0**53
+
+
 def _line_problem(text: str) -> str | None:
     """What is wrong with one example line (``label index:value ...``), or None."""
     if text.startswith("\ufffd"):
@@ -218,6 +222,11 @@ def load_svmlight(path: str | os.PathLike) -> Dataset:
         X, y = load_svmlight_file(path, dtype=np.float64)
     except OSError as e:
         raise DatasetError(f"cannot read data file {path!r}: {e.strerror or e}") from None
+    except EOFError:  # (gzip and bz2: a compressed stream cut short)
+        raise DatasetError(
+            f"cannot read data file {path!r}: the compressed data ends early (a truncated "
+            "download or copy?)"
+        ) from None
     except (ValueError, TypeError, IndexError, OverflowError) as e:  # incl. UnicodeDecodeError
         detail = _first_bad_line(path) or (str(e).splitlines()[0] if str(e) else type(e).__name__)
         raise DatasetError(
@@ -231,6 +240,15 @@ def load_svmlight(path: str | os.PathLike) -> Dataset:
     ):
         detail = _first_bad_line(path) or "non-finite values or non-integer labels"
         raise DatasetError(f"{path!r}: {detail}")
+    # the labels are read as float64: beyond 2^53 in size, different labels in the file
+    # can read as one (and past int64 the cast below would wrap): refused, not merged
+    big = np.flatnonzero(np.abs(labels) >= _EXACT_LABELS)  # (2^53 + 1 reads as 2^53)
+    if big.size:
+        raise DatasetError(
+            f"{path!r}: example {int(big[0]) + 1} has the label {labels[big[0]]:.17g}: "
+            "labels are read as floating point, exact only below 2^53 in size (renumber the "
+            "classes)"
+        )
     # Integral float labels (1.0, -1.0) read back as ints, so they print as in the file.
     if labels.size and np.all(np.isfinite(labels)) and np.all(labels == np.round(labels)):
         labels = labels.astype(np.int64)

@@ -126,6 +126,11 @@ def _sqdist_csr(ap, ai, ad, bp, bi, bd, pairs):
 #: computed from the differences directly: for a row or two against a small support set
 #: (row-at-a-time learning under a budget) the BLAS expansion's own work is nothing and
 #: its ~10 numpy calls were most of a call's time.
+#: The largest polynomial degree (a C int, as libsvm's): larger ones overflow the
+#: compiled kernels' integer power, and every value but 0 and 1 overflows float64 long
+#: before it.
+_MAX_DEGREE = 2**31 - 1
+
 SMALL_BLOCK = 1 << 16
 
 
@@ -325,13 +330,12 @@ class Kernel:
         if (
             isinstance(degree, bool)
             or not isinstance(degree, numbers.Real)
-            or not np.isfinite(degree)
-            or degree < 1
+            or not (1 <= degree <= _MAX_DEGREE)  # (NaN too; an int past float64 compares)
             or float(degree) != int(degree)
         ):
             # (gamma x.z + coef0)^degree is real for negative bases only at integer
             # degrees (as scikit-learn's SVC, which takes an int)
-            raise ValueError(f"degree={degree!r} must be an integer >= 1")
+            raise ValueError(f"degree={degree!r} must be an integer from 1 to {_MAX_DEGREE}")
         self.degree = int(degree)
         self.coef0 = check_finite("coef0", coef0)
 

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
+from sklearn.utils.validation import column_or_1d
 
 from ._validation import check_positive_int
+from .estimators._input import _unique_labels
 
 __all__ = ["OnlineResult", "run_online"]
 
@@ -113,12 +115,16 @@ def run_online(
         X = X.tocsr()  # COO and others cannot be sliced by rows
     elif not hasattr(X, "shape"):
         X = np.asarray(X)  # lists and other array-likes
-    y = np.asarray(y)
+    # a column (n, 1) becomes (n,) with scikit-learn's warning, as fit takes it (compared
+    # as a column with the (n,) predictions it broadcast to n x n mistakes)
+    y = column_or_1d(y, warn=True)
     n = y.shape[0]
     if X.shape[0] != n:
         raise ValueError(f"X has {X.shape[0]} rows but y has {n} labels")
+    if n == 0:
+        raise ValueError("run_online needs at least one example; X and y are empty")
     if classes is None:
-        classes = np.unique(y) if not hasattr(est, "classes_") else est.classes_
+        classes = _unique_labels(y, "y") if not hasattr(est, "classes_") else est.classes_
     classes = np.asarray(classes)
     chunk = int(chunk_size)
     own = hasattr(est, "partial_fit_margins")  # kernelcw: returns the margins it saw

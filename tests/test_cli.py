@@ -186,6 +186,8 @@ def test_dataset_or_kernel_keeps_the_seven_linear_defaults(capsys):
         ("scw1:rbf:poly", ("unexpected 'poly'",)),
         ("scw:rbf", ("unknown algorithm 'scw' in 'scw:rbf'", "'scw1' or 'scw2'")),
         (":rbf", ("unknown algorithm ''",)),
+        ("scw1:rbf:\u00b2", ("unexpected '\u00b2'",)),  # (a digit to str.isdigit, not to int)
+        ("all:rbff", ("-a 'all:rbff': unknown kernel 'rbff'",)),  # (as typed, not 'pa:rbff')
     ],
 )
 def test_bad_algorithm_entry(capsys, monkeypatch, spec, fragments):
@@ -499,7 +501,7 @@ def test_full_covariance_too_large_suggests_diag(tmp_path, capsys):
     assert main(["run", "--data", str(path)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert_one_line_error(captured.err, "GiB", "--covariance diag")
+    assert_one_line_error(captured.err, "GiB", "--covariance diag", "-a ")  # (which entry)
     assert main(["run", "--data", str(path), "--covariance", "diag", "-a", "scw1"]) == 0
 
 
@@ -512,6 +514,9 @@ def test_full_covariance_too_large_suggests_diag(tmp_path, capsys):
         (b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "not a LIBSVM/svmlight file"),
         (b"", "holds no examples"),
         (b"1 1:1\n1 2:1\n", "only one class"),
+        (b"1e20 1:1\n-1 1:2\n", "example 1 has the label 1e+20"),  # (past int64: wrapped)
+        # 2^53 + 1 reads as 2^53: two classes of the file would have merged into one
+        (b"-1 1:1\n9007199254740993 1:2\n9007199254740992 1:3\n", "exact only below 2^53"),
     ],
 )
 def test_bad_data_file(tmp_path, capsys, content, fragment):
@@ -558,6 +563,19 @@ def test_a_ten_megabyte_line_is_read(tmp_path, capsys):
     assert "1000000 features" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("suffix", [".gz", ".bz2"])
+def test_truncated_compressed_data_file(tmp_path, capsys, suffix):
+    import bz2
+    import gzip
+
+    text = b"".join(b"%d 1:%d\n" % (i % 2 * 2 - 1, i) for i in range(3000))
+    packed = (gzip if suffix == ".gz" else bz2).compress(text)
+    path = tmp_path / f"data.svm{suffix}"
+    path.write_bytes(packed[: len(packed) // 2])
+    assert main(["run", "--data", str(path)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "cannot read data file", "ends early")
+
+
 def test_data_file_that_is_a_directory(tmp_path, capsys):
     assert main(["run", "--data", str(tmp_path)]) == 2
     assert_one_line_error(capsys.readouterr().err, "is a directory")
@@ -596,15 +614,43 @@ def test_plot_png(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    ("name", "fragment"), [("curves.xyz", "extension"), ("missing/curves.png", "does not exist")]
+    ("name", "fragment"),
+    [
+        ("curves.xyz", "extension"),
+        ("missing/curves.png", "does not exist"),
+        ("curves.pgf", ".pgf needs LaTeX"),
+        ("plots.png", "is a folder"),  # (made a folder below)
+        ("", "needs a file name"),
+    ],
 )
 def test_bad_plot_path_fails_before_running(tmp_path, capsys, monkeypatch, name, fragment):
     monkeypatch.setattr(kernelcw.online, "run_online", must_not_run)
-    assert (
-        main(["run", "--dataset", "breast_cancer", "--limit", "30", "--plot", str(tmp_path / name)])
-        == 2
-    )
+    if fragment == "is a folder":
+        (tmp_path / name).mkdir()
+    plot = str(tmp_path / name) if name else name
+    assert main(["run", "--dataset", "breast_cancer", "--limit", "30", "--plot", plot]) == 2
     assert_one_line_error(capsys.readouterr().err, fragment)
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_a_plot_that_cannot_be_written_keeps_the_results(tmp_path, capsys, monkeypatch, json_out):
+    """A plot that fails only as it is written (the folder passed the checks) fails the
+    run after its results are printed, which do not claim the plot."""
+    import kernelcw.cli.report as report
+
+    def refuse(*args, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(report, "plot_mistakes", refuse)
+    argv = ["run", "--dataset", "breast_cancer", "--limit", "30", "-a", "pa1"]
+    argv += ["--plot", str(tmp_path / "curves.png")] + (["--json"] if json_out else [])
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert_one_line_error(captured.err, "No space left on device")
+    if json_out:
+        assert json.loads(captured.out)["plot"] is None
+    else:
+        assert "pa1" in table_rows(captured.out) and "plotted" not in captured.out
 
 
 def test_plot_without_matplotlib_fails_before_running(tmp_path, capsys, monkeypatch):

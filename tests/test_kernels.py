@@ -424,3 +424,12 @@ def test_rows_block_refuses_an_index_outside_the_rows():
         k.rows_block(A, np.array([0, 5]), B)
     with pytest.raises(IndexError):
         k.rows_block(A, np.array([-1]), B)
+
+
+@pytest.mark.parametrize("degree", [10**20, 2**31, float("inf"), float("nan"), 0])
+def test_a_degree_out_of_range_is_named(degree):
+    """An int too large for float64 once met numpy's isfinite (a TypeError about ufunc
+    casting); every degree outside 1 .. 2^31 - 1 is refused by name."""
+    X, y = _stream(np.random.default_rng(9), n=10)
+    with pytest.raises(ValueError, match=r"degree=.* must be an integer from 1 to 2147483647"):
+        SCWClassifier(kernel="poly", degree=degree).fit(X, y)

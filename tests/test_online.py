@@ -7,7 +7,14 @@ import pytest
 import scipy.sparse as sp
 from sklearn.linear_model import SGDClassifier
 
-from kernelcw import AROWClassifier, CWClassifier, OnlineResult, PAClassifier, run_online
+from kernelcw import (
+    AROWClassifier,
+    CWClassifier,
+    OnlineResult,
+    PAClassifier,
+    SCWClassifier,
+    run_online,
+)
 
 
 def _data(seed=0, n=250, d=6, classes=2):
@@ -125,3 +132,27 @@ def test_run_online_takes_what_the_estimators_take():
         res = run_online(AROWClassifier(), given, y)
         assert res.n_mistakes == ref.n_mistakes
         np.testing.assert_allclose(res.estimator.mean_, ref.estimator.mean_, rtol=1e-12)
+
+
+def test_a_column_of_labels_is_taken_as_fit_takes_it():
+    """y of shape (n, 1): scikit-learn's warning and the run of y (n,), not n x n mistakes
+    (the column compared with the (n,) predictions broadcast to a matrix)."""
+    from sklearn.exceptions import DataConversionWarning
+
+    X, y = _data(3, n=60)
+    ref = run_online(SCWClassifier(), X, y)
+    with pytest.warns(DataConversionWarning):
+        res = run_online(SCWClassifier(), X, y.reshape(-1, 1))
+    assert res.n_mistakes == ref.n_mistakes <= 60
+    np.testing.assert_array_equal(res.cumulative_mistakes, ref.cumulative_mistakes)
+    with pytest.raises(ValueError, match="1d array"):
+        run_online(SCWClassifier(), X[:4], y[:4].reshape(2, 2))
+
+
+def test_empty_and_unsortable_label_streams_are_errors():
+    X, y = _data(3, n=10)
+    with pytest.raises(ValueError, match="at least one example"):
+        run_online(SCWClassifier(), X[:0], y[:0])
+    mixed = np.array([1, "a", 2, "b"], dtype=object)
+    with pytest.raises(ValueError, match=r"y mixes label types \(int, str\)"):
+        run_online(SCWClassifier(), X[:4], mixed)

@@ -418,7 +418,7 @@ def parse_specs(values: Sequence[str] | None, *, demo: bool = False) -> list[Alg
             if entry.lower() == "all":
                 chosen = [AlgSpec(name) for name in ALGORITHMS]
             elif entry.lower().startswith("all:"):
-                extra = _parse_entry("pa" + entry[3:])
+                extra = _parse_entry("pa" + entry[3:], shown=entry)
                 chosen = [AlgSpec(n, extra.kernel, extra.budget) for n in ALGORITHMS]
             else:
                 chosen = [_parse_entry(entry)]
@@ -428,13 +428,15 @@ def parse_specs(values: Sequence[str] | None, *, demo: bool = False) -> list[Alg
     return specs
 
 
-def _parse_entry(entry: str) -> AlgSpec:
-    """One ``NAME[:KERNEL][:BUDGET]`` entry."""
+def _parse_entry(entry: str, shown: str | None = None) -> AlgSpec:
+    """One ``NAME[:KERNEL][:BUDGET]`` entry (``shown``: the entry as the user wrote it,
+    for the messages, where ``all:...`` was read as one algorithm's)."""
     name, *parts = (p.strip() for p in entry.split(":"))
     name = _algorithm_name(name, entry)
+    entry = entry if shown is None else shown
     kernel = budget = None
     for part in parts:
-        if part.isdigit():
+        if part.isascii() and part.isdigit():  # ("²" is a digit to str.isdigit)
             if budget is not None:
                 raise CLIError(f"-a {entry!r}: two budgets; write NAME[:KERNEL][:BUDGET]")
             budget = int(part)

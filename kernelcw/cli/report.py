@@ -47,15 +47,21 @@ def check_plot(path: str) -> None:
     from matplotlib.backend_bases import FigureCanvasBase
 
     ext = os.path.splitext(path)[1].lstrip(".").lower()
-    formats = FigureCanvasBase.get_supported_filetypes()
+    if ext == "pgf":  # (written through a LaTeX installation, not by matplotlib alone)
+        raise CLIError(f"--plot {path!r}: .pgf needs LaTeX; write .pdf or .svg instead")
+    formats = {f for f in FigureCanvasBase.get_supported_filetypes() if f != "pgf"}
     if ext not in formats:
         raise CLIError(
             f"--plot {path!r}: cannot tell the image format from the extension; use one of "
             + ", ".join("." + f for f in sorted(formats))
         )
+    if os.path.isdir(path):
+        raise CLIError(f"--plot {path!r} is a folder; give a file name such as mistakes.png")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise CLIError(f"--plot {path!r}: folder {folder!r} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise CLIError(f"--plot {path!r}: folder {folder!r} is not writable")
 
 
 def plot_mistakes(curves: dict[str, np.ndarray], path: str, *, title: str) -> None:
@@ -95,7 +101,7 @@ def write_plot(results: list[RunResult], path: str, data: Dataset) -> None:
     title = f"Online mistakes on {data.name} ({data.n_samples} examples x {_features(data)})"
     try:
         plot_mistakes({r.algorithm: r.curve for r in results}, path, title=title)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RuntimeError) as e:  # (RuntimeError: a backend's tool)
         raise CLIError(f"--plot {path!r}: {e}") from None
 
 

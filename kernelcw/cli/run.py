@@ -67,15 +67,21 @@ def run_command(args: argparse.Namespace) -> int:
     notice = args.progress is not False and (args.progress or sys.stderr.isatty())
     results = [_learn(name, est, data, progress, notice) for name, est in estimators.items()]
 
-    if args.plot:
-        report.write_plot(results, args.plot, data)
+    plot, failed = args.plot, None
+    if plot:  # a plot that cannot be written fails the run after its results are out
+        try:
+            report.write_plot(results, plot, data)
+        except CLIError as e:
+            plot, failed = None, e
     if args.json:
-        report.print_json(data, info, results, shuffle=args.shuffle, plot=args.plot)
+        report.print_json(data, info, results, shuffle=args.shuffle, plot=plot)
     else:
         dual = {name for name, est in estimators.items() if _is_dual(est)}
         bases = {s.label: s.name for s in specs}
         covariance = report.covariance_summary(estimators, dual, bases)
-        report.print_table(data, info, results, covariance=covariance, plot=args.plot)
+        report.print_table(data, info, results, covariance=covariance, plot=plot)
+    if failed is not None:
+        raise failed
     return 0
 
 
@@ -87,6 +93,8 @@ def _check_options(args: argparse.Namespace, specs: list[AlgSpec]) -> list[str]:
     use (or some of its algorithms ignore)."""
     if args.seed is not None and not args.shuffle:
         raise CLIError("--seed only applies with --shuffle")
+    if args.plot is not None and not args.plot.strip():
+        raise CLIError("--plot needs a file name, such as mistakes.png")
     notes = []
     names = list(dict.fromkeys(s.name for s in specs))
     for p, option in RULE_OPTIONS.items():
@@ -159,13 +167,13 @@ def check_memory(estimators: dict, n_features: int, n_classes: int) -> None:
     for each estimator once the data's shape is known, before any learning."""
     from ..spec import check_memory as check
 
-    for est in estimators.values():
+    for name, est in estimators.items():
         spec = _spec(est, n_features, n_classes)
         try:
             check(spec)
         except ValueError as e:
             hint = "; on the command line: --covariance diag" if spec.form == "primal_full" else ""
-            raise CLIError(f"{e}{hint}") from None
+            raise CLIError(f"-a {name}: {e}{hint}") from None
 
 
 def _spec(est, n_features: int, n_classes: int):
