@@ -19,8 +19,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from sklearn.base import clone
-from sklearn.utils.validation import check_is_fitted
 
+from ._combine_checks import METHODS, check_parts, part_weights
 from .engines import engine_class
 from .engines.dual.combine_state import (
     build_engine,
@@ -28,13 +28,9 @@ from .engines.dual.combine_state import (
     projected_model,
     projections,
 )
-from .estimators._base import CWEstimator
 from .estimators._mixins import COUNTERS
 
 __all__ = ["METHODS", "combine"]
-
-#: The combination rules (:func:`combine`).
-METHODS = ("kl", "bayes", "average")
 
 
 def combine(estimators: Sequence, method: str = "kl", *, weights=None, start=None):
@@ -110,8 +106,8 @@ def combine(estimators: Sequence, method: str = "kl", *, weights=None, start=Non
     ``budget_policy="project"`` (a removal policy would need the diagonal terms
     it unlearns); it is refused otherwise.
     """
-    ests = _check(estimators, method, start)
-    w = _weights(weights, len(ests))
+    ests = check_parts(estimators, method, start)
+    w = part_weights(weights, len(ests))
     if method == "bayes":  # a sum: each part already counted once, whatever it combines
         w = np.ones(len(ests))
     if len(ests) == 1 and start is None:
@@ -129,124 +125,24 @@ def combine(estimators: Sequence, method: str = "kl", *, weights=None, start=Non
             fn = _combine_full if spec.form == "primal_full" else _combine_diag
             state = fn(engines, w, method, e0, spec)
             engine = engine_class(spec.form).from_state(spec, state)
-        return _assemble(first, ests, engine)
+        return _assemble(first, ests, engine, start)
 
 
-# ---------------------------------------------------------------- checks
-
-
-def _check(estimators, method: str, start) -> list:
-    if method not in METHODS:
-        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
-    if isinstance(estimators, str) or not hasattr(estimators, "__iter__"):
-        raise TypeError("combine takes a sequence of fitted estimators")
-    ests = list(estimators)
-    if not ests:
-        raise ValueError("combine needs at least one estimator")
-    if start is not None and method != "bayes":
-        raise ValueError(f"start= applies to method='bayes' only, not {method!r}")
-    ref = ests[0]
-    for i, est in enumerate(ests + ([start] if start is not None else [])):
-        where = "start" if i == len(ests) else f"estimators[{i}]"
-        if not isinstance(est, CWEstimator):
-            raise TypeError(f"{where} is a {type(est).__name__}, not a kernelcw estimator")
-        check_is_fitted(est)
-        if est is not ref:
-            _same(ref, est, where)
-    spec = ref._engine.spec
-    if spec.form == "dual" and spec.kernel.precomputed:
-        raise ValueError(
-            "kernel='precomputed' models keep positions in their own training streams, "
-            "not inputs: their support sets cannot be merged"
-        )
-    return ests
-
-
-def _same(ref, est, where: str) -> None:
-    """ValueError naming what differs between two fitted estimators."""
-    if type(est) is not type(ref):
-        raise ValueError(
-            f"{where} is a {type(est).__name__}, estimators[0] a {type(ref).__name__}: "
-            "only models of one class combine"
-        )
-    s0, s1 = ref._engine.spec, est._engine.spec
-    checks = [
-        ("rule", s0.rule.rule, s1.rule.rule),
-        ("a", s0.a, s1.a),
-        ("form (covariance / kernel / mode)", s0.form, s1.form),
-        ("n_features_in_", ref.n_features_in_, est.n_features_in_),
-        ("n_models", s0.n_models, s1.n_models),
-        ("intercept (fit_intercept, intercept_scaling)", s0.intercept, s1.intercept),
-    ]
-    for name, x, y in checks:
-        if x is not y and x != y:
-            raise ValueError(f"{where} has {name} {y!r} but estimators[0] has {x!r}")
-    if s0.form == "dual":
-        k0, k1 = s0.kernel, s1.kernel
-        checks = [("kernel", k0.name, k1.name), ("kernel function", k0._f, k1._f)]
-        for attr in ("gamma", "degree", "coef0"):
-            checks.append((f"kernel {attr}", getattr(k0, attr), getattr(k1, attr)))
-        for name, x, y in checks:
-            if x is not y and x != y:
-                raise ValueError(f"{where} has {name} {y!r} but estimators[0] has {x!r}")
-    if not np.array_equal(ref.classes_, est.classes_):
-        raise ValueError(
-            f"{where} has classes_ {est.classes_!r} but estimators[0] has {ref.classes_!r}"
-        )
-    _same_names(ref, est, where)
-
-
-def _same_names(ref, est, where: str) -> None:
-    """ValueError unless both were fitted on the same columns, in the same order, or
-    both without names: the weights of column j are added up, whatever it held."""
-    n0 = getattr(ref, "feature_names_in_", None)
-    n1 = getattr(est, "feature_names_in_", None)
-    if n0 is None and n1 is None:
-        return
-    if n0 is None or n1 is None:
-        named, unnamed = (where, "estimators[0]") if n0 is None else ("estimators[0]", where)
-        names = (n0 if n1 is None else n1).tolist()
-        raise ValueError(
-            f"{named} was fitted with feature names {names!r} and {unnamed} without: "
-            "their columns cannot be matched (fit all parts on frames of the same "
-            "columns, or all on arrays)"
-        )
-    l0, l1 = n0.tolist(), n1.tolist()
-    if l0 == l1:
-        return
-    if sorted(l0) == sorted(l1):
-        j = next(j for j, (a, b) in enumerate(zip(l0, l1, strict=True)) if a != b)
-        diff = f"the same names in another order: column {j} is {l1[j]!r} there, {l0[j]!r} here"
-    else:
-        diff = (
-            f"only in {where}: {[c for c in l1 if c not in l0]!r}, only in "
-            f"estimators[0]: {[c for c in l0 if c not in l1]!r}"
-        )
-    raise ValueError(
-        f"{where} has feature_names_in_ {l1!r} but estimators[0] has {l0!r} ({diff}): "
-        "combining would add up the weights of different features"
-    )
-
-
-def _weights(weights, n: int) -> np.ndarray:
-    if weights is None:
-        return np.ones(n)
-    w = np.asarray(weights, dtype=np.float64).ravel()
-    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
-        raise ValueError(f"weights must be {n} finite positive numbers, got {weights!r}")
-    return w
-
-
-def _assemble(first, ests, engine):
+def _assemble(first, ests, engine, start):
     """A new estimator: the first one's parameters and fitted attributes, the new
-    engine, and the parts' counters summed."""
+    engine, and the parts' counters summed (with ``start``, which every part's counters
+    include, once: ``start + sum(part - start)``)."""
     new = clone(first)
     for k, v in vars(first).items():
         if k.endswith("_") and not k.startswith("_"):
             setattr(new, k, copy.deepcopy(v))
     new._began_with = copy.copy(first._began_with)
     new._engine = engine
-    totals = (sum(getattr(e, k) for e in ests) for k in COUNTERS)
+    totals = [sum(getattr(e, k) for e in ests) for k in COUNTERS]
+    if start is not None:  # (start's rows, which every part's counters include)
+        totals = [
+            t - (len(ests) - 1) * getattr(start, k) for t, k in zip(totals, COUNTERS, strict=True)
+        ]
     new._counts = tuple(t if np.ndim(t) else int(t) for t in totals)
     return new
 

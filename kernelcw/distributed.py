@@ -27,6 +27,8 @@ from ._interrupt import restore_on_error
 from ._validation import check_option, check_positive_int
 from .combination import METHODS, combine
 from .estimators._base import CWEstimator
+from .estimators._input import _same_classes
+from .spec import check_params
 
 __all__ = ["CombinedClassifier", "tree_combine"]
 
@@ -88,8 +90,13 @@ def _tree(nodes: list, method: str, start, pair):
 def tree_combine(models: list, method: str = "kl", start=None):
     """The combination :class:`CombinedClassifier` computes on the cluster, here:
     the same pairwise tree of :func:`kernelcw.combine` (``start``: combine with the
-    shared-prior rule relative to it)."""
-    if len(models) == 1 and start is None:
+    shared-prior rule relative to it, ``method="bayes"`` whatever ``method`` says, as
+    the epochs after the first do). A new model, also from one part."""
+    check_option("method", method, METHODS)
+    models = list(models)
+    if not models:
+        raise ValueError("tree_combine needs at least one model")
+    if len(models) == 1:  # (the shared-prior rule of one part relative to start: the part)
         return copy.deepcopy(models[0])
     return _tree([(m, 1.0) for m in models], method, start, combine_pair)
 
@@ -170,6 +177,13 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         (the shared-prior rule relative to it); the first call starts from the prior."""
         self._check_params()
         fitted = hasattr(self, "combined_")
+        if fitted:
+            self._check_continues()
+            if classes is not None and not _same_classes(classes, self.classes_):
+                raise ValueError(
+                    f"classes={classes!r} is not the same as on the first call "
+                    f"to partial_fit ({self.classes_!r})"
+                )
         with restore_on_error(self):  # a failed first call records no names
             validate_data(self, _columns_of(X), reset=not fitted, skip_check_array=True)
             with _Session(self.client) as client:
@@ -212,6 +226,25 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         check_positive_int("n_parts", self.n_parts, allow_none=True)
         if not isinstance(self.estimator, CWEstimator):
             raise TypeError(f"estimator must be a kernelcw estimator, not {type(self.estimator)}")
+        if self.n_epochs > 1:
+            self._check_continues("n_epochs > 1")
+
+    def _check_continues(self, why: str = "a later partial_fit") -> None:
+        """Refuse, before any work, what the shared-prior rule cannot continue: a
+        kernel model combined by "average" is given by nu and Pi alone (no natural
+        parameters to subtract the start's from) unless it keeps a "project" budget
+        (:func:`kernelcw.combine`; it once failed after every part had learnt)."""
+        est = self.estimator
+        if self.method != "average" or check_params(est)[1] != "dual":
+            return
+        if est.budget is not None and est.budget_policy == "project":
+            return
+        raise ValueError(
+            f"method='average' with a kernel model: {why} would combine relative to an "
+            "averaged model, which keeps no natural parameters to subtract; use "
+            "method='kl' or 'bayes', n_epochs=1 and one fit, or a budget with "
+            "budget_policy='project'"
+        )
 
     # ------------------------------------------------------------ data
 

@@ -744,3 +744,56 @@ def test_stabilised_combination_of_projected_parts_saves_and_loads(tmp_path):
     back.partial_fit(X[:50], y[:50])
     combined.partial_fit(X[:50], y[:50])
     np.testing.assert_array_equal(back.decision_function(X), combined.decision_function(X))
+
+
+def test_counters_of_a_shared_prior_combination_count_the_start_once():
+    """Every part continued ``start``, so each part's counters include the start's:
+    the combination's are start + sum(part - start) (they once counted the start once
+    per part, and CombinedClassifier's later epochs grew them geometrically)."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(90, 4))
+    y = (X[:, 0] > 0).astype(int)
+    start = SCWClassifier().fit(X[:30], y[:30])
+    parts = [
+        copy.deepcopy(start).partial_fit(X[lo : lo + 20], y[lo : lo + 20]) for lo in (30, 50, 70)
+    ]
+    out = combine(parts, "bayes", start=start)
+    for name in ("n_updates_", "n_mistakes_", "n_variance_floored_"):
+        expected = getattr(start, name) + sum(
+            getattr(p, name) - getattr(start, name) for p in parts
+        )
+        assert getattr(out, name) == expected, name
+    assert out.n_mistakes_ <= 90
+
+
+@pytest.mark.parametrize("form", ["full", "diag", "dual"])
+@pytest.mark.parametrize(
+    "weights", [[2.0**1021, 2.0**1021, 2.0**1020], [2.0**-1070, 2.0**-1070, 2.0**-1071]]
+)
+def test_extreme_weights_combine_as_their_ratios(form, weights):
+    """Only the weights' ratios matter: weights near float64's largest or in its
+    subnormal range, in the ratios 2 : 2 : 1, give the model of [2, 2, 1] bit for bit
+    (their sum once overflowed to a prior model or NaN, or lost digits)."""
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(60, 3))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    make = {
+        "full": lambda: SCWClassifier(),
+        "diag": lambda: SCWClassifier(covariance="diag"),
+        "dual": lambda: SCWClassifier(kernel="rbf", gamma=0.5),
+    }[form]
+    parts = [make().fit(X[lo : lo + 20], y[lo : lo + 20]) for lo in (0, 20, 40)]
+    for method in ("kl", "average"):
+        ref = combine(parts, method, weights=[2, 2, 1])
+        out = combine(parts, method, weights=weights)
+        np.testing.assert_array_equal(out.decision_function(X), ref.decision_function(X))
+        assert np.all(np.isfinite(out.predict_proba(X)))
+
+
+def test_parts_of_other_classes_are_named_by_their_classes():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(60, 3))
+    two = SCWClassifier().fit(X, (X[:, 0] > 0).astype(int))
+    three = SCWClassifier().fit(X, np.digitize(X[:, 0], [-0.5, 0.5]))
+    with pytest.raises(ValueError, match=r"estimators\[1\] has classes_ array\(\[0, 1, 2\]\)"):
+        combine([two, three])

@@ -242,3 +242,61 @@ def test_readme_combination_example_runs_and_prints_its_comments():
     assert len(lines) == 3
     for line in lines:  # each printed line is the comment the README shows for it
         assert f"# {line}\n" in code, line
+
+
+def test_tree_combine_makes_a_new_model_and_checks_its_input():
+    X, y = data(n=60)
+    start = SCWClassifier().fit(X[:20], y[:20])
+    one = copy.deepcopy(start).partial_fit(X[20:], y[20:])
+    out = tree_combine([one], "kl", start=start)  # (it once returned `one` itself)
+    assert out is not one
+    before = one.decision_function(X)
+    out.partial_fit(X[:20], 1 - y[:20])
+    np.testing.assert_array_equal(one.decision_function(X), before)
+    with pytest.raises(ValueError, match="at least one model"):
+        tree_combine([])
+    with pytest.raises(ValueError, match="method"):
+        tree_combine([one], "median")
+
+
+def test_epochs_count_each_row_once(client):
+    """Counters after several epochs: each epoch's parts continue the last combination,
+    whose counts they all include, so the combination counts them once (four epochs of
+    200 rows once reported 3,507 mistakes)."""
+    X, y = data(n=200)
+    clf = CombinedClassifier(SCWClassifier(), n_parts=4, n_epochs=4).fit(X, y)
+    pieces = split(X, y, 4)
+    ref = sequential(SCWClassifier(), pieces, "kl", n_epochs=4)
+    assert (clf.combined_.n_updates_, clf.combined_.n_mistakes_) == (
+        ref.n_updates_,
+        ref.n_mistakes_,
+    )
+    assert clf.combined_.n_mistakes_ <= 800 and clf.combined_.n_updates_ <= 800
+
+
+def test_what_the_shared_prior_rule_cannot_continue_is_refused_first(client, monkeypatch):
+    """A kernel model combined by "average" keeps no natural parameters: later epochs
+    and partial_fit calls are refused before any part learns (they once failed after
+    every part had learnt, naming an estimators[0] the user never passed); with a
+    "project" budget they go on. A changed classes= is refused as the estimators do."""
+    import kernelcw.distributed as dist
+
+    X, y = data(n=80)
+    learnt = []
+    fit_part = dist.fit_part
+    monkeypatch.setattr(dist, "fit_part", lambda *a: learnt.append(1) or fit_part(*a))
+    avg = CombinedClassifier(SCWClassifier(kernel="rbf"), method="average", n_parts=2)
+    with pytest.raises(ValueError, match="n_epochs > 1 would combine relative to an averaged"):
+        avg.set_params(n_epochs=2).fit(X, y)
+    assert not learnt
+    avg.set_params(n_epochs=1).fit(X, y)
+    learnt.clear()
+    with pytest.raises(ValueError, match="a later partial_fit would combine"):
+        avg.partial_fit(X, y)
+    assert not learnt
+    budgeted = SCWClassifier(kernel="rbf", budget=30, budget_policy="project")
+    CombinedClassifier(budgeted, method="average", n_parts=2, n_epochs=2).fit(X, y)
+    clf = CombinedClassifier(SCWClassifier(), n_parts=2).partial_fit(X, y, classes=[0, 1])
+    with pytest.raises(ValueError, match=r"classes=\[0, 1, 2\] is not the same"):
+        clf.partial_fit(X, y, classes=[0, 1, 2])
+    clf.partial_fit(X, y, classes=[1, 0])  # (the same classes, in another order)

@@ -35,6 +35,7 @@ LAYERS = [
         "_river_input",
         "persistence",
         "combination",
+        "_combine_checks",
     },
     {"distributed"},
     {"cli", "__main__"},

@@ -1,0 +1,125 @@
+"""The checks of :func:`kernelcw.combine` before it reads any part: the parts are fitted
+kernelcw estimators of one class, rule, form, kernel, width, classes and columns, and
+their weights positive numbers (scaled by a power of two, which changes no ratio)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from .estimators._base import CWEstimator
+
+__all__ = ["METHODS", "check_parts", "part_weights"]
+
+#: The combination rules (:func:`kernelcw.combine`).
+METHODS = ("kl", "bayes", "average")
+
+
+def check_parts(estimators, method: str, start) -> list:
+    """The parts as a list, after the checks (ValueError or TypeError naming what is
+    wrong and where)."""
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
+    if isinstance(estimators, str) or not hasattr(estimators, "__iter__"):
+        raise TypeError("combine takes a sequence of fitted estimators")
+    ests = list(estimators)
+    if not ests:
+        raise ValueError("combine needs at least one estimator")
+    if start is not None and method != "bayes":
+        raise ValueError(f"start= applies to method='bayes' only, not {method!r}")
+    ref = ests[0]
+    for i, est in enumerate(ests + ([start] if start is not None else [])):
+        where = "start" if i == len(ests) else f"estimators[{i}]"
+        if not isinstance(est, CWEstimator):
+            raise TypeError(f"{where} is a {type(est).__name__}, not a kernelcw estimator")
+        check_is_fitted(est)
+        if est is not ref:
+            _same(ref, est, where)
+    spec = ref._engine.spec
+    if spec.form == "dual" and spec.kernel.precomputed:
+        raise ValueError(
+            "kernel='precomputed' models keep positions in their own training streams, "
+            "not inputs: their support sets cannot be merged"
+        )
+    return ests
+
+
+def _same(ref, est, where: str) -> None:
+    """ValueError naming what differs between two fitted estimators."""
+    if type(est) is not type(ref):
+        raise ValueError(
+            f"{where} is a {type(est).__name__}, estimators[0] a {type(ref).__name__}: "
+            "only models of one class combine"
+        )
+    s0, s1 = ref._engine.spec, est._engine.spec
+    if not np.array_equal(ref.classes_, est.classes_):  # (before n_models: what differs)
+        raise ValueError(
+            f"{where} has classes_ {est.classes_!r} but estimators[0] has {ref.classes_!r}"
+        )
+    checks = [
+        ("rule", s0.rule.rule, s1.rule.rule),
+        ("a", s0.a, s1.a),
+        ("form (covariance / kernel / mode)", s0.form, s1.form),
+        ("n_features_in_", ref.n_features_in_, est.n_features_in_),
+        ("n_models", s0.n_models, s1.n_models),
+        ("intercept (fit_intercept, intercept_scaling)", s0.intercept, s1.intercept),
+    ]
+    for name, x, y in checks:
+        if x is not y and x != y:
+            raise ValueError(f"{where} has {name} {y!r} but estimators[0] has {x!r}")
+    if s0.form == "dual":
+        k0, k1 = s0.kernel, s1.kernel
+        checks = [("kernel", k0.name, k1.name), ("kernel function", k0._f, k1._f)]
+        for attr in ("gamma", "degree", "coef0"):
+            checks.append((f"kernel {attr}", getattr(k0, attr), getattr(k1, attr)))
+        for name, x, y in checks:
+            if x is not y and x != y:
+                raise ValueError(f"{where} has {name} {y!r} but estimators[0] has {x!r}")
+    _same_names(ref, est, where)
+
+
+def _same_names(ref, est, where: str) -> None:
+    """ValueError unless both were fitted on the same columns, in the same order, or
+    both without names: the weights of column j are added up, whatever it held."""
+    n0 = getattr(ref, "feature_names_in_", None)
+    n1 = getattr(est, "feature_names_in_", None)
+    if n0 is None and n1 is None:
+        return
+    if n0 is None or n1 is None:
+        named, unnamed = (where, "estimators[0]") if n0 is None else ("estimators[0]", where)
+        names = (n0 if n1 is None else n1).tolist()
+        raise ValueError(
+            f"{named} was fitted with feature names {names!r} and {unnamed} without: "
+            "their columns cannot be matched (fit all parts on frames of the same "
+            "columns, or all on arrays)"
+        )
+    l0, l1 = n0.tolist(), n1.tolist()
+    if l0 == l1:
+        return
+    if sorted(l0) == sorted(l1):
+        j = next(j for j, (a, b) in enumerate(zip(l0, l1, strict=True)) if a != b)
+        diff = f"the same names in another order: column {j} is {l1[j]!r} there, {l0[j]!r} here"
+    else:
+        diff = (
+            f"only in {where}: {[c for c in l1 if c not in l0]!r}, only in "
+            f"estimators[0]: {[c for c in l0 if c not in l1]!r}"
+        )
+    raise ValueError(
+        f"{where} has feature_names_in_ {l1!r} but estimators[0] has {l0!r} ({diff}): "
+        "combining would add up the weights of different features"
+    )
+
+
+def part_weights(weights, n: int) -> np.ndarray:
+    """The n weights, checked (finite, positive) and scaled by a power of two so that
+    the largest lies in [0.5, 1): every ratio, and so every combination, is the same
+    bit for bit, while their sum and products stay in float64's range (weights of
+    1e308 summed to inf, and made a prior model; subnormal ones lost digits)."""
+    if weights is None:
+        return np.ones(n)
+    w = np.asarray(weights, dtype=np.float64).ravel()
+    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise ValueError(f"weights must be {n} finite positive numbers, got {weights!r}")
+    return np.ldexp(w, -math.frexp(float(w.max()))[1])
