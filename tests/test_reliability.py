@@ -615,3 +615,44 @@ def test_load_refuses_arrays_whose_prediction_overflows(tmp_path):
         warnings.simplefilter("ignore", RuntimeWarning)
         with pytest.raises(ValueError, match="inconsistent"):
             kernelcw.load(tmp_path / "m.npz")
+
+
+@pytest.mark.filterwarnings("ignore:.*variance fell below")
+@pytest.mark.parametrize(
+    ("policy", "batch", "solver"),
+    [(None, 1, "cholesky"), (None, 1, "explicit"), ("oldest", 1, "cholesky"),
+     ("random", 1, "cholesky"), ("smallest", 1, "cholesky"), ("project", 3, "cholesky"),
+     ("oldest", 1, "explicit")],
+)  # fmt: skip
+@pytest.mark.parametrize("seed", range(4))
+def test_a_huge_row_last_in_a_call_is_refused_and_the_model_saves(
+    tmp_path, policy, batch, solver, seed
+):
+    """A row whose kernel value nears float64's largest (a poly kernel on 1e77), the
+    last of its call: the factor forms once appended it with an infinite diagonal
+    (their checks ran on the next row's step, and there was none), so the call
+    returned, every prediction then blamed its input, and the saved file could not be
+    loaded. Now a FloatingPointError naming the row, the model as before, and it
+    saves and loads."""
+    import kernelcw
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(60, 4))
+    y = (X[:, 0] > 0).astype(int)
+    kw = {} if policy is None else {"budget": 10, "budget_policy": policy, "budget_batch": batch}
+    est = SCWClassifier(kernel="poly", degree=2, coef0=1.0, solver=solver, random_state=0, **kw)
+    est.partial_fit(X[:40], y[:40], classes=[0, 1])
+    before = fitted_attributes(est)
+    for mag in (3e76, 1e77, 2e77):
+        rows = np.vstack([X[40:42], np.full((1, 4), mag)])
+        try:
+            est.partial_fit(rows, np.r_[y[40:42], 0])
+        except (FloatingPointError, ValueError) as err:  # (ValueError: the kernel's own
+            assert "training row" in str(err) or "NaN or infinity" in str(err)  # overflow)
+            assert_same_attributes(fitted_attributes(est), before)
+        state = est.engine_.state_dict()
+        assert all(np.isfinite(v).all() for v in state.values() if v.dtype.kind == "f")
+        before = fitted_attributes(est)
+    kernelcw.save(est, tmp_path / "model.kcw")
+    again = kernelcw.load(tmp_path / "model.kcw")
+    np.testing.assert_array_equal(again.decision_function(X), est.decision_function(X))

@@ -41,7 +41,7 @@ from .explicit import ExplicitForm
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
-from .store import _diagonal, jittered, kernel_jitter
+from .store import _diagonal, jittered, kernel_jitter, symmetrised
 
 __all__ = [
     "build_engine",
@@ -104,7 +104,7 @@ def gram(kernel, rows) -> tuple[np.ndarray, np.ndarray]:
     """(K(S, S) exactly symmetric, kappa) as the engine forms them for a block, of the
     plain kernel (:func:`build_engine`)."""
     K = kernel.block(rows, rows)
-    K = 0.5 * (K + K.T)
+    K = symmetrised(K)
     kap = kernel.diag(rows) if kernel._f is None else _diagonal(K)
     return K, kap
 

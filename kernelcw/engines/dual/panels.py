@@ -41,7 +41,7 @@ from ... import _blas
 from ...rules import VAR_FLOOR, rule_from_plain
 from .form import Form, Walked
 from .quiet import keep_products, kept_products, quiet_factor
-from .status import OK, PSD_TOL, STOP
+from .status import NONFINITE, OK, PSD_TOL, STOP
 from .steps import Block, NewRows, WalkResult, block_rows_part, checked_step, own_block
 
 __all__ = ["GROWTH", "PanelForm", "cholesky_walk", "lower_times"]
@@ -86,6 +86,8 @@ def cholesky_walk(blk, rule, limit, rows, f_out, e):
         nfl += st.floored
         if st.alpha > 0.0:
             lnn = math.sqrt(1.0 / st.zeta + st.v)
+            if not math.isfinite(st.alpha * lnn):  # (the row's own step was finite: a
+                return WalkResult(u, nfl, t, NONFINITE)  # huge k(x, x) overflows here)
             rows.Ld[u] = lnn
             rows.rn[u] = st.alpha * blk.y[t] * lnn
             rows.zt[u] = st.zeta

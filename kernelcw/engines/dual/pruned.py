@@ -60,7 +60,7 @@ from ...budget import splitmix64_uniform
 from ...rules import VAR_FLOOR, rule_from_plain
 from .form import Form, Walked, entered_inputs
 from .lazy_block import copy_lower, purge_rows, refresh_r
-from .status import OK, PSD_TOL
+from .status import NONFINITE, OK, PSD_TOL
 from .steps import Block, WalkResult, block_rows_part, checked_step
 
 __all__ = ["PRUNE", "STAIR_GROUP", "PrunedForm", "pruned_walk"]
@@ -110,9 +110,12 @@ def pruned_walk(blk, rule, limit, psd_tol, rows, f_out, e):
         if st.alpha > 0.0:
             lnn = math.sqrt(1.0 / st.zeta + st.v)
             ay = st.alpha * blk.y[t]
+            qn = f + ay * lnn * lnn
+            if not math.isfinite(qn):  # (finite: so are lnn and ay lnn; a huge k(x, x))
+                return (u, nfl, t, NONFINITE)
             rows.Ld[u] = lnn
             rows.rn[u] = ay * lnn
-            rows.qn[u] = f + ay * lnn * lnn
+            rows.qn[u] = qn
             rows.zt[u] = st.zeta
             for j in range(u):
                 rows.E[u, j] = e[j]

@@ -11,14 +11,12 @@ truncated and ``L_N`` takes their columns ``Lam`` of ``L_NO``: ``L_N L_N' + Lam 
 is refactored by one blocked QR (LAPACK dtpqrt, 2 n_N^2 D flops), once per walk
 (a block is walked in parts of :func:`part_size` inputs). Inside a walk the leavers
 are corrected by Woodbury (:func:`queue_walk`), so each round sees the model with
-exactly the budget. Once N holds ``QUEUE_REBUILD`` of the
-budget, all survivors become O again: one Cholesky factorisation (n^3 / 3 flops)
-from the Gram cache (:meth:`QueueForm.rebuild`).
+exactly the budget. Once N holds ``QUEUE_REBUILD`` of the budget, all survivors become
+O again: one Cholesky factorisation (n^3 / 3 flops) from the Gram cache (:meth:`QueueForm.rebuild`).
 
 Buffers (C-ordered; the Gram cache shares the square ones): ``LO`` (lower: L_O;
 strict upper: K(O, O)), ``LNO`` and ``KNO`` (N x O), ``LN`` (lower: L_N; strict
-upper: K(N, N)), ``rO``, ``rN`` (r = L^-1 (g / zeta)). Slots are the rows,
-[O[:n_O], N].
+upper: K(N, N)), ``rO``, ``rN`` (r = L^-1 (g / zeta)). Slots are the rows, [O[:n_O], N].
 
 Rollback. The form is too large to copy per call, and need not be: only the
 removal of the oldest (:meth:`QueueForm._drop_oldest`) changes the model's blocks
@@ -58,7 +56,7 @@ from .queue_state import (
     take_checkpoint,
 )
 from .quiet import keep_products, kept_products
-from .status import OK, PSD_TOL, STOP
+from .status import NONFINITE, OK, PSD_TOL, STOP
 from .steps import (
     Block,
     QueueResult,
@@ -195,6 +193,8 @@ def queue_walk(blk, cand, rule, n_alive, budget, rows, f_out):
             lnn = math.sqrt(1.0 / st.zeta + max(v_ext, 0.0))
             q = f + st.alpha * y_t * (1.0 / st.zeta + st.v)
             rnew = (q - a * fx) / lnn
+            if not (math.isfinite(lnn) and math.isfinite(rnew)):  # (a huge k(x, x))
+                return QueueResult(u, D, nfl, t, NONFINITE)
             for d in range(c):  # (e_new - a w' Y) / L_nn; e_new = 1 for its own column
                 PN[u, d] = ((1.0 if cand.new[d] == u else 0.0) - a * p[d]) / lnn
             for d in range(D):

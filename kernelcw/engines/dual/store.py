@@ -17,7 +17,7 @@ from numba import njit
 from ...budget import PROJECT_JITTER
 from ...kernels import Kernel
 
-__all__ = ["SupportStore", "jitter_saved", "jittered", "kernel_jitter", "store_rows"]
+__all__ = ["SupportStore", "jitter_saved", "jittered", "kernel_jitter", "store_rows", "symmetrised"]
 
 
 def kernel_jitter(spec) -> float:
@@ -118,13 +118,13 @@ class SupportStore:
                     "in stream order"
                 )
             Kbb = np.ascontiguousarray(_dense(XB[:, cols]))
-            Kbb = 0.5 * (Kbb + Kbb.T)
+            Kbb = symmetrised(Kbb)
             if self.kernel.offset:
                 Kbb += self.kernel.offset
             return Kbb, _diagonal(Kbb)
         Kbb = self.kernel.block(XB, XB)
         if Kbb.shape[0] > 1:
-            Kbb = 0.5 * (Kbb + Kbb.T)  # exact symmetry for the walk
+            Kbb = symmetrised(Kbb)  # exact symmetry for the walk
         if self.kernel._f is None:
             kap = self.kernel.diag(XB)
         else:
@@ -138,7 +138,7 @@ class SupportStore:
             return None
         R = self.rows[idx]
         G = self.kernel.block(R, R)
-        G = 0.5 * (G + G.T)
+        G = symmetrised(G)
         G[np.diag_indices_from(G)] = kap
         return G
 
@@ -310,3 +310,11 @@ def store_rows(old, ks, union, first, b):
         s = ks[i]
         out[i] = old[s] if s >= 0 else where[-1 - s]
     return out
+
+
+def symmetrised(K: np.ndarray) -> np.ndarray:
+    """``(K + K') / 2`` as a new, exactly symmetric array, halved before the sum: the
+    same values wherever the sum stays in float64's range (halving is exact there),
+    and no overflow to inf for kernel values past half of float64's largest (a poly
+    kernel on a huge row once put inf on the diagonal, and into the factor)."""
+    return 0.5 * K + 0.5 * K.T
