@@ -37,6 +37,7 @@ import scipy.sparse as sp
 
 from . import __version__
 from ._atomic import write_atomically
+from .estimators._locks import model_lock
 from .estimators._mixins import COUNTERS
 from .registry import ALGORITHMS
 
@@ -166,13 +167,21 @@ def _estimator_class(name: str) -> type:
 
 
 def _export(est) -> tuple[dict, dict[str, np.ndarray]]:
-    """The JSON document and the arrays of an estimator."""
+    """The JSON document and the arrays of an estimator: under its model lock, so that
+    a ``fit`` from another thread is not half-way (its new engine beside the old
+    classes: a file of neither model), and under its engine's lock, so that no call
+    learns meanwhile."""
     name = type(est).__name__
     if name not in WHITELIST or type(est) is not _estimator_class(name):
         raise TypeError(
             f"save takes a kernelcw estimator ({', '.join(WHITELIST)}), "
             f"not {type(est).__module__}.{type(est).__qualname__}"
         )
+    with model_lock(est):
+        return _export_locked(est, name)
+
+
+def _export_locked(est, name: str) -> tuple[dict, dict[str, np.ndarray]]:
     est._check_structure("save")  # not a state paired with parameters it never had
     params = {k: _json_param(k, v) for k, v in est.get_params(deep=False).items()}
     meta = {
@@ -372,6 +381,10 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
         if classes.dtype.kind != "U":
             raise bad("classes_ saved as strings must have a str dtype")
         classes = classes.astype(object)
+    if (classes.dtype.kind == "f" and not np.all(np.isfinite(classes))) or not np.array_equal(
+        classes, np.unique(classes)
+    ):  # (as fit makes them: the predictions index them, partial_fit searches them)
+        raise bad(f"classes_ {classes.tolist()!r} must be sorted, distinct, finite labels")
     if d < 1:
         raise bad(f"n_features_in = {d} must be >= 1")
     try:
@@ -390,6 +403,11 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
         if block > 2**20:  # (work buffers are block_size x block_size)
             raise bad(f"the dual engine's block_size {block} is beyond 2**20")
         spec.seed, spec.block_size = seed, block
+    elif spec.form == "primal_full":  # the block size the model learnt with (not a later
+        block = eng.get("block_size")  # set_params': the rounding of its blocks)
+        if block is not None and (type(block) is not int or not 1 <= block <= 2**20):
+            raise bad("the primal engine's block_size must be None or an integer 1 .. 2**20")
+        spec.block_size = block
     K = spec.n_models
     counters = []
     for c in COUNTERS:
@@ -451,8 +469,14 @@ def _check_engine_state(spec, state: dict[str, np.ndarray], bad) -> None:
             raise bad(f"member engine.{k} is missing")
         if state[k].shape != shape:
             raise bad(f"engine.{k} has shape {state[k].shape}; the parameters need {shape}")
+        if state[k].dtype.kind != "f":
+            raise bad(f"engine.{k} has dtype {state[k].dtype}, not floating point")
     if spec.form == "primal_full":
         S = state["covariance"]
         diag = np.diagonal(S, axis1=1, axis2=2)
         if np.any(diag <= 0.0) or np.abs(S - S.transpose(0, 2, 1)).max() > 1e-10 * diag.max():
             raise bad("engine.covariance must be symmetric with a positive diagonal")
+        for k in range(K):  # (a learnt covariance is positive definite, to rounding)
+            w = np.linalg.eigvalsh(S[k])
+            if w[0] < -1e-8 * w[-1]:
+                raise bad(f"engine.covariance of model {k} is not positive semi-definite")

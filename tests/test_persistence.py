@@ -16,7 +16,7 @@ import pytest
 import scipy.sparse as sp
 
 import kernelcw
-from kernelcw import persistence
+from kernelcw import AROWClassifier, SCWClassifier, persistence
 from kernelcw.registry import ALGORITHMS, make
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -494,6 +494,7 @@ def _set(key, index, value):
 
 
 _RBF = dict(kernel="rbf")
+_INDEF = [[1.0, 5.0], [5.0, 1.0]]  # (symmetric, a positive diagonal, eigenvalues 6 and -4)
 #: (model, arrays edit, the message): hand edits a fuzzer of kernelcw.load found that
 #: crashed the process (the sparse store), loaded NaN silently, or failed later with
 #: ZeroDivisionError, OverflowError, IndexError, MemoryError or a numpy message.
@@ -530,6 +531,15 @@ _EDITS = {
     "asymmetric Gram cache": (
         ("scw1", dict(kernel="rbf", budget=5, budget_policy="smallest"), False),
         _set("engine.model0.policy.G", (0, 1), 5.0), "policy.G must be exactly symmetric"),
+    # (an audit: these loaded, and predicted wrongly or failed later with numpy's TypeError)
+    "indefinite covariance": (
+        ("arow", {}, False), _set("engine.covariance", (0, slice(0, 2), slice(0, 2)), _INDEF),
+        "engine.covariance of model 0 is not positive semi-definite"),
+    "duplicate classes": (("arow", {}, False), _set("classes_", 0, 1),
+                          r"classes_ \[1, 1\] must be sorted, distinct"),
+    "boolean covariance": (("arow", {}, False),
+                           lambda a: a.update({"engine.covariance": a["engine.covariance"] > 0}),
+                           "engine.covariance has dtype bool, not floating point"),
 }  # fmt: skip
 
 
@@ -698,3 +708,60 @@ def test_readme_saving_and_loading_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exec(compile(code, str(README), "exec"), {})
     assert os.listdir(tmp_path) == ["model.kcw"]
+
+
+def test_block_size_and_diag_method_changed_after_the_start_save_as_the_model_learns(tmp_path):
+    """The engine keeps the block size it started with, and the file now does too (the
+    loaded model took a later set_params' block size: other rounding than the model it
+    was saved from); a changed diag_method is refused as the other structural
+    parameters are (it was ignored by the model and used by its saved copy)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 6))
+    y = (X[:, 0] + 0.5 * rng.normal(size=200) > 0).astype(int)
+    clf = SCWClassifier().partial_fit(X[:40], y[:40], classes=[0, 1])
+    clf.set_params(block_size=3)
+    kernelcw.save(clf, tmp_path / "bs.kcw")
+    loaded = kernelcw.load(tmp_path / "bs.kcw")
+    for m in (clf, loaded):
+        m.partial_fit(X[40:], y[40:])
+    np.testing.assert_array_equal(loaded.engine_.covariance, clf.engine_.covariance)
+    diag = AROWClassifier(covariance="diag").partial_fit(X[:30], y[:30])
+    diag.set_params(diag_method="l2")
+    with pytest.raises(ValueError, match="diag_method"):
+        diag.partial_fit(X[30:], y[30:])
+    with pytest.raises(ValueError, match="diag_method"):
+        kernelcw.save(diag, tmp_path / "diag.kcw")
+
+
+def test_a_save_beside_a_fit_in_another_thread_writes_one_model_whole(tmp_path, monkeypatch):
+    """A save whose thread is held up just before it locks the model's engine, while
+    another thread fits anew: the file holds one model whole, the old one here (it once
+    paired the old engine with the new fit's classes: a model of neither)."""
+    import sys
+    import threading
+    import time
+
+    from kernelcw.engines import base
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 4))
+    y = (X[:, 0] > 0).astype(int)
+    clf = AROWClassifier().fit(X, y)
+    old = clf.decision_function(X)
+    lock, reading = base.Locked.lock, threading.Event()
+
+    def slow(self):
+        if sys._getframe(1).f_code.co_name.startswith("_export"):  # (save's, alone)
+            reading.set()
+            time.sleep(0.4)
+        return lock.fget(self)
+
+    monkeypatch.setattr(base.Locked, "lock", property(slow))
+    save = threading.Thread(target=kernelcw.save, args=(clf, tmp_path / "race.kcw"))
+    save.start()
+    assert reading.wait(10)
+    clf.fit(X, np.where(y == 1, "neg", "pos"))
+    save.join()
+    loaded = kernelcw.load(tmp_path / "race.kcw")
+    assert loaded.classes_.tolist() == [0, 1]
+    np.testing.assert_array_equal(loaded.decision_function(X), old)

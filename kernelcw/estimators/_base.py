@@ -41,6 +41,7 @@ STRUCTURAL = (
     "mode",
     "solver",
     "covariance",
+    "diag_method",
     "budget",
     "budget_policy",
     "budget_batch",

@@ -63,7 +63,8 @@ COMMON_DOC = """
         Inputs per block of the blocked learners (the dual engine, and the primal
         one with full covariance); None picks 256 for the dual and
         ``kernelcw.engines.primal_full.default_block_size(d)`` for the primal. Results do not
-        depend on it beyond rounding.
+        depend on it beyond rounding. A model keeps the block size it started with (``fit``,
+        or the first ``partial_fit``).
     covariance : {{"full", "diag"}}, default="{cov_default}"
         Primal mode: full d x d covariance (the papers' exact algorithms, O(d^2)
         memory) or a diagonal one (JMLR 2012 section 6: O(d) memory, for text and
