@@ -8,15 +8,32 @@ registers it once). Plain functions of the input, no adapter state.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections import Counter
 
 import numpy as np
 
-__all__ = ["TEXT", "dict_row", "frame_values", "not_a_number", "repeated"]
+from ._diag_stream import sum_of_squares
+
+__all__ = [
+    "TEXT",
+    "check_labels",
+    "check_rows",
+    "columns",
+    "declared_labels",
+    "dict_row",
+    "frame_values",
+    "label_array",
+    "label_rows",
+    "not_a_number",
+    "repeated",
+]
 
 #: Values refused as text, whatever numpy would make of them.
 TEXT = (str, bytes)
+#: The common types of a feature value, taken without the ABC's isinstance.
+_PLAIN = frozenset((float, int, bool))
 
 
 def not_a_number(where: str, value) -> TypeError:
@@ -32,9 +49,17 @@ def dict_row(x: dict, cols: list[int], width: int) -> np.ndarray:
     text = [k for k, v in x.items() if isinstance(v, TEXT)]
     if text:
         raise not_a_number(f"feature {text[0]!r}", x[text[0]])
+    values = list(x.values())
+    for k, v in zip(x, values, strict=True):  # (a list [1.0] once read as 1.0)
+        if type(v) not in _PLAIN and not isinstance(v, numbers.Real) and v is not None:
+            raise not_a_number(f"feature {k!r}", v)
     row = np.zeros((1, width))
     try:
-        row[0, cols] = list(x.values())
+        row[0, cols] = values
+    except OverflowError:  # (an int past float64's range)
+        big = next(k for k, v in x.items() if isinstance(v, int) and abs(v) > 2**1023)
+        e = int(abs(x[big]).bit_length() * math.log10(2))  # (such an int has no float)
+        raise ValueError(f"feature {big!r} is an integer near 1e{e}: beyond float64") from None
     except (TypeError, ValueError) as exc:
         bad = next(k for k, v in x.items() if not isinstance(v, numbers.Real))
         raise not_a_number(f"feature {bad!r}", x[bad]) from exc
@@ -71,3 +96,67 @@ def frame_values(X) -> tuple[list, np.ndarray]:
             "(encode categories first)"
         ) from exc
     return names, values
+
+
+def check_labels(labels: list) -> None:
+    """ValueError for a NaN label (each NaN is a label of its own to a dict: the
+    estimators refuse them as scikit-learn does)."""
+    for v in labels:
+        if v != v:
+            raise ValueError(f"label {v!r}: a NaN is no class label (drop or impute the row)")
+
+
+def declared_labels(classes) -> list:
+    """The declared ``classes``, sorted and distinct (ValueError if they cannot be)."""
+    check_labels(list(classes))
+    try:
+        labels = sorted(set(classes))
+    except TypeError:
+        kinds = sorted({type(v).__name__ for v in classes})
+        raise ValueError(
+            f"classes={classes!r} mixes label types ({', '.join(kinds)}) that cannot be "
+            "sorted: use one type"
+        ) from None
+    if len(labels) < 2:
+        raise ValueError(f"classes={classes!r} must hold at least two labels")
+    return labels
+
+
+def label_array(labels: list) -> np.ndarray:
+    arr = np.empty(len(labels), dtype=object)
+    arr[:] = labels
+    return arr
+
+
+def label_rows(labels: list) -> dict:
+    """Each label's (1, K) target row in {-1, +1} (K = 1 for two labels)."""
+    if len(labels) == 2:
+        return {labels[0]: np.array([[-1.0]]), labels[1]: np.array([[1.0]])}
+    eye = 2.0 * np.eye(len(labels)) - 1.0
+    return {v: eye[i : i + 1].copy() for i, v in enumerate(labels)}
+
+
+def columns(index: dict, width: int, names: list) -> tuple[list[int], int]:
+    """The columns of ``names`` (unique) in an adapter's ``index`` of ``width`` columns,
+    new ones after the index's, and the width they need; the index is not changed."""
+    cols, n = [], len(index)
+    for k in names:
+        j = index.get(k)
+        if j is None:
+            j, n = n, n + 1
+        cols.append(j)
+    return cols, max(width, n)
+
+
+def check_rows(M: np.ndarray, a: float, where) -> None:
+    """ValueError for NaN, infinity, or a row whose squared norm times ``a``
+    overflows (the estimator's own checks), naming where (``where(i, j)``)."""
+    sq = [sum_of_squares(r) for r in M]
+    if all(math.isfinite(s * a) for s in sq):
+        return
+    bad = np.argwhere(~np.isfinite(M))
+    if bad.size:
+        i, j = bad[0]
+        raise ValueError(f"{where(i, j)}: remove or impute it first")
+    i = next(i for i, s in enumerate(sq) if not math.isfinite(s * a))
+    raise ValueError(f"row {i} is too large: its squared norm times a overflows float64")

@@ -11,7 +11,7 @@ dict is 0. When new names appear the model widens (:func:`kernelcw.grow.widen`):
 primal mean gets 0 and the covariance the prior ``a I`` in the new coordinates, the
 support vectors a 0 column (an intercept stays as it was): exactly the model that had
 the wider inputs from the start. The width grows by half at a time (amortised O(1)
-copies). A kernel's ``gamma=None`` is ``1 / n_features`` at the first width, then fixed.
+copies). A kernel's ``gamma=None`` is ``1 / n_features`` when the model starts, then fixed.
 Only learning adds names: a prediction changes nothing, and predicts for a new name
 what the model that has it would (:func:`kernelcw.grow.wider_margins`: the prior
 variance ``a`` there; for a kernel model, the support vectors' 0 there).
@@ -30,6 +30,7 @@ as negatives); declare ``classes`` when the labels are known in advance.
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 
@@ -45,7 +46,16 @@ from sklearn.base import clone
 
 from ._diag_stream import DiagStream, fast_engine, sum_of_squares
 from ._interrupt import deferred_interrupt, surface_interrupt, surfaces_interrupts
-from ._river_input import dict_row, frame_values
+from ._river_input import (
+    check_labels,
+    check_rows,
+    columns,
+    declared_labels,
+    dict_row,
+    frame_values,
+    label_array,
+    label_rows,
+)
 from .estimators import CWClassifier
 from .estimators._base import _FLOOR_WARNING, CWEstimator, warn_stabilised
 from .estimators._input import with_intercept
@@ -55,6 +65,10 @@ from .rules import VAR_FLOOR
 from .spec import check_memory, check_params, engine_spec
 
 __all__ = ["Classifier"]
+
+#: The adapter's attributes a failed learning call puts back as they were (by
+#: reference: the calls replace them, never change them in place).
+_PUT_BACK = ("_width", "_rows_y", "_floored", "_labels", "_pending", "_index")
 
 
 def _default_estimator():
@@ -116,7 +130,7 @@ class Classifier(_river_base.MiniBatchClassifier):
         self._fast = None  # a DiagStream while the model is binary primal-diagonal
         self._last = None  # (keys, columns, order, bias) of the last dict: one lookup a row
         self._floored = False  # whether a round's variance was floored (warned once)
-        self._declared = None if classes is None else _declared(classes)
+        self._declared = None if classes is None else declared_labels(classes)
         self._known = frozenset(self._declared or ())
 
     # ------------------------------------------------------------ river's API
@@ -172,7 +186,7 @@ class Classifier(_river_base.MiniBatchClassifier):
                     if not self._floored and fast.counts.n_floored[0]:
                         self._warn_floor(int(fast.counts.n_floored[0]))
                     return
-            self._learn(self._commit(*self._row(x)), [y])
+            self._learn_whole(*self._row(x), [y])
         except SystemError as err:
             surface_interrupt(err)
 
@@ -186,7 +200,7 @@ class Classifier(_river_base.MiniBatchClassifier):
             if bad:
                 raise ValueError(f"labels {bad[:5]!r} are not in classes={self.classes!r}")
         if labels:
-            self._learn(self._commit(*self._frame(X)), labels)
+            self._learn_whole(*self._frame(X), labels)
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
         try:  # (as learn_one)
@@ -288,36 +302,26 @@ class Classifier(_river_base.MiniBatchClassifier):
         try:
             cols, width = [index[k] for k in names], self._width
         except KeyError:
-            cols, width = self._columns(names)
+            cols, width = columns(index, self._width, names)
         row = dict_row(x, cols, width)
-        self._check(
-            row, lambda i, j: f"feature {names[cols.index(j)]!r} is {x[names[cols.index(j)]]!r}"
-        )
+        name = lambda i, j: names[cols.index(j)]  # noqa: E731
+        check_rows(row, self._a(), lambda i, j: f"feature {name(i, j)!r} is {x[name(i, j)]!r}")
         return names, row
 
     def _frame(self, X) -> tuple[list, np.ndarray]:
         """A pandas frame's names and its (n, width) rows, its columns placed by name
         (new names after the index's, not added)."""
         names, values = frame_values(X)
-        cols, width = self._columns(names)
+        cols, width = columns(self._index, self._width, names)
         M = np.zeros((values.shape[0], width))
         M[:, cols] = values
-        self._check(
-            M, lambda i, j: f"row {i}, column {names[cols.index(j)]!r} is {float(M[i, j])!r}"
-        )
+        where = lambda i, j: f"row {i}, column {names[cols.index(j)]!r} is {float(M[i, j])!r}"  # noqa: E731
+        check_rows(M, self._a(), where)
         return names, M
 
-    def _columns(self, names: list) -> tuple[list[int], int]:
-        """The columns of ``names`` (unique; new ones after the index) and the width
-        they need, without changing the index."""
-        index = self._index
-        cols, n = [], len(index)
-        for k in names:
-            j = index.get(k)
-            if j is None:
-                j, n = n, n + 1
-            cols.append(j)
-        return cols, max(self._width, n)
+    def _a(self) -> float:
+        """The prior scale the rows are checked against (the estimator's)."""
+        return self._template().a if self._model is None else self._model._engine.spec.a
 
     def _commit(self, names: list, M: np.ndarray) -> np.ndarray:
         """Adds the new ``names`` of checked rows ``M`` to the index, widens the model
@@ -340,20 +344,6 @@ class Classifier(_river_base.MiniBatchClassifier):
             M = np.hstack([M, np.zeros((M.shape[0], self._width - M.shape[1]))])
         return M
 
-    def _check(self, M: np.ndarray, where) -> None:
-        """ValueError for NaN, infinity, or a row whose squared norm times ``a``
-        overflows (the estimator's own checks), naming where."""
-        a = self._template().a if self._model is None else self._model._engine.spec.a
-        sq = [sum_of_squares(r) for r in M]
-        if all(math.isfinite(s * a) for s in sq):
-            return
-        bad = np.argwhere(~np.isfinite(M))
-        if bad.size:
-            i, j = bad[0]
-            raise ValueError(f"{where(i, j)}: remove or impute it first")
-        i = next(i for i, s in enumerate(sq) if not math.isfinite(s * a))
-        raise ValueError(f"row {i} is too large: its squared norm times a overflows float64")
-
     # ------------------------------------------------------------ learning
 
     def _template(self):
@@ -366,6 +356,37 @@ class Classifier(_river_base.MiniBatchClassifier):
                 "SOPClassifier); river's own learners need no adapter"
             )
         return self.estimator
+
+    def _learn_whole(self, names: list, M: np.ndarray, labels: list) -> None:
+        """Checked rows ``M`` (``names``) learnt all or nothing: a failed or interrupted
+        call leaves the adapter as it was (names, width, labels, kept rows, model). A new
+        label met while a model runs splits the rows into several learning calls: a copy
+        of the model learns them; else the one call is all or nothing itself."""
+        check_labels(labels)
+        model = self._model
+        if model is not None:
+            self._sync()
+        fresh = model is not None and any(v not in self._rows_y for v in labels)
+        if fresh:
+            self._model = copy.deepcopy(model)  # (the copy learns; the old one is kept)
+            self._fast = self._last = None  # (views of the engine learnt into)
+        d = self.__dict__
+        saved = {k: d[k] for k in _PUT_BACK}
+        sizes = (len(self._index), len(self._labels), len(self._pending))
+        engine = None if model is None else (model._engine, model.n_features_in_)
+        try:
+            self._learn(self._commit(names, M), labels)
+        except BaseException:
+            with deferred_interrupt():  # (the adapter as before, whole)
+                d.update(saved)  # (the objects it had; below, what was added to them)
+                while len(self._index) > sizes[0]:
+                    self._index.popitem()  # (names are only ever added, at the end)
+                del self._labels[sizes[1] :], self._pending[sizes[2] :]
+                self._model = model
+                if engine is not None and not fresh:  # (else the copy learnt)
+                    model._engine, model.n_features_in_ = engine
+                self._fast = self._last = None
+            raise
 
     def _learn(self, X: np.ndarray, labels: list) -> None:
         """Rows in order: runs of known labels learnt in one engine call, each new
@@ -444,7 +465,7 @@ class Classifier(_river_base.MiniBatchClassifier):
             prev = np.concatenate([old, old]) if K == 3 else old
             counts.append(np.concatenate([prev, [0]]).astype(np.int64))
         labels = [*self._labels, y]
-        classes_, rows_y = _label_array(labels), _label_rows(labels)
+        classes_, rows_y = label_array(labels), label_rows(labels)
         with deferred_interrupt():  # the new class, whole or not at all
             model._install(engine, classes_, tuple(counts))
             self._labels.append(y)
@@ -459,10 +480,10 @@ class Classifier(_river_base.MiniBatchClassifier):
         self._width = max(self._width, 1)
         spec = engine_spec(est, self._width, len(labels), checked)
         check_memory(spec)
-        est._start(_label_array(labels), spec)
+        est._start(label_array(labels), spec)
         est.n_features_in_ = self._width
         self._labels = list(labels)
-        self._rows_y = _label_rows(self._labels)
+        self._rows_y = label_rows(self._labels)
         self._model = est
 
     # ------------------------------------------------------------ prediction
@@ -497,24 +518,3 @@ class Classifier(_river_base.MiniBatchClassifier):
             neg, pos = self._labels
             return [pos if v >= 0.0 else neg for v in f[:, 0].tolist()]
         return [self._labels[k] for k in np.argmax(f, axis=1).tolist()]
-
-
-def _declared(classes) -> list:
-    labels = sorted(set(classes))
-    if len(labels) < 2:
-        raise ValueError(f"classes={classes!r} must hold at least two labels")
-    return labels
-
-
-def _label_array(labels: list) -> np.ndarray:
-    arr = np.empty(len(labels), dtype=object)
-    arr[:] = labels
-    return arr
-
-
-def _label_rows(labels: list) -> dict:
-    """Each label's (1, K) target row in {-1, +1} (K = 1 for two labels)."""
-    if len(labels) == 2:
-        return {labels[0]: np.array([[-1.0]]), labels[1]: np.array([[1.0]])}
-    eye = 2.0 * np.eye(len(labels)) - 1.0
-    return {v: eye[i : i + 1].copy() for i, v in enumerate(labels)}

@@ -568,3 +568,75 @@ def test_a_new_label_that_fails_to_be_added_leaves_the_adapter_as_it_was(form, m
     assert model.labels == before.labels == ["a", "b", "c"]
     np.testing.assert_array_equal(model.estimator_.n_updates_, before.estimator_.n_updates_)
     assert model.predict_proba_one(row) == before.predict_proba_one(row)
+
+
+def _adapter_state(m) -> tuple:
+    """What a learning call may change: names, width, labels, kept rows, the model."""
+    est = m.estimator_
+    model = None
+    if est is not None:
+        X = np.eye(max(m._width, 1))[:, : m._width] if m._width else np.zeros((1, 0))
+        frame = pd.DataFrame(X, columns=m.feature_names)
+        model = (est.n_updates_, est.n_mistakes_, m.predict_proba_many(frame).to_numpy())
+    pending = [r.tolist() for r in m._pending]
+    return (m.feature_names, m._width, m.labels, pending, model is None, model)
+
+
+def _same_state(a, b) -> None:
+    assert a[:5] == b[:5]
+    if a[5] is not None:
+        assert a[5][:2] == b[5][:2]
+        np.testing.assert_array_equal(a[5][2], b[5][2])
+
+
+def test_a_model_that_fails_to_start_leaves_the_adapter_as_it_was():
+    """The second label starts the model; a failure there (a rule parameter the
+    estimator refuses) once left the label recorded and the kept rows dropped, and every
+    later call did nothing, silently. Now the adapter is as before, and it starts once
+    the parameter is set right."""
+    m = Classifier(SCWClassifier(eta=5.0))
+    m.learn_one({"a": 1.0}, "x")
+    before = _adapter_state(m)
+    with pytest.raises(ValueError, match="eta"):
+        m.learn_one({"a": -1.0, "b": 2.0}, "y")
+    _same_state(_adapter_state(m), before)
+    m.estimator.set_params(eta=0.8)
+    m.learn_one({"a": -1.0, "b": 2.0}, "y")
+    ref = SCWClassifier(eta=0.8).partial_fit(np.array([[1.0, 0.0], [-1.0, 2.0]]), ["x", "y"])
+    assert m.labels == ["x", "y"] and m.estimator_.n_updates_ == ref.n_updates_
+
+
+def test_a_failed_learning_call_changes_nothing():
+    """A learn_many whose frame brings a new label and then a row the kernel refuses,
+    and a learn_one whose new feature the kernel refuses: neither leaves a label, a
+    name, a wider model or learnt rows behind (they once did)."""
+    est = SCWClassifier(kernel="poly", degree=3, gamma=1.0, fit_intercept=False)
+    m = Classifier(est)
+    m.learn_one({"a": 1.0}, "x")
+    m.learn_one({"a": -1.0}, "y")
+    before = _adapter_state(m)
+    frame = pd.DataFrame({"a": [0.5, 0.3, 1e120]})
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        m.learn_many(frame, pd.Series(["x", "z", "x"]))
+    _same_state(_adapter_state(m), before)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        m.learn_one({"a": 1.0, "big": 1e120}, "x")
+    _same_state(_adapter_state(m), before)
+    m.learn_many(frame[:2], pd.Series(["x", "z"]))  # (and it goes on)
+    assert m.labels == ["x", "y", "z"]
+
+
+def test_labels_and_values_the_estimators_refuse():
+    m = Classifier()
+    with pytest.raises(ValueError, match="NaN is no class label"):
+        m.learn_one({"a": 1.0}, float("nan"))
+    with pytest.raises(ValueError, match="NaN is no class label"):
+        m.learn_many(pd.DataFrame({"a": [1.0, -1.0]}), pd.Series([0.0, np.nan]))
+    assert m.labels == [] and m.feature_names == []
+    with pytest.raises(ValueError, match=r"feature 'a' is an integer near 1e400: beyond float64"):
+        m.learn_one({"a": 10**400}, 1)
+    with pytest.raises(TypeError, match=r"feature 'a' is \[1.0\]"):
+        m.learn_one({"a": [1.0]}, 1)
+    with pytest.raises(ValueError, match=r"mixes label types \(int, str\)"):
+        Classifier(classes=(0, "a"))
+    assert m.labels == [] and m.feature_names == []
