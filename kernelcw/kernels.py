@@ -421,12 +421,18 @@ class Kernel:
         if sp.issparse(K):
             K = K.toarray()
         try:
-            K = np.asarray(K, dtype=np.float64)
+            values = np.asarray(K)
+            imaginary = np.iscomplexobj(values)  # (a cast would drop it, with a warning)
+            if not imaginary:
+                values = np.asarray(values, dtype=np.float64)
         except (TypeError, ValueError) as err:
             raise ValueError(
                 f"kernel {self.name} returned a {type(K).__name__}, not a matrix of "
                 f"numbers of shape ({A.shape[0]}, {B.shape[0]}): {err}"
             ) from None
+        if imaginary:
+            raise ValueError(f"kernel {self.name} returned complex values; a kernel's are real")
+        K = values
         if not (K.flags.writeable and K.flags.c_contiguous):
             K = np.array(K, order="C")
         return K

@@ -433,3 +433,14 @@ def test_a_degree_out_of_range_is_named(degree):
     X, y = _stream(np.random.default_rng(9), n=10)
     with pytest.raises(ValueError, match=r"degree=.* must be an integer from 1 to 2147483647"):
         SCWClassifier(kernel="poly", degree=degree).fit(X, y)
+
+
+def test_a_callable_kernel_of_complex_values_is_refused():
+    """Cast to float64, its imaginary part was dropped with only numpy's warning."""
+    X, y = _stream(np.random.default_rng(9), n=10)
+
+    def kernel(A, B):
+        return (A @ B.T).astype(complex) * (1 + 1e-3j)
+
+    with pytest.raises(ValueError, match="returned complex values"):
+        SCWClassifier(kernel=kernel).fit(X, y)
