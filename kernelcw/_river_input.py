@@ -32,8 +32,20 @@ __all__ = [
 
 #: Values refused as text, whatever numpy would make of them.
 TEXT = (str, bytes)
-#: The common types of a feature value, taken without the ABC's isinstance.
+#: The common types of a feature value, taken without a look at their shape.
 _PLAIN = frozenset((float, int, bool))
+#: Containers refused as one feature's value (numpy read [1.0] as 1.0).
+_SEQUENCES = (list, tuple, dict, set)
+
+
+def _overflows(v) -> bool:
+    try:
+        float(v)
+    except OverflowError:
+        return True
+    except (TypeError, ValueError):
+        return False
+    return False
 
 
 def not_a_number(where: str, value) -> TypeError:
@@ -51,15 +63,14 @@ def dict_row(x: dict, cols: list[int], width: int) -> np.ndarray:
         raise not_a_number(f"feature {text[0]!r}", x[text[0]])
     values = list(x.values())
     for k, v in zip(x, values, strict=True):  # (a list [1.0] once read as 1.0)
-        if type(v) not in _PLAIN and not isinstance(v, numbers.Real) and v is not None:
+        if type(v) not in _PLAIN and (isinstance(v, _SEQUENCES) or np.ndim(v) > 0):
             raise not_a_number(f"feature {k!r}", v)
     row = np.zeros((1, width))
     try:
         row[0, cols] = values
-    except OverflowError:  # (an int past float64's range)
-        big = next(k for k, v in x.items() if isinstance(v, int) and abs(v) > 2**1023)
-        e = int(abs(x[big]).bit_length() * math.log10(2))  # (such an int has no float)
-        raise ValueError(f"feature {big!r} is an integer near 1e{e}: beyond float64") from None
+    except OverflowError:  # (an int, or a fraction, past float64's range)
+        big = next(k for k, v in x.items() if _overflows(v))
+        raise ValueError(f"feature {big!r} is beyond float64's range") from None
     except (TypeError, ValueError) as exc:
         bad = next(k for k, v in x.items() if not isinstance(v, numbers.Real))
         raise not_a_number(f"feature {bad!r}", x[bad]) from exc

@@ -165,6 +165,8 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             template = clone(self.estimator)
             with _Session(self.client) as client:
                 parts = self._parts(client, X, y)
+                if self.n_epochs > 1:
+                    self._check_continues("n_epochs > 1", len(parts))
                 classes = self._classes(client, y, classes)
                 model = None
                 for epoch in range(self.n_epochs):
@@ -178,7 +180,6 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         self._check_params()
         fitted = hasattr(self, "combined_")
         if fitted:
-            self._check_continues()
             if classes is not None and not _same_classes(classes, self.classes_):
                 raise ValueError(
                     f"classes={classes!r} is not the same as on the first call "
@@ -189,6 +190,7 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             with _Session(self.client) as client:
                 parts = self._parts(client, X, y)
                 if fitted:  # the parts learn arrays, already checked against the names
+                    self._check_continues("a later partial_fit", len(parts))
                     start = client.scatter(_without_names(self.combined_), hash=False)
                     model = self._epoch(client, None, start, parts, self.classes_, False)
                 else:
@@ -226,16 +228,14 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         check_positive_int("n_parts", self.n_parts, allow_none=True)
         if not isinstance(self.estimator, CWEstimator):
             raise TypeError(f"estimator must be a kernelcw estimator, not {type(self.estimator)}")
-        if self.n_epochs > 1:
-            self._check_continues("n_epochs > 1")
 
-    def _check_continues(self, why: str = "a later partial_fit") -> None:
-        """Refuse, before any work, what the shared-prior rule cannot continue: a
-        kernel model combined by "average" is given by nu and Pi alone (no natural
-        parameters to subtract the start's from) unless it keeps a "project" budget
-        (:func:`kernelcw.combine`; it once failed after every part had learnt)."""
+    def _check_continues(self, why: str, n_parts: int) -> None:
+        """Refuse, before any part learns, what the shared-prior rule cannot continue: a
+        kernel model combined by "average" of several parts is given by nu and Pi alone
+        (no natural parameters to subtract the start's from) unless it keeps a "project"
+        budget (:func:`kernelcw.combine`; it once failed after every part had learnt)."""
         est = self.estimator
-        if self.method != "average" or check_params(est)[1] != "dual":
+        if self.method != "average" or n_parts < 2 or check_params(est)[1] != "dual":
             return
         if est.budget is not None and est.budget_policy == "project":
             return

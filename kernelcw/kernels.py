@@ -126,12 +126,12 @@ def _sqdist_csr(ap, ai, ad, bp, bi, bd, pairs):
 #: computed from the differences directly: for a row or two against a small support set
 #: (row-at-a-time learning under a budget) the BLAS expansion's own work is nothing and
 #: its ~10 numpy calls were most of a call's time.
+SMALL_BLOCK = 1 << 16
+
 #: The largest polynomial degree (a C int, as libsvm's): larger ones overflow the
 #: compiled kernels' integer power, and every value but 0 and 1 overflows float64 long
 #: before it.
 _MAX_DEGREE = 2**31 - 1
-
-SMALL_BLOCK = 1 << 16
 
 
 @njit(cache=True)

@@ -34,6 +34,7 @@ import zlib
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg import LinAlgError, cho_factor
 
 from . import __version__
 from ._atomic import write_atomically
@@ -381,10 +382,11 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
         if classes.dtype.kind != "U":
             raise bad("classes_ saved as strings must have a str dtype")
         classes = classes.astype(object)
-    if (classes.dtype.kind == "f" and not np.all(np.isfinite(classes))) or not np.array_equal(
-        classes, np.unique(classes)
-    ):  # (as fit makes them: the predictions index them, partial_fit searches them)
-        raise bad(f"classes_ {classes.tolist()!r} must be sorted, distinct, finite labels")
+    # sorted by fit, in order of first appearance by the river adapter (both learn); a
+    # repeated label or a NaN predicts wrongly
+    distinct = np.unique(classes).shape[0] == classes.shape[0]
+    if not distinct or (classes.dtype.kind == "f" and not np.all(np.isfinite(classes))):
+        raise bad(f"classes_ {classes.tolist()!r} must be distinct, finite labels")
     if d < 1:
         raise bad(f"n_features_in = {d} must be >= 1")
     try:
@@ -476,7 +478,8 @@ def _check_engine_state(spec, state: dict[str, np.ndarray], bad) -> None:
         diag = np.diagonal(S, axis1=1, axis2=2)
         if np.any(diag <= 0.0) or np.abs(S - S.transpose(0, 2, 1)).max() > 1e-10 * diag.max():
             raise bad("engine.covariance must be symmetric with a positive diagonal")
-        for k in range(K):  # (a learnt covariance is positive definite, to rounding)
-            w = np.linalg.eigvalsh(S[k])
-            if w[0] < -1e-8 * w[-1]:
-                raise bad(f"engine.covariance of model {k} is not positive semi-definite")
+        for k in range(K):  # (a learnt covariance is positive definite, to rounding:
+            try:  # a Cholesky factor after a shift of 1e-8 of its largest diagonal entry)
+                cho_factor(S[k] + (1e-8 * diag[k].max()) * np.eye(d), check_finite=False)
+            except LinAlgError:
+                raise bad(f"engine.covariance of model {k} is not positive semi-definite") from None

@@ -1,37 +1,35 @@
 """kernelcw learners as river classifiers (``pip install "kernelcw[river]"``).
 
-:class:`Classifier` wraps any kernelcw estimator, primal or kernel, budgeted or not,
-behind river's online API: ``learn_one``/``predict_one``/``predict_proba_one`` on
-feature dicts and ``learn_many``/``predict_many``/``predict_proba_many`` on pandas
-frames. It talks to the estimator's engine directly (one row needs no scikit-learn
-validation), so a row costs a few microseconds on top of the update itself.
+:class:`Classifier` wraps any kernelcw estimator, primal or kernel, budgeted or not, behind
+river's online API: ``learn_one``/``predict_one``/``predict_proba_one`` on feature dicts and
+``learn_many``/``predict_many``/``predict_proba_many`` on pandas frames. It talks to the
+estimator's engine directly (one row needs no scikit-learn validation), so a row costs a few
+microseconds on top of the update itself.
 
-Features. Names map to columns in the order they first appear; a name absent from a
-dict is 0. When new names appear the model widens (:func:`kernelcw.grow.widen`): the
-primal mean gets 0 and the covariance the prior ``a I`` in the new coordinates, the
-support vectors a 0 column (an intercept stays as it was): exactly the model that had
-the wider inputs from the start. The width grows by half at a time (amortised O(1)
-copies). A kernel's ``gamma=None`` is ``1 / n_features`` when the model starts, then fixed.
-Only learning adds names: a prediction changes nothing, and predicts for a new name
-what the model that has it would (:func:`kernelcw.grow.wider_margins`: the prior
-variance ``a`` there; for a kernel model, the support vectors' 0 there).
+Features. Names map to columns in the order they first appear; a name absent from a dict is
+0. When new names appear the model widens (:func:`kernelcw.grow.widen`): the primal mean gets
+0 and the covariance the prior ``a I`` in the new coordinates, the support vectors a 0 column
+(an intercept stays as it was): exactly the model that had the wider inputs from the start.
+The width grows by half at a time (amortised O(1) copies). A kernel's ``gamma=None`` is
+``1 / n_features`` when the model starts, then fixed. Only learning adds names: a prediction
+changes nothing, and predicts for a new name what the model that has it would
+(:func:`kernelcw.grow.wider_margins`: the prior variance ``a`` there; for a kernel model, the
+support vectors' 0 there).
 
 Labels. With ``classes`` given the model learns exactly as the estimator's
-``partial_fit(X, y, classes=classes)`` on the zero-padded rows. Without it, labels are
-learnt as they appear: rows are kept while only one label has been seen (a binary
-model needs both sides); at the second label the binary model starts (its positive
-class is the second label seen) and learns the kept rows first, so the two-class
-stream is the estimator's own. At the third label the binary model becomes two
-one-vs-rest models, itself and its mirror (:func:`kernelcw.grow.mirror`, exact: every
-rule is odd in the label), and each later label gets a new one-vs-rest model at the
-prior. That new model has not learnt from the earlier rows (which it would have seen
-as negatives); declare ``classes`` when the labels are known in advance.
+``partial_fit(X, y, classes=classes)`` on the zero-padded rows. Without it, labels are learnt
+as they appear: rows are kept while only one label has been seen (a binary model needs both
+sides); at the second label the binary model starts (its positive class is the second label
+seen) and learns the kept rows first, so the two-class stream is the estimator's own. At the
+third label the binary model becomes two one-vs-rest models, itself and its mirror
+(:func:`kernelcw.grow.mirror`, exact: every rule is odd in the label), and each later label
+gets a new one-vs-rest model at the prior, which has not learnt from the earlier rows (which
+it would have seen as negatives); declare ``classes`` when the labels are known in advance.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 import warnings
 
 try:
@@ -44,7 +42,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 import numpy as np
 from sklearn.base import clone
 
-from ._diag_stream import DiagStream, fast_engine, sum_of_squares
+from ._diag_stream import DiagStream, fast_engine, sparse_row
 from ._interrupt import deferred_interrupt, surface_interrupt, surfaces_interrupts
 from ._river_input import (
     check_labels,
@@ -263,36 +261,10 @@ class Classifier(_river_base.MiniBatchClassifier):
                 est._counts = (u0 + u, m0 + m, f0 + f)
 
     def _sparse(self, x: dict) -> tuple[np.ndarray, np.ndarray] | None:
-        """``x``'s columns (increasing; the intercept's last) and values for the fast
-        path, or None where the general path must take it: a new name, a value that is
-        not a finite number (text included), or a row too large."""
-        keys = tuple(x)
-        last = self._last
-        bias = self._fast.bias  # the intercept's (column, value), last in every row
-        if last is not None and last[0] == keys and last[3] == bias:
-            idx, order = last[1], last[2]
-        else:
-            index = self._index
-            try:
-                cols = [index[k] for k in keys]
-            except KeyError:
-                return None
-            idx = np.array(cols if bias is None else [*cols, bias[0]], dtype=np.int64)
-            order = np.argsort(idx, kind="stable") if np.any(idx[1:] < idx[:-1]) else None
-            if order is not None:
-                idx = idx[order]
-            self._last = (keys, idx, order, bias)
-        try:  # fsum takes real numbers only (fromiter reads "3.5" as 3.5), may overflow
-            math.fsum(x.values())
-            values = x.values() if bias is None else (*x.values(), bias[1])
-            val = np.fromiter(values, np.float64, idx.shape[0])
-        except (TypeError, ValueError, OverflowError):
-            return None
-        if order is not None:
-            val = val[order]
-        if not math.isfinite(sum_of_squares(val) * self._fast.engine.spec.a):
-            return None
-        return idx, val
+        """The fast path's row of ``x`` (:func:`kernelcw._diag_stream.sparse_row`)."""
+        fast = self._fast
+        row, self._last = sparse_row(x, self._index, self._last, fast.bias, fast.engine.spec.a)
+        return row
 
     def _row(self, x: dict) -> tuple[list, np.ndarray]:
         """``x``'s names and ``x`` as a (1, width) row, values checked, its new names
@@ -364,29 +336,35 @@ class Classifier(_river_base.MiniBatchClassifier):
         of the model learns them; else the one call is all or nothing itself."""
         check_labels(labels)
         model = self._model
-        if model is not None:
-            self._sync()
+        self._sync()  # (the fast path's counters into the model's; nothing without one)
         fresh = model is not None and any(v not in self._rows_y for v in labels)
         if fresh:
-            self._model = copy.deepcopy(model)  # (the copy learns; the old one is kept)
+            self._model = copy.deepcopy(model)  # (the copy learns; the model is kept)
             self._fast = self._last = None  # (views of the engine learnt into)
         d = self.__dict__
         saved = {k: d[k] for k in _PUT_BACK}
         sizes = (len(self._index), len(self._labels), len(self._pending))
-        engine = None if model is None else (model._engine, model.n_features_in_)
+        kept = None if model is None else (model._engine, model.n_features_in_, model._counts)
         try:
             self._learn(self._commit(names, M), labels)
         except BaseException:
+            if kept is not None and not fresh and model._counts is not kept[2]:
+                raise  # (its one learning call went through and counted: final, whole)
             with deferred_interrupt():  # (the adapter as before, whole)
                 d.update(saved)  # (the objects it had; below, what was added to them)
                 while len(self._index) > sizes[0]:
                     self._index.popitem()  # (names are only ever added, at the end)
                 del self._labels[sizes[1] :], self._pending[sizes[2] :]
                 self._model = model
-                if engine is not None and not fresh:  # (else the copy learnt)
-                    model._engine, model.n_features_in_ = engine
+                if kept is not None and not fresh:  # (else the copy learnt)
+                    model._engine, model.n_features_in_ = kept[:2]
                 self._fast = self._last = None
             raise
+        if fresh:  # (the estimator object users hold takes the copy's state)
+            with deferred_interrupt():
+                model.__dict__.update(self._model.__dict__)
+                model.__dict__.pop("_row_memo", None)
+                self._model = model
 
     def _learn(self, X: np.ndarray, labels: list) -> None:
         """Rows in order: runs of known labels learnt in one engine call, each new

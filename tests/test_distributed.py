@@ -296,6 +296,8 @@ def test_what_the_shared_prior_rule_cannot_continue_is_refused_first(client, mon
     assert not learnt
     budgeted = SCWClassifier(kernel="rbf", budget=30, budget_policy="project")
     CombinedClassifier(budgeted, method="average", n_parts=2, n_epochs=2).fit(X, y)
+    one = CombinedClassifier(SCWClassifier(kernel="rbf"), method="average", n_parts=1)
+    one.set_params(n_epochs=2).fit(X, y).partial_fit(X, y)  # (one part: nothing averaged)
     clf = CombinedClassifier(SCWClassifier(), n_parts=2).partial_fit(X, y, classes=[0, 1])
     with pytest.raises(ValueError, match=r"classes=\[0, 1, 2\] is not the same"):
         clf.partial_fit(X, y, classes=[0, 1, 2])

@@ -536,7 +536,7 @@ _EDITS = {
         ("arow", {}, False), _set("engine.covariance", (0, slice(0, 2), slice(0, 2)), _INDEF),
         "engine.covariance of model 0 is not positive semi-definite"),
     "duplicate classes": (("arow", {}, False), _set("classes_", 0, 1),
-                          r"classes_ \[1, 1\] must be sorted, distinct"),
+                          r"classes_ \[1, 1\] must be distinct, finite"),
     "boolean covariance": (("arow", {}, False),
                            lambda a: a.update({"engine.covariance": a["engine.covariance"] > 0}),
                            "engine.covariance has dtype bool, not floating point"),

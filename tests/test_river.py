@@ -633,10 +633,61 @@ def test_labels_and_values_the_estimators_refuse():
     with pytest.raises(ValueError, match="NaN is no class label"):
         m.learn_many(pd.DataFrame({"a": [1.0, -1.0]}), pd.Series([0.0, np.nan]))
     assert m.labels == [] and m.feature_names == []
-    with pytest.raises(ValueError, match=r"feature 'a' is an integer near 1e400: beyond float64"):
-        m.learn_one({"a": 10**400}, 1)
+    with pytest.raises(ValueError, match=r"feature 'b' is beyond float64's range"):
+        m.learn_one({"a": 2**1023 + 5, "b": 10**400}, 1)
     with pytest.raises(TypeError, match=r"feature 'a' is \[1.0\]"):
         m.learn_one({"a": [1.0]}, 1)
     with pytest.raises(ValueError, match=r"mixes label types \(int, str\)"):
         Classifier(classes=(0, "a"))
     assert m.labels == [] and m.feature_names == []
+
+
+def test_a_call_that_learnt_and_then_raised_keeps_what_it_learnt():
+    """A warning turned into an error (or a Ctrl-C) after the learning call counted its
+    rows: the call raises, and the adapter keeps the rows, their names and the counts
+    together (a rollback once put back the narrower model beside the new counts)."""
+    m = Classifier(CWClassifier(covariance="diag"))
+    m.learn_one({"a": 1.0}, 0)
+    m.learn_one({"a": -1.0}, 1)
+    held = m.estimator_
+    frame = pd.DataFrame({"a": np.ones(400), "b": np.ones(400)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeWarning, match="variance fell below"):
+            m.learn_many(frame, pd.Series([0, 1] * 200))
+    ref = CWClassifier(covariance="diag").partial_fit(np.array([[1.0, 0], [-1.0, 0]]), [0, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref.partial_fit(frame.to_numpy(), np.array([0, 1] * 200))
+    assert m.feature_names == ["a", "b"] and m.estimator_ is held
+    assert (held.n_updates_, held.n_variance_floored_) == (ref.n_updates_, ref.n_variance_floored_)
+
+
+def test_numpy_scalars_and_other_real_numbers_are_feature_values():
+    """np.bool_ (a comparison's result), numpy floats, Decimal and 0-d arrays are
+    numbers, on the general path as on the fast one; a new label keeps the estimator
+    object a caller holds (it learns into a copy first, then takes its state)."""
+    from decimal import Decimal
+
+    m = Classifier(classes=None)
+    m.learn_one({"a": 1.0, "b": np.bool_(True)}, 0)
+    m.learn_one({"a": -1.0, "b": np.float32(2.0)}, 1)
+    held = m.estimator_
+    m.learn_one({"a": Decimal("0.5"), "c": np.array(3.0)}, 2)
+    assert m.feature_names == ["a", "b", "c"] and m.labels == [0, 1, 2]
+    assert m.estimator_ is held and held.classes_.tolist() == [0, 1, 2]
+
+
+def test_the_adapters_model_saves_and_loads(tmp_path):
+    """Its classes_ are in order of first appearance, not sorted as fit makes them: a
+    file of it loads (a check of session 24 refused it) and predicts the same."""
+    import kernelcw
+
+    m = Classifier()
+    for x, y in [({"a": 1.0}, "pos"), ({"a": -1.0}, "neg"), ({"a": 0.5, "b": 1.0}, "pos")]:
+        m.learn_one(x, y)
+    kernelcw.save(m.estimator_, tmp_path / "m.kcw")
+    loaded = kernelcw.load(tmp_path / "m.kcw")
+    X = np.array([[1.0, 0.0], [-1.0, 2.0]])
+    assert loaded.classes_.tolist() == ["pos", "neg"]
+    np.testing.assert_array_equal(loaded.decision_function(X), m.estimator_.decision_function(X))

@@ -314,7 +314,8 @@ def store_rows(old, ks, union, first, b):
 
 def symmetrised(K: np.ndarray) -> np.ndarray:
     """``(K + K') / 2`` as a new, exactly symmetric array, halved before the sum: the
-    same values wherever the sum stays in float64's range (halving is exact there),
-    and no overflow to inf for kernel values past half of float64's largest (a poly
-    kernel on a huge row once put inf on the diagonal, and into the factor)."""
+    same values wherever the halves stay normal numbers (halving is exact there; a
+    subnormal entry may differ in its last place), and no overflow to inf for kernel
+    values past half of float64's largest (a poly kernel on a huge row once put inf on
+    the diagonal, and into the factor)."""
     return 0.5 * K + 0.5 * K.T
