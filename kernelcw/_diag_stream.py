@@ -30,7 +30,7 @@ from .engines._primal_common import new_counts, raise_nonfinite, rule_record
 from .engines.base import nonfinite_prediction
 from .rules import DIAG_METHODS
 
-__all__ = ["DiagStream", "fast_engine", "sparse_row", "sum_of_squares"]
+__all__ = ["DiagStream", "fast_engine", "sum_of_squares"]
 
 
 #: Compiled entry points by handle. A model keeps the int handle, not the entry point:
@@ -109,6 +109,40 @@ class DiagStream:
         c = engine.spec.intercept  # an intercept: the constant last column, value c
         #: (column, value) of the intercept that every row's non-zeros must end with
         self.bias = (engine.spec.n_features - 1, c) if c else None
+        self.a = engine.spec.a
+        self._last = None  # (keys, columns, order) of the last dict: one lookup a row
+
+    def row(self, x: dict, index: dict) -> tuple[np.ndarray, np.ndarray] | None:
+        """``x``'s columns (increasing; the intercept's last) and values for
+        :meth:`learn` and :meth:`margin`, or None where the adapter's general path must
+        take it: a new name (``index``: the adapter's columns by name, which only grows
+        while this stream lives), a value that is not a finite number (text included),
+        or a row too large."""
+        keys = tuple(x)
+        last, bias = self._last, self.bias
+        if last is not None and last[0] == keys:
+            idx, order = last[1], last[2]
+        else:
+            try:
+                cols = [index[k] for k in keys]
+            except KeyError:
+                return None
+            idx = np.array(cols if bias is None else [*cols, bias[0]], dtype=np.int64)
+            order = np.argsort(idx, kind="stable") if np.any(idx[1:] < idx[:-1]) else None
+            if order is not None:
+                idx = idx[order]
+            self._last = (keys, idx, order)
+        try:  # fsum takes real numbers only (fromiter reads "3.5" as 3.5), may overflow
+            math.fsum(x.values())
+            values = x.values() if bias is None else (*x.values(), bias[1])
+            val = np.fromiter(values, np.float64, idx.shape[0])
+        except (TypeError, ValueError, OverflowError):
+            return None
+        if order is not None:
+            val = val[order]
+        if not math.isfinite(sum_of_squares(val) * self.a):
+            return None
+        return idx, val
 
     def learn(self, idx: np.ndarray, val: np.ndarray, y: float) -> None:
         """One round on the non-zeros (idx increasing, int64; val float64; ending
@@ -147,36 +181,3 @@ class DiagStream:
         for a in c:
             a[0] = 0
         return got
-
-
-def sparse_row(x: dict, index: dict, last, bias, a: float):
-    """(``x``'s columns (increasing; the intercept's last) and values for
-    :class:`DiagStream`, or None where the general path must take it: a new name, a value
-    that is not a finite number (text included), or a row too large; the record of the
-    dict's keys for the next row, ``last``'s if they are the same). ``index``: the
-    adapter's columns by name; ``bias``: the intercept's (column, value) or None; ``a``:
-    the prior scale."""
-    keys = tuple(x)
-    if last is not None and last[0] == keys and last[3] == bias:
-        idx, order = last[1], last[2]
-    else:
-        try:
-            cols = [index[k] for k in keys]
-        except KeyError:
-            return None, last
-        idx = np.array(cols if bias is None else [*cols, bias[0]], dtype=np.int64)
-        order = np.argsort(idx, kind="stable") if np.any(idx[1:] < idx[:-1]) else None
-        if order is not None:
-            idx = idx[order]
-        last = (keys, idx, order, bias)
-    try:  # fsum takes real numbers only (fromiter reads "3.5" as 3.5), may overflow
-        math.fsum(x.values())
-        values = x.values() if bias is None else (*x.values(), bias[1])
-        val = np.fromiter(values, np.float64, idx.shape[0])
-    except (TypeError, ValueError, OverflowError):
-        return None, last
-    if order is not None:
-        val = val[order]
-    if not math.isfinite(sum_of_squares(val) * a):
-        return None, last
-    return (idx, val), last

@@ -21,6 +21,7 @@ __all__ = [
     "check_labels",
     "check_rows",
     "columns",
+    "too_large",
     "declared_labels",
     "dict_row",
     "frame_values",
@@ -62,9 +63,10 @@ def dict_row(x: dict, cols: list[int], width: int) -> np.ndarray:
     if text:
         raise not_a_number(f"feature {text[0]!r}", x[text[0]])
     values = list(x.values())
-    for k, v in zip(x, values, strict=True):  # (a list [1.0] once read as 1.0)
-        if type(v) not in _PLAIN and (isinstance(v, _SEQUENCES) or np.ndim(v) > 0):
-            raise not_a_number(f"feature {k!r}", v)
+    if not _PLAIN.issuperset(map(type, values)):  # (a list [1.0] once read as 1.0)
+        for k, v in zip(x, values, strict=True):
+            if type(v) not in _PLAIN and (isinstance(v, _SEQUENCES) or np.ndim(v) > 0):
+                raise not_a_number(f"feature {k!r}", v)
     row = np.zeros((1, width))
     try:
         row[0, cols] = values
@@ -112,9 +114,9 @@ def frame_values(X) -> tuple[list, np.ndarray]:
 def check_labels(labels: list) -> None:
     """ValueError for a NaN label (each NaN is a label of its own to a dict: the
     estimators refuse them as scikit-learn does)."""
-    for v in labels:
-        if v != v:
-            raise ValueError(f"label {v!r}: a NaN is no class label (drop or impute the row)")
+    bad = [v for v in labels if v != v]
+    if bad:
+        raise ValueError(f"label {bad[0]!r}: a NaN is no class label (drop or impute the row)")
 
 
 def declared_labels(classes) -> list:
@@ -159,15 +161,17 @@ def columns(index: dict, width: int, names: list) -> tuple[list[int], int]:
     return cols, max(width, n)
 
 
-def check_rows(M: np.ndarray, a: float, where) -> None:
-    """ValueError for NaN, infinity, or a row whose squared norm times ``a``
-    overflows (the estimator's own checks), naming where (``where(i, j)``)."""
+def check_rows(M: np.ndarray, a: float) -> tuple[int, int] | None:
+    """Where the rows ``M`` break the estimator's own checks: (i, j) of the first NaN or
+    infinity, (i, -1) for a row whose squared norm times ``a`` overflows, or None."""
     sq = [sum_of_squares(r) for r in M]
     if all(math.isfinite(s * a) for s in sq):
-        return
+        return None
     bad = np.argwhere(~np.isfinite(M))
     if bad.size:
-        i, j = bad[0]
-        raise ValueError(f"{where(i, j)}: remove or impute it first")
-    i = next(i for i, s in enumerate(sq) if not math.isfinite(s * a))
-    raise ValueError(f"row {i} is too large: its squared norm times a overflows float64")
+        return int(bad[0][0]), int(bad[0][1])
+    return next(i for i, s in enumerate(sq) if not math.isfinite(s * a)), -1
+
+
+def too_large(i: int) -> str:
+    return f"row {i} is too large: its squared norm times a overflows float64"

@@ -42,7 +42,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 import numpy as np
 from sklearn.base import clone
 
-from ._diag_stream import DiagStream, fast_engine, sparse_row
+from ._diag_stream import DiagStream, fast_engine
 from ._interrupt import deferred_interrupt, surface_interrupt, surfaces_interrupts
 from ._river_input import (
     check_labels,
@@ -53,6 +53,7 @@ from ._river_input import (
     frame_values,
     label_array,
     label_rows,
+    too_large,
 )
 from .estimators import CWClassifier
 from .estimators._base import _FLOOR_WARNING, CWEstimator, warn_stabilised
@@ -126,7 +127,6 @@ class Classifier(_river_base.MiniBatchClassifier):
         self._pending: list[np.ndarray] = []
         self._model = None
         self._fast = None  # a DiagStream while the model is binary primal-diagonal
-        self._last = None  # (keys, columns, order, bias) of the last dict: one lookup a row
         self._floored = False  # whether a round's variance was floored (warned once)
         self._declared = None if classes is None else declared_labels(classes)
         self._known = frozenset(self._declared or ())
@@ -160,7 +160,6 @@ class Classifier(_river_base.MiniBatchClassifier):
         self._sync()
         state = self.__dict__.copy()
         state["_fast"] = None  # views of the engine: made again on first use
-        state["_last"] = None
         return state
 
     @property
@@ -177,7 +176,7 @@ class Classifier(_river_base.MiniBatchClassifier):
                 raise ValueError(f"label {y!r} is not one of classes={self.classes!r}")
             fast = self._fast_path()
             if fast is not None and y in self._rows_y:
-                row = self._sparse(x)
+                row = fast.row(x, self._index)
                 if row is not None:
                     with fast.engine.lock:
                         fast.learn(row[0], row[1], float(self._rows_y[y][0, 0]))
@@ -203,7 +202,7 @@ class Classifier(_river_base.MiniBatchClassifier):
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
         try:  # (as learn_one)
             fast = self._fast_path()
-            row = None if fast is None else self._sparse(x)
+            row = None if fast is None else fast.row(x, self._index)
             if row is not None:
                 with fast.engine.lock:
                     f, v, _ = fast.margin(*row)
@@ -217,7 +216,7 @@ class Classifier(_river_base.MiniBatchClassifier):
     def predict_one(self, x: dict, **kwargs):
         try:  # (as learn_one)
             fast = self._fast_path()
-            row = None if fast is None else self._sparse(x)
+            row = None if fast is None else fast.row(x, self._index)
             if row is None:
                 return self._predict(self._row(x)[1])[0]
             with fast.engine.lock:
@@ -260,12 +259,6 @@ class Classifier(_river_base.MiniBatchClassifier):
                 u0, m0, f0 = est._counts
                 est._counts = (u0 + u, m0 + m, f0 + f)
 
-    def _sparse(self, x: dict) -> tuple[np.ndarray, np.ndarray] | None:
-        """The fast path's row of ``x`` (:func:`kernelcw._diag_stream.sparse_row`)."""
-        fast = self._fast
-        row, self._last = sparse_row(x, self._index, self._last, fast.bias, fast.engine.spec.a)
-        return row
-
     def _row(self, x: dict) -> tuple[list, np.ndarray]:
         """``x``'s names and ``x`` as a (1, width) row, values checked, its new names
         placed after the index's (not added: see :meth:`_commit`)."""
@@ -276,8 +269,12 @@ class Classifier(_river_base.MiniBatchClassifier):
         except KeyError:
             cols, width = columns(index, self._width, names)
         row = dict_row(x, cols, width)
-        name = lambda i, j: names[cols.index(j)]  # noqa: E731
-        check_rows(row, self._a(), lambda i, j: f"feature {name(i, j)!r} is {x[name(i, j)]!r}")
+        bad = check_rows(row, self._a())
+        if bad is not None:  # (NaN, infinity: by name; else the row is too large)
+            i, j = bad
+            name = names[cols.index(j)] if j >= 0 else None
+            raise ValueError(f"feature {name!r} is {x[name]!r}: remove or impute it first"
+                             if j >= 0 else too_large(i))  # fmt: skip
         return names, row
 
     def _frame(self, X) -> tuple[list, np.ndarray]:
@@ -287,8 +284,11 @@ class Classifier(_river_base.MiniBatchClassifier):
         cols, width = columns(self._index, self._width, names)
         M = np.zeros((values.shape[0], width))
         M[:, cols] = values
-        where = lambda i, j: f"row {i}, column {names[cols.index(j)]!r} is {float(M[i, j])!r}"  # noqa: E731
-        check_rows(M, self._a(), where)
+        bad = check_rows(M, self._a())
+        if bad is not None:
+            i, j = bad
+            where = f"row {i}, column {names[cols.index(j)]!r} is {float(M[i, j])!r}"
+            raise ValueError(f"{where}: remove or impute it first" if j >= 0 else too_large(i))
         return names, M
 
     def _a(self) -> float:
@@ -336,11 +336,17 @@ class Classifier(_river_base.MiniBatchClassifier):
         of the model learns them; else the one call is all or nothing itself."""
         check_labels(labels)
         model = self._model
-        self._sync()  # (the fast path's counters into the model's; nothing without one)
-        fresh = model is not None and any(v not in self._rows_y for v in labels)
+        if self._fast is not None:
+            self._sync()  # (the fast path's counters into the model's)
+        rows_y = self._rows_y
+        fresh = model is not None and (
+            labels[0] not in rows_y if len(labels) == 1 else any(v not in rows_y for v in labels)
+        )
+        if model is not None and not fresh and all(map(self._index.__contains__, names)):
+            return self._learn(M, labels)  # (one learning call, all or nothing: nothing else)
         if fresh:
             self._model = copy.deepcopy(model)  # (the copy learns; the model is kept)
-            self._fast = self._last = None  # (views of the engine learnt into)
+            self._fast = None  # (views of the engine learnt into)
         d = self.__dict__
         saved = {k: d[k] for k in _PUT_BACK}
         sizes = (len(self._index), len(self._labels), len(self._pending))
@@ -358,7 +364,7 @@ class Classifier(_river_base.MiniBatchClassifier):
                 self._model = model
                 if kept is not None and not fresh:  # (else the copy learnt)
                     model._engine, model.n_features_in_ = kept[:2]
-                self._fast = self._last = None
+                self._fast = None
             raise
         if fresh:  # (the estimator object users hold takes the copy's state)
             with deferred_interrupt():
