@@ -624,7 +624,7 @@ def test_load_refuses_arrays_whose_prediction_overflows(tmp_path):
      ("random", 1, "cholesky"), ("smallest", 1, "cholesky"), ("project", 3, "cholesky"),
      ("oldest", 1, "explicit")],
 )  # fmt: skip
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", [0, 3])  # (3: the lazy form's purge overflowed there)
 def test_a_huge_row_last_in_a_call_is_refused_and_the_model_saves(
     tmp_path, policy, batch, solver, seed
 ):
