@@ -285,10 +285,12 @@ class Classifier(_river_base.MiniBatchClassifier):
         M = np.zeros((values.shape[0], width))
         M[:, cols] = values
         bad = check_rows(M, self._a())
-        if bad is not None:
+        if bad is not None:  # (NaN, infinity: by row and name; else the row is too large)
             i, j = bad
+            if j < 0:
+                raise ValueError(too_large(i))
             where = f"row {i}, column {names[cols.index(j)]!r} is {float(M[i, j])!r}"
-            raise ValueError(f"{where}: remove or impute it first" if j >= 0 else too_large(i))
+            raise ValueError(f"{where}: remove or impute it first")
         return names, M
 
     def _a(self) -> float:

@@ -691,3 +691,18 @@ def test_the_adapters_model_saves_and_loads(tmp_path):
     X = np.array([[1.0, 0.0], [-1.0, 2.0]])
     assert loaded.classes_.tolist() == ["pos", "neg"]
     np.testing.assert_array_equal(loaded.decision_function(X), m.estimator_.decision_function(X))
+
+
+def test_rows_refused_by_the_estimators_checks_are_named():
+    """NaN by its row and name; a row whose squared norm overflows as too large (a frame's
+    once met a lookup of column -1: 'list.index(x): x not in list')."""
+    m = Classifier()
+    with pytest.raises(ValueError, match=r"row 1, column 'b' is nan"):
+        m.learn_many(pd.DataFrame({"a": [1.0, 2.0], "b": [0.0, np.nan]}), pd.Series([0, 1]))
+    with pytest.raises(ValueError, match="row 0 is too large"):
+        m.learn_many(pd.DataFrame({"a": [1e200], "b": [1e200]}), pd.Series([0]))
+    with pytest.raises(ValueError, match="row 0 is too large"):
+        m.learn_one({"a": 1e200, "b": 1e200}, 0)
+    with pytest.raises(ValueError, match=r"feature 'b' is nan"):
+        m.learn_one({"a": 1.0, "b": float("nan")}, 0)
+    assert m.feature_names == [] and m.labels == []
