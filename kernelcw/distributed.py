@@ -192,7 +192,8 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             with _Session(self.client) as client:
                 parts = self._parts(client, X, y)
                 if fitted:  # the parts learn arrays, already checked against the names
-                    self._check_continues("a later partial_fit", len(parts))
+                    if getattr(self.combined_._engine, "nu_pi_models", False):  # (averaged)
+                        self._check_continues("a later partial_fit", len(parts))
                     start = client.scatter(_without_names(self.combined_), hash=False)
                     model = self._epoch(client, None, start, parts, self.classes_, False)
                 else:

@@ -298,6 +298,7 @@ def test_what_the_shared_prior_rule_cannot_continue_is_refused_first(client, mon
     CombinedClassifier(budgeted, method="average", n_parts=2, n_epochs=2).fit(X, y)
     one = CombinedClassifier(SCWClassifier(kernel="rbf"), method="average", n_parts=1)
     one.set_params(n_epochs=2).fit(X, y).partial_fit(X, y)  # (one part: nothing averaged)
+    one.set_params(n_parts=2).partial_fit(X, y)  # (from a model that was not averaged)
     clf = CombinedClassifier(SCWClassifier(), n_parts=2).partial_fit(X, y, classes=[0, 1])
     with pytest.raises(ValueError, match=r"classes=\[0, 1, 2\] is not the same"):
         clf.partial_fit(X, y, classes=[0, 1, 2])
