@@ -15,6 +15,7 @@ from collections import Counter
 import numpy as np
 
 from ._diag_stream import sum_of_squares
+from .estimators._input import _unique_labels
 
 __all__ = [
     "TEXT",
@@ -120,16 +121,11 @@ def check_labels(labels: list) -> None:
 
 
 def declared_labels(classes) -> list:
-    """The declared ``classes``, sorted and distinct (ValueError if they cannot be)."""
-    check_labels(list(classes))
-    try:
-        labels = sorted(set(classes))
-    except TypeError:
-        kinds = sorted({type(v).__name__ for v in classes})
-        raise ValueError(
-            f"classes={classes!r} mixes label types ({', '.join(kinds)}) that cannot be "
-            "sorted: use one type"
-        ) from None
+    """The declared ``classes``, sorted and distinct, as the estimators sort labels
+    (:func:`kernelcw.estimators._input._unique_labels`: ValueError if they cannot be)."""
+    given = list(classes)
+    check_labels(given)
+    labels = _unique_labels(label_array(given), f"classes={classes!r}").tolist()
     if len(labels) < 2:
         raise ValueError(f"classes={classes!r} must hold at least two labels")
     return labels

@@ -398,18 +398,16 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
             f"engine form {eng.get('form')!r} with {eng.get('n_models')!r} model(s) does not fit "
             f"the parameters (they select {spec.form!r} with {spec.n_models})"
         )
-    if spec.form == "dual":
-        seed, block = eng.get("seed"), eng.get("block_size")
-        if type(seed) is not int or not 0 <= seed < 2**63 or type(block) is not int or block < 1:
+    # the block size the engine learnt with, not a later set_params' (its blocks' rounding)
+    block = eng.get("block_size")
+    if block is not None and (type(block) is not int or not 1 <= block <= 2**20):
+        raise bad(f"the engine's block_size {block!r} must be None or an integer 1 .. 2**20")
+    if spec.form == "dual":  # (work buffers are block_size x block_size)
+        seed = eng.get("seed")
+        if type(seed) is not int or not 0 <= seed < 2**63 or block is None:
             raise bad("the dual engine's seed and block_size must be integers >= 0, >= 1")
-        if block > 2**20:  # (work buffers are block_size x block_size)
-            raise bad(f"the dual engine's block_size {block} is beyond 2**20")
-        spec.seed, spec.block_size = seed, block
-    elif spec.form == "primal_full":  # the block size the model learnt with (not a later
-        block = eng.get("block_size")  # set_params': the rounding of its blocks)
-        if block is not None and (type(block) is not int or not 1 <= block <= 2**20):
-            raise bad("the primal engine's block_size must be None or an integer 1 .. 2**20")
-        spec.block_size = block
+        spec.seed = seed
+    spec.block_size = block
     K = spec.n_models
     counters = []
     for c in COUNTERS:
