@@ -39,12 +39,14 @@ __all__ = [
     "SMALLEST",
     "PolicyState",
     "Support",
+    "append_gram_row",
     "evict",
     "jth_entered_slot",
+    "kinv_border",
+    "kinv_refresh",
     "kinv_refresh_due",
     "kl_score",
     "least_kl_slot",
-    "least_projection_slot",
     "lower_symmetric",
     "policy_append",
     "schur_inverse",
@@ -240,22 +242,6 @@ def jth_entered_slot(pol, counter, n, entry, work):
 
 
 @njit(cache=True, error_model="numpy")
-def least_projection_slot(n, sup, lg, nuP, dKinv):
-    """The slot "project" projects (:func:`choose_victim`: the least
-    ``|nu_p| / sqrt(kinv_pp)``, ties to the older), with nu and the inverse Gram
-    matrix's diagonal given through ``lg`` (slot -> index)."""
-    jv = -1
-    best = 0.0
-    for i in range(n):
-        P = lg[i]
-        score = abs(nuP[P]) / math.sqrt(dKinv[P])
-        if jv < 0 or score < best or (score == best and sup.entry[i] < sup.entry[jv]):
-            jv = i
-            best = score
-    return jv
-
-
-@njit(cache=True, error_model="numpy")
 def remove(n, p, nu, Pi, zsv, gsv, a, second_order, work, fns):
     """Unlearn p: Pi' = Pi_{-p,-p} - Pi_{-p,p} Pi_{p,-p} / Pi_pp and
     nu' = -(1/a) Pi' (g / zeta) (first order: nu' = nu_{-p}).
@@ -331,9 +317,18 @@ def schur_inverse(kappa, s):
 @njit(cache=True, error_model="numpy")
 def kinv_append(n, kinv, G, kvec, kappa, work, fns, save, saving):
     """Inverse Gram with a new last vector (kernel column kvec over the n others,
-    k(x, x) = kappa, jitter already added; ``G`` already holds its row): block
-    inverse, O(n^2), lower triangle; with ``saving``, kinv's before it into ``save``
-    in the same pass (the walk's rollback copy, ``steps.save_model``'s for kinv).
+    k(x, x) = kappa, jitter added; ``G`` holds its row): :func:`kinv_border`, then
+    kinv += w w' / s, lower triangle; with ``saving``, kinv's before it into ``save``
+    in the same pass (the walk's rollback copy, ``steps.save_model``'s for kinv)."""
+    inv_s = kinv_border(n, kinv, kvec, kappa, work, fns)
+    sym_r1_save(fns, n, inv_s, work, kinv, save, saving)
+
+
+@njit(cache=True, error_model="numpy")
+def kinv_border(n, kinv, kvec, kappa, work, fns):
+    """:func:`kinv_append`'s O(n) part: ``w = kinv kvec`` into ``work[:n]``, the new
+    vector's row n of the inverse (``-w / s``, ``1 / s``), and ``1 / s`` returned,
+    the factor of the rank-one term ``w w'`` the leading n x n still lacks.
 
     The new vector's Schur complement ``s = kappa - k' kinv k`` is at least the jitter
     times its k(x, x) in exact arithmetic (the jittered Gram matrix is K + jitter
@@ -346,10 +341,10 @@ def kinv_append(n, kinv, G, kvec, kappa, work, fns, save, saving):
     for i in range(n):
         s -= kvec[i] * work[i]
     inv_s = schur_inverse(kappa, s)
-    sym_r1_save(fns, n, inv_s, work, kinv, save, saving)
     for i in range(n):
         kinv[n, i] = -work[i] * inv_s
     kinv[n, n] = inv_s
+    return inv_s
 
 
 @njit(cache=True, error_model="numpy")
@@ -472,6 +467,15 @@ def kl_remove(n, p, G, zsv, vsv, Pi, a, second, work, fns):
 
 
 @njit(cache=True, error_model="numpy")
+def append_gram_row(G, n, kv, kap_new):
+    """The Gram matrix's new vector n (kernel column ``kv`` over the n others)."""
+    for i in range(n):
+        G[n, i] = kv[i]
+        G[i, n] = kv[i]
+    G[n, n] = kap_new
+
+
+@njit(cache=True, error_model="numpy")
 def policy_append(pol, n, kv, kap_new, c, beta, v_raw, a, second, work, save, saving):
     """What the policy tracks, through an update that appends slot n (kernel column
     ``kv`` over the n others, ``c = Pi k`` before the update, ``v_raw`` unfloored;
@@ -479,11 +483,7 @@ def policy_append(pol, n, kv, kap_new, c, beta, v_raw, a, second, work, save, sa
     if pol.track_kl:
         kl_append(n, pol.G, pol.vsv, kv, kap_new, c, beta, v_raw, a, second, work, pol.blas)
     if pol.track_kl or pol.track_kinv:
-        G = pol.G
-        for i in range(n):
-            G[n, i] = kv[i]
-            G[i, n] = kv[i]
-        G[n, n] = kap_new
+        append_gram_row(pol.G, n, kv, kap_new)
     if pol.track_kinv:
         kinv_append(n, pol.kinv, pol.G, kv, kap_new, work, pol.blas, save, saving)
 

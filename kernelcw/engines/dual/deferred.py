@@ -63,10 +63,10 @@ from ...budget.kernels import (
     kinv_refresh,
     kinv_refresh_due,
     least_kl_slot,
-    least_projection_slot,
     schur_inverse,
     swap_last_matrix,
 )
+from ...budget.project_round import least_projection_slot
 from .deferred_terms import column, drop_start_slot, low_rank, product, product_now, settle
 from .status import OK
 from .steps import ExplicitResult, checked_step, save_model
@@ -461,4 +461,4 @@ def deferred_walk(blk, t0, sup, n, clock, pol, rule, psd_tol, scr, undo, dw):
                     break
         _close(sup, pol, dw, refresh, a)
         t = tt
-    return ExplicitResult(c[N], c[COUNT], c[CLOCK], c[NEW], nfl, stop_at, status)
+    return ExplicitResult(c[N], c[COUNT], c[CLOCK], c[NEW], nfl, stop_at, status, False)

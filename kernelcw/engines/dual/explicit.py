@@ -26,13 +26,14 @@ from ..._blas import sym_mv, sym_r1_save, sym_record, symm_lower
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
 from ...budget.kernels import PolicyState, lower_symmetric
 from ...budget.policies import grown
+from ...budget.project_round import fuses, project_append, project_evict
 from ...rules import FIRST_ORDER, VAR_FLOOR, negligible, rule_from_plain, step
 from .deferred import Deferred, deferred_scratch, deferred_walk, sub_block
 from .explicit_undo import UNARMED, Saved, restore_saved, spares
 from .form import BlockData, Form, Walked
 from .quiet import quiet_explicit
 from .status import NONFINITE, NOT_PSD, OK, PSD_TOL
-from .steps import ExplicitResult, Undo, checked_step, save_model
+from .steps import ExplicitResult, Undo, all_finite, checked_step, save_model
 
 __all__ = ["BLOCKED_POLICIES", "ExplicitForm", "explicit_walk"]
 
@@ -46,35 +47,6 @@ class Scratch(NamedTuple):
     kv: np.ndarray
     c: np.ndarray
     work: np.ndarray
-
-
-@njit(cache=True)
-def all_finite(sup, n, vsv, kinv):
-    """The model's leading n (``sup``: nu, the unlearning weights g in gsv, and Pi's
-    lower triangle), of ``vsv`` (the variances "smallest" scores by) and of ``kinv``'s
-    lower triangle ("project"'s inverse Gram matrix; both empty for the other
-    policies) hold no inf or NaN (x - x is NaN for both; an or-reduction of integers,
-    which the compiler vectorises: 2.4x faster than the and-reduction of booleans it
-    replaced, 4 us at n = 200, paid by every call of one row that updates). Each zeta
-    (zsv) is checked finite by the step that makes it (``checked_step``). gsv, vsv and
-    kinv steer no coefficient directly: an overflow there left nu and Pi finite, and
-    the state kept it (CW-Stdev, solver "explicit": a g of inf that ``kernelcw.load``
-    then refused; AROW on unscaled features: "smallest" choosing from NaN scores; a
-    Perceptron "project" on rows of norm 1e-160: kinv of inf). The Gram matrix G is
-    kernel values, checked as the kernel makes them."""
-    bad = 0
-    nu, gsv, Pi = sup.nu, sup.gsv, sup.Pi
-    for i in range(n):
-        bad |= np.int64(not ((nu[i] - nu[i]) == 0.0))
-        bad |= np.int64(not ((gsv[i] - gsv[i]) == 0.0))
-    for i in range(min(n, vsv.shape[0])):
-        bad |= np.int64(not ((vsv[i] - vsv[i]) == 0.0))
-    for M in (Pi, kinv):
-        for i in range(min(n, M.shape[0])):  # the lower triangle (the one kept)
-            row = M[i]
-            for j in range(i + 1):
-                bad |= np.int64(not ((row[j] - row[j]) == 0.0))
-    return bad == 0
 
 
 @njit(cache=True, error_model="numpy")
@@ -107,6 +79,8 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
     armed = undo.armed
     u = 0
     nfl = 0
+    checked = True  # every value the walk wrote into Pi and kinv checked as it went
+    inv_s = 0.0
     for t in range(t0, b):
         for i in range(n):
             s = ks[i]
@@ -125,30 +99,40 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
             v_raw = a * kap_t + q
             st = checked_step(rule, y_t * f, f, v_raw, kap_t, psd_tol)
             if st.status != OK:
-                return ExplicitResult(n, counter, clock, u, nfl, t, st.status)
+                return ExplicitResult(n, counter, clock, u, nfl, t, st.status, False)
             nfl += st.floored
             alpha, beta, zeta, v = st.alpha, st.beta, st.zeta, st.v
         else:  # first order: Sigma = a I, k(x, x) in place of v
             if not (kap_t >= 0.0):
-                return ExplicitResult(n, counter, clock, u, nfl, t, NOT_PSD)
+                return ExplicitResult(n, counter, clock, u, nfl, t, NOT_PSD, False)
             v_raw = a * kap_t
             alpha, beta, zeta = step(rule.rule, y_t * f, kap_t, rule.phi, rule.C, rule.r)
             v = v_raw
             if not (math.isfinite(alpha) and math.isfinite(f)):
-                return ExplicitResult(n, counter, clock, u, nfl, t, NONFINITE)
+                return ExplicitResult(n, counter, clock, u, nfl, t, NONFINITE, False)
             if alpha > 0.0 and negligible(alpha * a * kap_t, f):
                 alpha = 0.0
         if alpha > 0.0:
-            if second is not None:  # Pi -= beta c c', its lower triangle; the call's
-                # first change: Pi saved in the same pass (sym_r1_save), the rest next
-                # (kinv as it first changes)
+            # "project" past its budget: both triangles' rank-one terms are left to the
+            # eviction's pass (kernelcw.budget.project_round), which checks what it
+            # writes; any other update leaves the triangles to _walk_out's check
+            fused = False
+            if budgeted is not None:
+                fused = fuses(pol, n)
+            if not fused:
+                checked = False
+            if second is not None and not fused:  # Pi -= beta c c', its lower
+                # triangle; the call's first change: Pi saved in the same pass
+                # (sym_r1_save), the rest next (kinv as it first changes)
                 sym_r1_save(pol.blas, n, -beta, c, Pi, undo.Pi, armed)
             saving = armed  # (kinv: saved as policy_append changes it first, below)
             if armed:  # before any other change: save what restore needs
                 save_model(n, sup, pol, undo, False, False)
                 armed = False
             ay = alpha * y_t
-            if budgeted is not None:  # an unbudgeted model's policy tracks nothing
+            if fused:
+                inv_s = project_append(pol, n, kv, kap_t, scr.work)
+            elif budgeted is not None:  # an unbudgeted model's policy tracks nothing
                 policy_append(pol, n, kv, kap_t, c, beta, v_raw, a, second, scr.work,
                               undo.kinv, saving)  # fmt: skip
             sup.zsv[n] = zeta
@@ -169,12 +153,18 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
             scr.src[u] = t
             u += 1
             if budgeted is not None:  # a compile-time constant (see above)
+                glog = (undo.gp, undo.grow, undo.saved)
+                if fused:
+                    ok = project_evict(pol, counter, n, sup, second, (c, -beta, inv_s),
+                                       scr.work, undo, saving, glog)  # fmt: skip
+                    if not ok:
+                        checked = False
+                elif n > pol.budget:
+                    evict(pol, counter, n, sup, a, second, scr.work, glog)
                 if n > pol.budget:
-                    evict(pol, counter, n, sup, a, second, scr.work,
-                          (undo.gp, undo.grow, undo.saved))  # fmt: skip
                     counter += 1
                     n -= 1
-    return ExplicitResult(n, counter, clock, u, nfl, -1, OK)
+    return ExplicitResult(n, counter, clock, u, nfl, -1, OK, checked)
 
 
 @njit(cache=True)
@@ -194,7 +184,7 @@ def _walk_out(res, sup, src, slots, vsv, kinv):
     if res.n_new == 0:
         return counts, slots[0], slots[1], src[:0].copy(), slots[2], finite
     if res.status == OK:  # (an update went through: n_new > 0 here)
-        finite = all_finite(sup, n, vsv, kinv)
+        finite = all_finite(sup, n, vsv, kinv, res.checked)
     kap, entry, ks = sup.kap[:n].copy(), sup.entry[:n].copy(), sup.ks[:n].copy()
     return counts, kap, entry, src[: res.n_new].copy(), ks, finite
 
@@ -419,11 +409,11 @@ class ExplicitForm(Form):
             i64 = np.int64
             bufs = self._bufs = (np.empty(c), np.empty(c, dtype=i64), np.empty(c, dtype=i64),
                                  np.empty(nb, dtype=i64), np.empty(c), np.empty(c),
-                                 np.empty(2 * c))  # fmt: skip
+                                 np.empty(4 * c))  # fmt: skip
         views = self.__dict__.get("_views")  # the last call's, if of the same sizes
         if views is None or views[0] != (cap, b) or views[1] is not bufs:
             kap, entry, ks, src, kv, c, work = bufs
-            out = kap[:cap], entry[:cap], ks[:cap], src[:b], kv[:cap], c[:cap], work[: 2 * cap]
+            out = kap[:cap], entry[:cap], ks[:cap], src[:b], kv[:cap], c[:cap], work[: 4 * cap]
             views = self._views = ((cap, b), bufs, out)
         return views[2]
 

@@ -9,9 +9,9 @@ Cholesky factor with :func:`chol_rank1` and :func:`chol_solve_lower`. Records
 (module-level NamedTuples, which numba compiles and caches): :class:`Block` (a
 block's kernel data seen from the factor), :class:`NewRows` (the rows a factor walk
 appends), :class:`Step` and :class:`WalkResult`; for the explicit form's two walks
-(:mod:`.explicit`, :mod:`.deferred`), :class:`ExplicitResult`, :class:`Undo` and
-:func:`save_model`; for the queue's and the lazy form's walks, :class:`QueueResult`
-and :func:`plain_result`.
+(:mod:`.explicit`, :mod:`.deferred`), :class:`ExplicitResult`, :class:`Undo`,
+:func:`save_model` and :func:`all_finite`; for the queue's and the lazy form's walks,
+:class:`QueueResult` and :func:`plain_result`.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ __all__ = [
     "Step",
     "Undo",
     "WalkResult",
+    "all_finite",
     "block_rows_part",
     "checked_step",
     "chol_rank1",
@@ -183,7 +184,9 @@ class Undo(NamedTuple):
 
 class ExplicitResult(NamedTuple):
     """Support vectors after the walk, the policy's removal counter, the entry clock,
-    rows that entered, floored rounds, stop index (-1: went through) and status."""
+    rows that entered, floored rounds, stop index (-1: went through), status, and
+    whether every value the walk wrote into Pi and kinv was checked finite as written
+    (:mod:`kernelcw.budget.project_round`; else the form checks them after it)."""
 
     n: int
     counter: int
@@ -192,6 +195,7 @@ class ExplicitResult(NamedTuple):
     n_floored: int
     index: int
     status: int
+    checked: bool
 
 
 class QueueResult(NamedTuple):
@@ -245,6 +249,39 @@ def save_model(n, sup, pol, undo, with_pi=True, with_kinv=True):
             for j in range(i + 1):
                 undo.G[i, j] = pol.G[i, j]
     undo.saved[0] = n
+
+
+@njit(cache=True)
+def all_finite(sup, n, vsv, kinv, checked=False):
+    """The model's leading n (``sup``: nu, the unlearning weights g in gsv, and Pi's
+    lower triangle), of ``vsv`` (the variances "smallest" scores by) and of ``kinv``'s
+    lower triangle ("project"'s inverse Gram matrix; both empty for the other
+    policies) hold no inf or NaN (x - x is NaN for both; an or-reduction of integers,
+    which the compiler vectorises: 2.4x faster than the and-reduction of booleans it
+    replaced, 4 us at n = 200, paid by every call of one row that updates, but those
+    of "project" past its budget: ``checked``, the walk checked every value it wrote
+    into Pi and kinv as it wrote it, :mod:`kernelcw.budget.project_round`). Each zeta
+    (zsv) is checked finite by the step that makes it (``checked_step``). gsv, vsv and
+    kinv steer no coefficient directly: an overflow there left nu and Pi finite, and
+    the state kept it (CW-Stdev, solver "explicit": a g of inf that ``kernelcw.load``
+    then refused; AROW on unscaled features: "smallest" choosing from NaN scores; a
+    Perceptron "project" on rows of norm 1e-160: kinv of inf). The Gram matrix G is
+    kernel values, checked as the kernel makes them."""
+    bad = 0
+    nu, gsv, Pi = sup.nu, sup.gsv, sup.Pi
+    for i in range(n):
+        bad |= np.int64(not ((nu[i] - nu[i]) == 0.0))
+        bad |= np.int64(not ((gsv[i] - gsv[i]) == 0.0))
+    for i in range(min(n, vsv.shape[0])):
+        bad |= np.int64(not ((vsv[i] - vsv[i]) == 0.0))
+    for M in (Pi, kinv):
+        if checked:  # (the walk checked every value it wrote into them)
+            break
+        for i in range(min(n, M.shape[0])):  # the lower triangle (the one kept)
+            row = M[i]
+            for j in range(i + 1):
+                bad |= np.int64(not ((row[j] - row[j]) == 0.0))
+    return bad == 0
 
 
 @njit(cache=True)
