@@ -120,6 +120,9 @@ def blas_libraries() -> list:
 _lock = threading.Lock()
 _active = 0  # BlasThreads limits entered and not yet left, in all Python threads
 _base: list = []  # (get, set, the thread count) of each library before the first was entered
+# whether a limit set a library's count since _base was read: until then the counts
+# are _base's, and neither a limit nor the last one's exit need to read them again
+_dirty = False
 
 
 def _setter(lib):
@@ -260,7 +263,7 @@ class BlasThreads:
         self._flops = flops
 
     def __enter__(self) -> BlasThreads:
-        global _active, _base
+        global _active, _base, _dirty
         override = getattr(_local, "stack", None)  # (get_config's, without its copy)
         mode = (override[-1] if override else _global)["blas_threads"]
         self._mode = mode
@@ -271,6 +274,7 @@ class BlasThreads:
         with _lock:
             if _active == 0:
                 _base = [(get, put, get()) for get, put in pools]
+                _dirty = False
             _active += 1
             if mode == "auto":
                 _probe.prime()
@@ -298,24 +302,29 @@ class BlasThreads:
 
     def _set(self, n: int, cap: bool = False) -> None:
         """n threads in every library (``cap``: no more than its count before any
-        limit); 0: each library's count before any limit."""
+        limit); 0: each library's count before any limit. A library is read only
+        once a limit has set one (``_dirty``): before, its count is the one read on
+        entry (a call of one row read each library three times, about 1 us)."""
+        global _dirty
         key = (n, cap)
         if key == self._now:
             return
         for get, put, base in _base:
             want = base if n == 0 else (min(n, base) if cap and base else n)
-            if want is not None and get() != want:
+            if want is not None and (get() if _dirty else base) != want:
+                _dirty = True  # (first: a limit entered meanwhile reads the libraries)
                 put(want)
         self._now = key
 
     def __exit__(self, *exc) -> None:
-        global _active
+        global _active, _dirty
         if self._mode is None:
             return
         with _lock:
             _active -= 1
-            if _active == 0:
+            if _active == 0 and _dirty:
                 for get, put, base in _base:
                     if base is not None and get() != base:
                         put(base)
+                _dirty = False
         self._now = None

@@ -591,3 +591,35 @@ def test_lazy_form_products_on_threads_change_nothing(two_threads, monkeypatch):
     assert seen and all(s == [2, 2] for s in seen)
     assert _blas_threads() == [2, 2]
     np.testing.assert_allclose(threaded.dual_coef_, fused.dual_coef_, rtol=1e-9, atol=1e-12)
+
+
+def test_a_limit_that_changes_nothing_reads_each_library_once(monkeypatch):
+    """With the libraries already at the count a call wants (one thread, for a row's
+    small products), a limit reads each library once, on entry, and sets nothing;
+    one that sets a count puts every library back on the way out."""
+    calls = []
+    pools = [
+        (lambda i=i: calls.append(("get", i)) or counts[i], lambda n, i=i: put(i, n))
+        for i in range(2)
+    ]
+
+    def put(i, n):
+        calls.append(("put", i, n))
+        counts[i] = n
+
+    monkeypatch.setattr(_threads, "_handles", pools)
+    counts = [1, 1]
+    with BlasThreads(1.0):
+        pass
+    assert calls == [("get", 0), ("get", 1)] and counts == [1, 1]
+    calls.clear()
+    counts[:] = [2, 2]
+    with BlasThreads(1.0):
+        assert counts == [1, 1]
+    assert counts == [2, 2]
+    assert [c for c in calls if c[0] == "put"] == [
+        ("put", 0, 1),
+        ("put", 1, 1),
+        ("put", 0, 2),
+        ("put", 1, 2),
+    ]
