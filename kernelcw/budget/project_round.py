@@ -33,8 +33,6 @@ from .kernels import (
     PROJECT,
     append_gram_row,
     kinv_border,
-    kinv_refresh,
-    kinv_refresh_due,
     swap_last_lower,
     swap_last_matrix,
 )
@@ -148,7 +146,7 @@ def _kinv_pass(m, A, a1, x, a2, col, save, saving):
 
 
 @njit(cache=True, error_model="numpy")
-def project_evict(pol, counter, n, sup, second, terms, work, undo, saving, glog):
+def project_evict(pol, n, sup, second, terms, work, undo, saving, glog):
     """:func:`.kernels.evict` for "project" (:func:`fuses`) with the round's rank-one
     terms still to add: the model holds n = budget + 1 slots, the last the new support
     vector (in nu, zsv, gsv, kap, entry, ks, G and the last rows of Pi and kinv),
@@ -156,7 +154,9 @@ def project_evict(pol, counter, n, sup, second, terms, work, undo, saving, glog)
     (``terms = (c, -beta, 1 / s)``, w in ``work[:n - 1]``: :func:`project_append`).
     With ``saving``, Pi's and kinv's leading n - 1 before them into ``undo``'s (the
     call's rollback copy); ``glog``: :func:`.kernels.evict`'s. Returns whether every
-    value written into Pi and kinv is finite, and kinv was not refreshed (LAPACK's)."""
+    value written into Pi and kinv is finite. The caller counts the removal and
+    refreshes kinv where it is due (:func:`.kernels.kinv_refresh_due`; compiled
+    once, in the walk, which :func:`.kernels.evict` brings it into anyway)."""
     m = n - 1
     c, nb, inv_s = terms
     kinv, Pi, nu = pol.kinv, sup.Pi, sup.nu
@@ -166,7 +166,6 @@ def project_evict(pol, counter, n, sup, second, terms, work, undo, saving, glog)
         q[i] = kinv[i, i] + (inv_s * w[i]) * w[i]
     q[m] = kinv[m, m]
     p = least_projection_slot(n, sup, None, nu, q)
-    counter += 1
     kpp = q[p]
     for i in range(n):  # project's e and schur_delete's column: kinv's column p
         col[i] = _first(kinv, inv_s, w, m, i, p)
@@ -192,10 +191,7 @@ def project_evict(pol, counter, n, sup, second, terms, work, undo, saving, glog)
     swap_last_matrix(n, p, pol.G)
     bad |= _kinv_pass(m, kinv, inv_s, w, -1.0 / kpp, col, undo.kinv, saving)
     swap_last_lower(n, p, kinv)
-    refreshed = kinv_refresh_due(counter, pol.budget)
-    if refreshed:
-        kinv_refresh(m, pol.G, kinv, pol.blas)
     sup.kap[p] = sup.kap[m]
     sup.entry[p] = sup.entry[m]
     sup.ks[p] = sup.ks[m]
-    return bad == 0 and not refreshed
+    return bad == 0

@@ -24,7 +24,7 @@ from numba import njit
 
 from ..._blas import sym_mv, sym_r1_save, sym_record, symm_lower
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
-from ...budget.kernels import PolicyState, lower_symmetric
+from ...budget.kernels import PolicyState, kinv_refresh, kinv_refresh_due, lower_symmetric
 from ...budget.policies import grown
 from ...budget.project_round import fuses, project_append, project_evict
 from ...rules import FIRST_ORDER, VAR_FLOOR, negligible, rule_from_plain, step
@@ -155,15 +155,17 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
             if budgeted is not None:  # a compile-time constant (see above)
                 glog = (undo.gp, undo.grow, undo.saved)
                 if fused:
-                    ok = project_evict(pol, counter, n, sup, second, (c, -beta, inv_s),
-                                       scr.work, undo, saving, glog)  # fmt: skip
-                    if not ok:
-                        checked = False
+                    ok = project_evict(pol, n, sup, second, (c, -beta, inv_s), scr.work,
+                                       undo, saving, glog)  # fmt: skip
+                    if not ok or kinv_refresh_due(counter + 1, pol.budget):
+                        checked = False  # (kinv refreshed below: LAPACK's, not checked)
                 elif n > pol.budget:
                     evict(pol, counter, n, sup, a, second, scr.work, glog)
                 if n > pol.budget:
                     counter += 1
                     n -= 1
+                    if fused and kinv_refresh_due(counter, pol.budget):
+                        kinv_refresh(n, pol.G, pol.kinv, pol.blas)
     return ExplicitResult(n, counter, clock, u, nfl, -1, OK, checked)
 
 
