@@ -252,9 +252,9 @@ class BlasThreads:
     block of work, with the flops of its largest BLAS call) sets the count "auto"
     chooses, touching the libraries only when the choice changes; when the last limit
     entered in the process is left, every library gets back the count it had before
-    the first. With an int, the count is set on entry; with None nothing is touched.
-    Entering and leaving costs a few microseconds (``python -m benchmarks under_load
-    --parts overhead``).
+    the first, if a limit changed one. With an int, the count is set on entry; with
+    None nothing is touched. Entering and leaving costs a few microseconds
+    (``python -m benchmarks under_load --parts overhead``).
     """
 
     __slots__ = ("_mode", "_now", "_flops")
@@ -303,8 +303,10 @@ class BlasThreads:
     def _set(self, n: int, cap: bool = False) -> None:
         """n threads in every library (``cap``: no more than its count before any
         limit); 0: each library's count before any limit. A library is read only
-        once a limit has set one (``_dirty``): before, its count is the one read on
-        entry (a call of one row read each library three times, about 1 us)."""
+        once a limit has set one (``_dirty``): before, its count is taken to be the
+        one read on entry (a call of one row read each library three times, about
+        1 us), so a count changed meanwhile by something else (threadpoolctl in
+        another thread) is left as it is until a limit sets one."""
         global _dirty
         key = (n, cap)
         if key == self._now:

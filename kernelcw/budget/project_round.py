@@ -2,23 +2,26 @@
 each triangle.
 
 The explicit walk's round that appends a support vector and then projects one out
-passed over each of Pi and the inverse Gram matrix ``kinv`` four times: the update's
-rank-one term (``-beta c c'``; kinv's ``w w' / s``, :func:`.kernels.kinv_border`),
-the projection's rank-two term (Pi) or Schur deletion (kinv,
-:func:`.kernels.project`, :func:`.kernels.schur_delete`), and the walk's check that
-what it wrote is finite, each a stream of n^2 / 2 numbers, on top of the products
-``Pi k`` and ``kinv k`` the round reads. All that the second term needs of the first
-is O(n): which slot leaves (its score reads kinv's new diagonal) and column p of each
-updated triangle. :func:`project_evict` computes those from the first term's
-factors, then rewrites each triangle once with both terms, in the operations and the
-order of the two passes (so the same bits, ``tests/test_budget.py``), checking as it
-writes: a call of one row that updates ("project", B = 200) makes two passes over
-each triangle instead of four.
+passed over each of Pi and the inverse Gram matrix ``kinv`` three times, each a stream
+of n^2 / 2 numbers: the update's rank-one term (``-beta c c'``; kinv's ``w w' / s``,
+:func:`.kernels.kinv_border`), the projection's rank-two term (Pi) or Schur deletion
+(kinv, :func:`.kernels.project`, :func:`.kernels.schur_delete`), and, once per walk,
+the walk's check that the triangles are finite (a walk of one row: once per round),
+besides the products ``Pi k`` and ``kinv k`` the round reads. All that the second
+term needs of the first is O(n): which slot leaves (its score reads kinv's new
+diagonal) and column p of each updated triangle. :func:`project_evict` computes those
+from the first term's factors, then rewrites each triangle once with both terms, in the
+operations and the order of the two passes, and checks what it writes: the same bits
+(``tests/test_project_round.py``; numba contracts no multiply-add into a fused one
+without fastmath, so a sum kept in a register rounds as the one stored between passes).
+A call of one row that updates ("project", B = 200) then reads and writes each
+triangle once after its product, where it did three times.
 
 Only where both terms are loops (n <= :data:`kernelcw._blas.RANK_LOOP_MAX`; above,
-dsyr and dsyr2, which round otherwise) and the rule keeps Pi or not (first-order
-rules: kinv alone). The dropped row and column p are checked too: a non-finite value
-there is left to the walk's full check (:func:`.kernels.evict` keeps the rest).
+dsyr and dsyr2, which round otherwise), with Pi or without (first-order rules: kinv
+alone); every other round takes :func:`.kernels.evict`. The dropped row and column p
+are checked too: a non-finite value there sends the walk to its full check of the
+model (``steps.all_finite``), which decides.
 """
 
 from __future__ import annotations

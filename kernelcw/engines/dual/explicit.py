@@ -58,12 +58,15 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
     ``sup.ks[i]`` says where slot i's kernel values are: row ks of K0 (support at
     the block's start) or, for ks < 0, row -1-ks of Kbb (an input of this block).
     With more than ``pol.budget`` support vectors after an update, one leaves at
-    once (:func:`kernelcw.budget.evict`). With ``undo.armed`` (the call's first
-    update is still to come) the walk saves the model into ``undo`` as it first
-    changes it: Pi in the pass that updates it (:func:`kernelcw._blas.sym_r1_save`), the inverse
-    Gram matrix kinv in the pass of its first change (``policy_append``'s
-    :func:`kernelcw.budget.kernels.kinv_append`), the rest just after Pi, before any
-    other change (:func:`save_model`). Returns an :class:`ExplicitResult`.
+    once (:func:`kernelcw.budget.evict`; for "project", where both rank-one terms are
+    loops, :func:`kernelcw.budget.project_round.project_evict`, which adds them to Pi
+    and kinv in its eviction's passes). With ``undo.armed`` (the call's first update
+    is still to come) the walk saves the model into ``undo`` as it first changes it: Pi
+    in the pass that updates it (:func:`kernelcw._blas.sym_r1_save`, or the fused
+    pass), the inverse Gram matrix kinv in the pass of its first change
+    (``policy_append``'s :func:`kernelcw.budget.kernels.kinv_append`, or the fused
+    pass), the rest before either (:func:`save_model`). Returns an
+    :class:`ExplicitResult`.
 
     ``budgeted`` is None for a model without a budget: numba then prunes the eviction
     branch at compile time, so an unbudgeted run does not compile every policy
@@ -125,16 +128,17 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
                 # triangle; the call's first change: Pi saved in the same pass
                 # (sym_r1_save), the rest next (kinv as it first changes)
                 sym_r1_save(pol.blas, n, -beta, c, Pi, undo.Pi, armed)
-            saving = armed  # (kinv: saved as policy_append changes it first, below)
+            saving = armed  # (kinv: saved as it first changes, below)
             if armed:  # before any other change: save what restore needs
                 save_model(n, sup, pol, undo, False, False)
                 armed = False
             ay = alpha * y_t
-            if fused:
-                inv_s = project_append(pol, n, kv, kap_t, scr.work)
-            elif budgeted is not None:  # an unbudgeted model's policy tracks nothing
-                policy_append(pol, n, kv, kap_t, c, beta, v_raw, a, second, scr.work,
-                              undo.kinv, saving)  # fmt: skip
+            if budgeted is not None:  # an unbudgeted model's policy tracks nothing
+                if fused:
+                    inv_s = project_append(pol, n, kv, kap_t, scr.work)
+                else:
+                    policy_append(pol, n, kv, kap_t, c, beta, v_raw, a, second, scr.work,
+                                  undo.kinv, saving)  # fmt: skip
             sup.zsv[n] = zeta
             if second is not None:  # Pi's lower triangle (kernelcw.budget.kernels)
                 sup.gsv[n] = zeta * f + ay * (1.0 + zeta * v)
