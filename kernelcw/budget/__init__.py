@@ -95,11 +95,11 @@ from .kernels import (
     PolicyState,
     Support,
     evict,
-    kl_score,
     policy_append,
     splitmix64_uniform,
 )
 from .policies import BudgetPolicy, Oldest, Project, Random, Smallest, Unbounded, make_policy
+from .scores import kl_score
 
 __all__ = [
     "KINV_REFRESH",

@@ -27,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from .._blas import sym_inverse, sym_mv, sym_r1, sym_r1_save, sym_r2
+from .scores import kl_score
 
 __all__ = [
     "KINV_REFRESH",
@@ -41,12 +42,11 @@ __all__ = [
     "Support",
     "append_gram_row",
     "evict",
+    "gram_leaves",
     "jth_entered_slot",
     "kinv_border",
     "kinv_refresh",
     "kinv_refresh_due",
-    "kl_score",
-    "least_kl_slot",
     "lower_symmetric",
     "policy_append",
     "schur_inverse",
@@ -111,18 +111,6 @@ def splitmix64_uniform(seed, counter):
     return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-@njit(cache=True, error_model="numpy")
-def kl_score(f_p, v_p, zeta_p, g_p):
-    """KL divergence of removing p (module docstring). First-order rules
-    (zeta = 0) reduce to the mean's move ``g_p^2 v_p / 2`` with ``v_p = a k_pp``
-    and ``g_p = nu_p / a``."""
-    s = zeta_p * v_p
-    if s >= 1.0:  # Sigma' is positive definite, so only rounding gets here
-        s = 1.0 - 1e-16
-    d = zeta_p * f_p - g_p
-    return 0.5 * (d * d * v_p / (1.0 - s) - s - math.log1p(-s))
-
-
 def lower_symmetric(A: np.ndarray) -> np.ndarray:
     """The symmetric matrix whose lower triangle is A's (a new array)."""
     L = np.tril(A)
@@ -166,37 +154,6 @@ def choose_victim(pol, counter, n, sup, work):
             score = kl_score(work[i], pol.vsv[i], sup.zsv[i], sup.gsv[i])
         else:
             score = abs(sup.nu[i]) / math.sqrt(pol.kinv[i, i])
-        if best < 0 or score < best_score or (score == best_score and entry[i] < entry[best]):
-            best = i
-            best_score = score
-    return best
-
-
-@njit(cache=True, error_model="numpy")
-def least_kl_slot(n, sup, lg, nuP, dPi, a):
-    """The slot "smallest" removes (:func:`kernelcw.budget.kernels.choose_victim`: the
-    least KL score, the newest left out, ties to the older) from O(n) quantities: with
-    ``M = D^-1 + a K`` (``Pi = -a^2 M^-1``), the mean at support vector p is
-    ``f_p = (g_p - nu_p / a) / zeta_p`` and its variance
-    ``v_p = 1 / zeta_p + Pi_pp / (a zeta_p)^2`` (``doc/dual-form.md`` section 7), where
-    the round-by-round walk keeps ``K nu`` and the variances by passes over the Gram
-    matrix. ``lg`` maps slots to the indices of ``nuP`` and ``dPi``."""
-    entry = sup.entry
-    newest = 0
-    for i in range(1, n):
-        if entry[i] > entry[newest]:
-            newest = i
-    best = -1
-    best_score = 0.0
-    for i in range(n):
-        if i == newest:
-            continue
-        P = lg[i]
-        z = sup.zsv[i]
-        g = sup.gsv[i]
-        f_p = (g - nuP[P] / a) / z
-        v_p = 1.0 / z + dPi[P] / (a * a * z * z)
-        score = kl_score(f_p, v_p, z, g)
         if best < 0 or score < best_score or (score == best_score and entry[i] < entry[best]):
             best = i
             best_score = score
@@ -305,9 +262,13 @@ def schur_delete(n, p, A, work, fns):
 
 @njit(cache=True, error_model="numpy")
 def schur_inverse(kappa, s):
-    """1 / s for a new vector's Schur complement s against the jittered Gram matrix
-    (``kappa``: its k(x, x), jitter included), s first raised to its exact lower
-    bound, jitter times k(x, x) (:func:`kinv_append`)."""
+    """1 / s for a new vector's Schur complement ``s = kappa - k' kinv k`` against the
+    jittered Gram matrix (``kappa``: its k(x, x), jitter included), s first raised to
+    its exact lower bound, jitter times k(x, x) (the jittered Gram matrix is K + jitter
+    diag(K)). A smaller computed value is rounding (a near-duplicate of the others on an
+    ill-conditioned Gram matrix, where ``kinv``'s entries are ~1 / jitter): an update
+    by ``1 / s`` of the noise blew the inverse up to 1e280 (the periodic refresh,
+    :func:`kinv_refresh_due`, restores it)."""
     floor = PROJECT_JITTER * kappa / (1.0 + PROJECT_JITTER)
     if not s >= floor:
         s = floor if floor > 0.0 else 1e-300
@@ -328,14 +289,8 @@ def kinv_append(n, kinv, G, kvec, kappa, work, fns, save, saving):
 def kinv_border(n, kinv, kvec, kappa, work, fns):
     """:func:`kinv_append`'s O(n) part: ``w = kinv kvec`` into ``work[:n]``, the new
     vector's row n of the inverse (``-w / s``, ``1 / s``), and ``1 / s`` returned,
-    the factor of the rank-one term ``w w'`` the leading n x n still lacks.
-
-    The new vector's Schur complement ``s = kappa - k' kinv k`` is at least the jitter
-    times its k(x, x) in exact arithmetic (the jittered Gram matrix is K + jitter
-    diag(K)). A smaller computed value is rounding (a near-duplicate of the others
-    on an ill-conditioned Gram matrix, where ``kinv``'s entries are ~1 / jitter),
-    and is raised to that bound: an update by ``1 / s`` of the noise blew the inverse
-    up to 1e280 (the periodic refresh, :func:`kinv_refresh_due`, restores it)."""
+    the factor of the rank-one term ``w w'`` the leading n x n still lacks (s bounded
+    below: :func:`schur_inverse`)."""
     sym_mv(fns, n, kinv, kvec, work)
     s = kappa
     for i in range(n):
@@ -489,12 +444,22 @@ def policy_append(pol, n, kv, kap_new, c, beta, v_raw, a, second, work, save, sa
 
 
 @njit(cache=True, error_model="numpy")
+def gram_leaves(n, p, G, glog):
+    """The last slot's row and column of the Gram matrix move into slot p, which leaves;
+    ``glog``: None, or a walk's rollback log (gp, grow, saved): if ``gp[0] == -1``, G's
+    row p (of the ``saved[0]`` slots saved) into ``grow`` and p into ``gp[0]`` first."""
+    if glog is not None and glog[0][0] == -1 and p < glog[2][0]:
+        glog[1][: glog[2][0]] = G[p, : glog[2][0]]
+        glog[0][0] = p
+    swap_last_matrix(n, p, G)
+
+
+@njit(cache=True, error_model="numpy")
 def evict(pol, counter, n, sup, a, second, work, glog=None):
     """One round's eviction: the model holds n = budget + 1 support vectors; the one
     the policy chooses (its ``counter``-th removal) leaves (removed or projected) and
-    the last slot moves into its place. The caller counts the removal. ``glog``: None,
-    or a walk's rollback log (gp, grow, saved): if ``gp[0] == -1``, G's row p (of the
-    ``saved[0]`` slots saved) into ``grow`` and p into ``gp[0]`` before it changes."""
+    the last slot moves into its place. The caller counts the removal. ``glog``:
+    :func:`gram_leaves`'s."""
     p = choose_victim(pol, counter, n, sup, work)
     counter += 1
     fns = pol.blas
@@ -507,10 +472,7 @@ def evict(pol, counter, n, sup, a, second, work, glog=None):
     else:
         remove(n, p, sup.nu, sup.Pi, sup.zsv, sup.gsv, a, second, work, fns)
     if pol.track_kl or pol.track_kinv:
-        if glog is not None and glog[0][0] == -1 and p < glog[2][0]:
-            glog[1][: glog[2][0]] = pol.G[p, : glog[2][0]]
-            glog[0][0] = p
-        swap_last_matrix(n, p, pol.G)
+        gram_leaves(n, p, pol.G, glog)
     if pol.track_kinv:
         schur_delete(n, p, pol.kinv, work, fns)
         if kinv_refresh_due(counter, pol.budget):

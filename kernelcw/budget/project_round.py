@@ -26,8 +26,6 @@ model (``steps.all_finite``), which decides.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
@@ -35,28 +33,13 @@ from .._blas import RANK_LOOP_MAX
 from .kernels import (
     PROJECT,
     append_gram_row,
+    gram_leaves,
     kinv_border,
     swap_last_lower,
-    swap_last_matrix,
 )
+from .scores import least_projection_slot
 
-__all__ = ["fuses", "least_projection_slot", "project_append", "project_evict"]
-
-
-@njit(cache=True, error_model="numpy")
-def least_projection_slot(n, sup, lg, nuP, dKinv):
-    """The slot "project" projects (:func:`.kernels.choose_victim`: the least
-    ``|nu_p| / sqrt(kinv_pp)``, ties to the older), with nu and the inverse Gram
-    matrix's diagonal given through ``lg`` (slot -> index; None: the slot itself)."""
-    jv = -1
-    best = 0.0
-    for i in range(n):
-        P = i if lg is None else lg[i]
-        score = abs(nuP[P]) / math.sqrt(dKinv[P])
-        if jv < 0 or score < best or (score == best and sup.entry[i] < sup.entry[jv]):
-            jv = i
-            best = score
-    return jv
+__all__ = ["fuses", "project_append", "project_evict"]
 
 
 @njit(cache=True, error_model="numpy")
@@ -188,10 +171,7 @@ def project_evict(pol, n, sup, second, terms, work, undo, saving, glog):
     nu[p] = nu[m]
     sup.zsv[p] = sup.zsv[m]
     sup.gsv[p] = sup.gsv[m]
-    if glog is not None and glog[0][0] == -1 and p < glog[2][0]:
-        glog[1][: glog[2][0]] = pol.G[p, : glog[2][0]]
-        glog[0][0] = p
-    swap_last_matrix(n, p, pol.G)
+    gram_leaves(n, p, pol.G, glog)
     bad |= _kinv_pass(m, kinv, inv_s, w, -1.0 / kpp, col, undo.kinv, saving)
     swap_last_lower(n, p, kinv)
     sup.kap[p] = sup.kap[m]

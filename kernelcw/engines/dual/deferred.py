@@ -62,11 +62,10 @@ from ...budget.kernels import (
     jth_entered_slot,
     kinv_refresh,
     kinv_refresh_due,
-    least_kl_slot,
     schur_inverse,
     swap_last_matrix,
 )
-from ...budget.project_round import least_projection_slot
+from ...budget.scores import least_kl_slot, least_projection_slot
 from .deferred_terms import column, drop_start_slot, low_rank, product, product_now, settle
 from .status import OK
 from .steps import ExplicitResult, checked_step, save_model

@@ -397,7 +397,7 @@ class ExplicitForm(Form):
     def _unstructured(self, ctx) -> bool:
         """A "smallest" model given by nu and Pi alone (``ctx.nu_pi``: combine's
         "average"): the blocked walk scores "smallest" from Pi's diagonal and the
-        support vectors' zeta and g (:func:`kernelcw.budget.kernels.least_kl_slot`),
+        support vectors' zeta and g (:func:`kernelcw.budget.scores.least_kl_slot`),
         which describe only a model learnt round by round, so such a model walks round
         by round (with the Gram matrix's passes), the reference's choices whatever the
         calls' cuts."""

@@ -274,13 +274,12 @@ def all_finite(sup, n, vsv, kinv, checked=False):
         bad |= np.int64(not ((gsv[i] - gsv[i]) == 0.0))
     for i in range(min(n, vsv.shape[0])):
         bad |= np.int64(not ((vsv[i] - vsv[i]) == 0.0))
-    for M in (Pi, kinv):
-        if checked:  # (the walk checked every value it wrote into them)
-            break
-        for i in range(min(n, M.shape[0])):  # the lower triangle (the one kept)
-            row = M[i]
-            for j in range(i + 1):
-                bad |= np.int64(not ((row[j] - row[j]) == 0.0))
+    if not checked:  # (else the walk checked every value it wrote into them)
+        for M in (Pi, kinv):
+            for i in range(min(n, M.shape[0])):  # the lower triangle (the one kept)
+                row = M[i]
+                for j in range(i + 1):
+                    bad |= np.int64(not ((row[j] - row[j]) == 0.0))
     return bad == 0
 
 
