@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .estimators._base import CWEstimator
 
-__all__ = ["METHODS", "check_parts", "part_weights"]
+__all__ = ["METHODS", "check_parts", "continues_nu_pi", "part_weights"]
 
 #: The combination rules (:func:`kernelcw.combine`).
 METHODS = ("kl", "bayes", "average")
@@ -123,3 +123,11 @@ def part_weights(weights, n: int) -> np.ndarray:
     if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
         raise ValueError(f"weights must be {n} finite positive numbers, got {weights!r}")
     return np.ldexp(w, -math.frexp(float(w.max()))[1])
+
+
+def continues_nu_pi(first_order: bool, budget, budget_policy: str) -> bool:
+    """Whether a kernel model given by nu and Pi alone (combined by "average") can be
+    combined further, as a part or as the start of a shared-prior combination: a
+    first-order rule keeps nu alone, and a "project" budget combines from nu and Pi
+    (:func:`kernelcw.combine`); any other model needs natural parameters it lacks."""
+    return bool(first_order) or (budget is not None and budget_policy == "project")

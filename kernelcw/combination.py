@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from sklearn.base import clone
 
-from ._combine_checks import METHODS, check_parts, part_weights
+from ._combine_checks import METHODS, check_parts, continues_nu_pi, part_weights
 from .engines import engine_class
 from .engines.dual.combine_state import (
     build_engine,
@@ -394,7 +394,7 @@ def _projected_target(spec, removed: list[int], nu_pi: list[bool], n_ests: int) 
     part pruned by projection, or one given by nu and Pi alone (``nu_pi``: an
     "average" combination, under "kl" or "bayes"), both combined from nu and Pi: a
     budget and the "project" policy."""
-    if spec.budget is not None and spec.budget_policy == "project":
+    if continues_nu_pi(spec.rule.first_order, spec.budget, spec.budget_policy):
         return
     c = next((i for i, r in enumerate(removed) if r), None)
     if c is None:

@@ -23,11 +23,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clo
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._combine_checks import continues_nu_pi
 from ._interrupt import restore_on_error
 from ._validation import check_option, check_positive_int
 from .combination import METHODS, combine
 from .estimators._base import CWEstimator
-from .estimators._input import _same_classes
+from .estimators._input import check_same_classes
 from .spec import check_params
 
 __all__ = ["CombinedClassifier", "tree_combine"]
@@ -167,8 +168,12 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             template = clone(self.estimator)
             with _Session(self.client) as client:
                 parts = self._parts(client, X, y)
-                if self.n_epochs > 1:
-                    self._check_continues("n_epochs > 1", len(parts))
+                est = self.estimator
+                rule, form = check_params(est)
+                if self.n_epochs > 1 and self.method == "average" and form == "dual":
+                    # (its later epochs continue an averaged model)
+                    self._check_continues("n_epochs > 1", len(parts), rule.first_order,
+                                          est.budget, est.budget_policy)  # fmt: skip
                 classes = self._classes(client, y, classes)
                 model = None
                 for epoch in range(self.n_epochs):
@@ -182,18 +187,18 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         self._check_params()
         fitted = hasattr(self, "combined_")
         if fitted:
-            if classes is not None and not _same_classes(classes, self.classes_):
-                raise ValueError(
-                    f"classes={classes!r} is not the same as on the first call "
-                    f"to partial_fit ({self.classes_!r})"
-                )
+            check_same_classes(classes, self.classes_)
         with restore_on_error(self):  # a failed first call records no names
             validate_data(self, _columns_of(X), reset=not fitted, skip_check_array=True)
             with _Session(self.client) as client:
                 parts = self._parts(client, X, y)
                 if fitted:  # the parts learn arrays, already checked against the names
-                    if getattr(self.combined_._engine, "nu_pi_models", False):  # (averaged)
-                        self._check_continues("a later partial_fit", len(parts))
+                    engine = self.combined_._engine
+                    if getattr(engine, "nu_pi_models", False):  # (averaged)
+                        spec = engine.spec  # (the model continued, whatever method now)
+                        self._check_continues("a later partial_fit", len(parts),
+                                              spec.rule.first_order, spec.budget,
+                                              spec.budget_policy)  # fmt: skip
                     start = client.scatter(_without_names(self.combined_), hash=False)
                     model = self._epoch(client, None, start, parts, self.classes_, False)
                 else:
@@ -232,15 +237,14 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         if not isinstance(self.estimator, CWEstimator):
             raise TypeError(f"estimator must be a kernelcw estimator, not {type(self.estimator)}")
 
-    def _check_continues(self, why: str, n_parts: int) -> None:
+    def _check_continues(self, why: str, n_parts: int, first_order, budget, policy) -> None:
         """Refuse, before any part learns, what the shared-prior rule cannot continue: a
         kernel model combined by "average" of several parts is given by nu and Pi alone
-        (no natural parameters to subtract the start's from) unless it keeps a "project"
-        budget (:func:`kernelcw.combine`; it once failed after every part had learnt)."""
-        est = self.estimator
-        if self.method != "average" or n_parts < 2 or check_params(est)[1] != "dual":
-            return
-        if est.budget is not None and est.budget_policy == "project":
+        (no natural parameters to subtract the start's from) unless its rule is first
+        order or it keeps a "project" budget (:func:`._combine_checks.continues_nu_pi`,
+        the test :func:`kernelcw.combine` makes; it once failed after every part had
+        learnt)."""
+        if n_parts < 2 or continues_nu_pi(first_order, budget, policy):
             return
         raise ValueError(
             f"method='average' with a kernel model: {why} would combine relative to an "

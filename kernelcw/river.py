@@ -65,8 +65,10 @@ from .spec import check_memory, check_params, engine_spec
 
 __all__ = ["Classifier"]
 
-#: The adapter's attributes a failed learning call puts back as they were (by
-#: reference: the calls replace them, never change them in place).
+#: The adapter's attributes a failed learning call puts back as they were, by
+#: reference: the calls replace the width, kept rows and floored count, and grow the
+#: labels, pending rows and feature index in place (only at their ends), which
+#: :meth:`Classifier._learn_whole` cuts back to their sizes before the call.
 _PUT_BACK = ("_width", "_rows_y", "_floored", "_labels", "_pending", "_index")
 
 

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from kernelcw import CWClassifier, SCWClassifier
+from kernelcw import CWClassifier, PAClassifier, SCWClassifier
 
 distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")
@@ -303,3 +303,26 @@ def test_what_the_shared_prior_rule_cannot_continue_is_refused_first(client, mon
     with pytest.raises(ValueError, match=r"classes=\[0, 1, 2\] is not the same"):
         clf.partial_fit(X, y, classes=[0, 1, 2])
     clf.partial_fit(X, y, classes=[1, 0])  # (the same classes, in another order)
+
+
+def test_the_refusal_looks_at_the_model_continued_not_the_method_now(client, monkeypatch):
+    """After a fit averaged by method="average", a partial_fit under method="kl"
+    continues the same averaged model and fails the same way: refused before any part
+    learns (the check read the method now and let it through, to fail after every
+    part had learnt). A first-order kernel model keeps nu alone, which combines
+    whatever the method: its later epochs go on."""
+    import kernelcw.distributed as dist
+
+    X, y = data(n=80)
+    learnt = []
+    fit_part = dist.fit_part
+    monkeypatch.setattr(dist, "fit_part", lambda *a: learnt.append(1) or fit_part(*a))
+    avg = CombinedClassifier(SCWClassifier(kernel="rbf"), method="average", n_parts=2)
+    avg.fit(X, y)
+    learnt.clear()
+    with pytest.raises(ValueError, match="a later partial_fit would combine"):
+        avg.set_params(method="kl").partial_fit(X, y)
+    assert not learnt
+    first = CombinedClassifier(PAClassifier(kernel="rbf"), method="average", n_parts=2)
+    first.set_params(n_epochs=2).fit(X, y).partial_fit(X, y)
+    assert np.sum(first.combined_.n_support_) > 0

@@ -317,6 +317,16 @@ def _same_classes(classes, classes_: np.ndarray) -> bool:
     return np.array_equal(np.unique(given), classes_)
 
 
+def check_same_classes(classes, classes_) -> None:
+    """A later ``partial_fit``'s ``classes=`` (None: not given) must name the classes
+    of the first call, in any order."""
+    if classes is not None and not _same_classes(classes, classes_):
+        raise ValueError(
+            f"classes={classes!r} is not the same as on the first call "
+            f"to partial_fit ({classes_!r})"
+        )
+
+
 def resolve_classes(est, y, classes, first_call: bool) -> np.ndarray:
     """The classes: from ``classes=`` or y on the first call, else the model's (and
     ``classes=``, if given again, must agree); every label of y must be one."""
@@ -340,11 +350,7 @@ def resolve_classes(est, y, classes, first_call: bool) -> np.ndarray:
                 raise ValueError(f"classes={classes!r} must hold at least two labels")
     else:
         classes_ = est.classes_
-        if classes is not None and not _same_classes(classes, classes_):
-            raise ValueError(
-                f"classes={classes!r} is not the same as on the first call "
-                f"to partial_fit ({classes_!r})"
-            )
+        check_same_classes(classes, classes_)
     try:
         if y.dtype == classes_.dtype and y.dtype.kind in "iub" and y.shape[0] <= 8:
             # a row or a few (a call per row): Python's exact comparisons of ints
