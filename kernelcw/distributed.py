@@ -120,9 +120,10 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         That rule subtracts the start's precision from every part's: a part whose
         budget removed or projected away the start's support vectors makes the sum
         no model, and the combination says so: with a budget that binds within a
-        part, use ``n_epochs=1``. A kernel model averaged (``method="average"``) from
-        several parts keeps no natural parameters unless it has a "project" budget: later
-        epochs, and later ``partial_fit`` calls, are then refused before any part learns.
+        part, use ``n_epochs=1``. A second-order kernel model averaged
+        (``method="average"``) from several parts keeps no natural parameters unless it
+        has a "project" budget: later epochs, and later ``partial_fit`` calls whatever
+        ``method`` is by then, are refused before any part learns.
     n_parts : int, optional
         For in-memory X: the number of contiguous parts (default: the cluster's
         worker threads). Dask arrays and dataframes give one part per row chunk or
