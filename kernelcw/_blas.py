@@ -303,7 +303,7 @@ RANK_LOOP_MAX = 768
 def sym_r1(fns, n, alpha, x, A):
     """The lower triangle of ``A[:n, :n]`` += alpha x x' (the strict upper triangle is
     not written)."""
-    sym_r1_save(fns, n, alpha, x, A, A, False)
+    sym_r1_save(fns, n, alpha, x, A, A, np.bool_(False))  # (typed: one compile)
 
 
 @njit(cache=True)

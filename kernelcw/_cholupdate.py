@@ -60,8 +60,8 @@ def tpqrt_update(L: np.ndarray, Lam: np.ndarray, nb: int = 64) -> int:
     n, k = Lam.shape
     if n == 0 or k == 0:
         return 0
-    if k <= GIVENS_MAX_RANK:
-        givens_update(L, Lam)
+    if k <= GIVENS_MAX_RANK:  # (Lam contiguous: the compiled callers' layout)
+        givens_update(L, np.ascontiguousarray(Lam))
         return 0
     # one band from the first row: a single dtpqrt over all the columns
     return staircase_update(L, Lam, np.zeros(k, dtype=np.int64), group=k, nb=nb)
@@ -86,7 +86,7 @@ def givens_update(L, Lam):
     c = np.empty(n)
     s = np.empty(n)
     for j in range(k):
-        i = 0
+        i = np.int64(0)  # (typed, not the literal 0: _finish_row compiles once)
         while i + 4 <= n:
             r0, r1, r2, r3 = L[i], L[i + 1], L[i + 2], L[i + 3]
             x0, x1, x2, x3 = Lam[i, j], Lam[i + 1, j], Lam[i + 2, j], Lam[i + 3, j]
@@ -107,7 +107,7 @@ def givens_update(L, Lam):
             _finish_row(r3, x3, i, i + 3, c, s)
             i += 4
         for t in range(i, n):  # (the last n % 4 rows, one at a time)
-            _finish_row(L[t], Lam[t, j], 0, t, c, s)
+            _finish_row(L[t], Lam[t, j], np.int64(0), t, c, s)
 
 
 @njit(cache=True)

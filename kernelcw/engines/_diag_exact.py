@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit
 
 from ..rules import SCW1, SCW2, VAR, cw_stdev, scw2, step
@@ -119,9 +120,9 @@ def exact_zeta(rp, m, v, ts):
     """
     rule, phi, C = rp.rule, rp.phi, rp.C
     if rule == VAR:
-        _, _, zf = step(VAR, m, v, phi, C, rp.r)
+        _, _, zf = step(np.int64(VAR), m, v, phi, C, rp.r)
         hi = 2.0 * phi * (phi * v - m) / v
-        z = solve_increasing(_H_VAR, min(zf, hi), max(zf, hi), m, v, phi, 0.0, ts)
+        z = solve_increasing(np.int64(_H_VAR), min(zf, hi), max(zf, hi), m, v, phi, 0.0, ts)
         return z / (2.0 * phi), z
     if rule == SCW2:
         cst = v + 0.5 / C
@@ -130,10 +131,10 @@ def exact_zeta(rp, m, v, ts):
         cst = v
         _, _, zf = cw_stdev(m, v, phi)
     zb = phi * phi / cst
-    z = solve_increasing(_H_STDEV, min(zf, zb), max(zf, zb), m, cst, phi, 0.0, ts)
+    z = solve_increasing(np.int64(_H_STDEV), min(zf, zb), max(zf, zb), m, cst, phi, 0.0, ts)
     u, _ = u_and_du(z, ts)
     alpha = z * math.sqrt(u) / phi
     if rule == SCW1 and alpha > C:
-        z = solve_increasing(_H_CAP, 0.0, z, m, cst, phi, C * phi, ts)
+        z = solve_increasing(np.int64(_H_CAP), 0.0, z, m, cst, phi, C * phi, ts)
         alpha = C
     return alpha, z

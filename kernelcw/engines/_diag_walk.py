@@ -229,13 +229,13 @@ def _slots_csr(slots, mu, s, rows, Y, out, rp, method, counts, log, bufs, tail):
     ct = tail[1]
     for i in range(n):
         _ahead(table, indptr, indices, i, n)
-        lo = indptr[i]
-        hi = indptr[i + 1]
+        lo = np.int64(indptr[i])  # (int64 here and below: place compiles once)
+        hi = np.int64(indptr[i + 1])
         m = hi - lo
         place(slots, mu, s, indices, lo, hi, js)
-        jt = 0
+        jt = np.int64(0)  # (typed, not the literal 0: row_margin compiles once)
         if ct != 0.0:
-            place(slots, mu, s, last, 0, 1, js[m:])
+            place(slots, mu, s, last, np.int64(0), np.int64(1), js[m:])
             jt = js[m]
         if not _diag_row(
             mu, s, js[:m], data[lo:hi], Y[i], out[i], rp, method, counts, log, ts, (jt, ct)
@@ -249,7 +249,9 @@ def _diag_dense(mu, s, X, Y, out, rp, method, counts, log, idx, ts):
     """The rows of a dense C-ordered matrix in order (``idx``: 0..d-1); the first
     failing row, or -1."""
     for i in range(X.shape[0]):
-        if not _diag_row(mu, s, idx, X[i], Y[i], out[i], rp, method, counts, log, ts, (0, 0.0)):
+        if not _diag_row(
+            mu, s, idx, X[i], Y[i], out[i], rp, method, counts, log, ts, (np.int64(0), 0.0)
+        ):
             return i
     return -1
 

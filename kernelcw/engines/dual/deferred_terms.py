@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit
 
 from ..._blas import rows_mv, sym_mv, sym_rk
@@ -31,7 +32,7 @@ __all__ = [
 @njit(cache=True, error_model="numpy")
 def add_terms(fns, Ut, nr, coef, nP, out, dead):
     """out[:nP] += sum_r coef[r] Ut[r] (one dgemv), then zero at removed slots."""
-    rows_mv(fns, nr, nP, Ut, coef, 1.0, out, True)
+    rows_mv(fns, nr, nP, Ut, coef, 1.0, out, np.bool_(True))  # (typed: one compile)
     for i in range(nP):
         if dead[i]:
             out[i] = 0.0
@@ -42,7 +43,7 @@ def low_rank(fns, Ut, s, nr, x, nP, out, tmp, dead):
     """out[:nP] += U diag(s) U' x over the nr terms (rows of Ut), zero at removed
     slots: two dgemv (the terms' dot products in a compiled loop, which cannot be
     vectorised, were a third of a "project" round at B = 1000)."""
-    rows_mv(fns, nr, nP, Ut, x, 0.0, tmp, False)
+    rows_mv(fns, nr, nP, Ut, x, 0.0, tmp, np.bool_(False))
     for r in range(nr):
         tmp[r] *= s[r]
     add_terms(fns, Ut, nr, tmp, nP, out, dead)
@@ -118,7 +119,7 @@ def settle(A, n0, n_end, ops, nops, lg, Ut, s, nr, Ulog, fns):
             swap_last_lower(n, j, A)
             n -= 1
     for sign in (1.0, -1.0):
-        k = 0
+        k = np.int64(0)  # (typed, not the literal 0: sym_rk compiles once)
         for r in range(nr):
             w = s[r] * sign
             if w > 0.0:

@@ -50,7 +50,7 @@ def lazy_forward(fns, L, r, K0, Kbb, ks, t0, t1):
     W, Kss = gather_kernels(K0, Kbb, ks, t0, t1)  # K0c, solved in place
     if bs == 1 and n <= ONE_INPUT_MAX_N:  # one input: loops, not three BLAS calls
         w = W.reshape(-1)  # (W is n x 1 and C-ordered: w its 1-d, contiguous view)
-        solve_lower(L, 0, n, w)
+        solve_lower(L, np.int64(0), n, w)
         G = np.empty((1, 1))
         G[0, 0] = dot(w, w, n)
         rW = np.empty((1, 1))
@@ -70,7 +70,7 @@ def quiet_lazy(fns, L, r, n, K0, Kbb, kap, y, rule):
     """:func:`.quiet.quiet_factor` at a one-row walk's first round: G and rW by
     :func:`lazy_forward`, as :func:`lazy_products` makes them for the walk.
     Returns (taken, f, the products: the walk's own, if the row goes on to it)."""
-    pre = lazy_forward(tri_record(fns), L, r, K0, Kbb, np.arange(n), 0, 1)
+    pre = lazy_forward(tri_record(fns), L, r, K0, Kbb, np.arange(n), np.int64(0), np.int64(1))
     G, rW = pre[2], pre[3]
     taken, f = quiet_factor(G[0, 0], rW[0, 0], kap, y, rule, PSD_TOL)
     return taken, f, pre

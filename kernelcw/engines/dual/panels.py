@@ -71,7 +71,7 @@ def cholesky_walk(blk, rule, limit, rows, f_out, e):
     there. Returns a :class:`WalkResult`."""
     b = blk.rW.shape[0]
     a = rule.a
-    u = 0
+    u = np.int64(0)  # (typed, not the literal 0: callees compile once, for int64)
     nfl = 0
     for t in range(b):
         f, ee = block_rows_part(blk, rows, u, t, a, e)

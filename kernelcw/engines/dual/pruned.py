@@ -96,7 +96,7 @@ def pruned_walk(blk, rule, limit, psd_tol, rows, f_out, e):
     b = blk.rW.shape[0]
     rule = rule_from_plain(rule)  # (a plain tuple from Python)
     a = rule.a
-    u = 0
+    u = np.int64(0)  # (typed, not the literal 0: callees compile once, for int64)
     nfl = 0
     for t in range(b):
         f, ee = block_rows_part(blk, rows, u, t, a, e)

@@ -150,8 +150,8 @@ def queue_walk(blk, cand, rule, n_alive, budget, rows, f_out):
     b = blk.kap.shape[0]
     P0, PN = cand.P0, rows.PN
     c = P0.shape[0]
-    u = 0
-    D = 0
+    u = np.int64(0)  # (typed, not the literal 0: callees compile once, for int64)
+    D = np.int64(0)
     nfl = 0
     e = np.empty(b)
     p = np.empty(c)

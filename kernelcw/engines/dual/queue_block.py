@@ -93,11 +93,11 @@ def _forward_one(bufs, nO, nN, K0c):
     LO, LNO, LN, rO, rN = bufs
     WO = K0c[:nO].copy()
     w = WO.reshape(-1)  # (its 1-d, contiguous view, solved in place: .one_input)
-    solve_lower(LO, 0, nO, w)
+    solve_lower(LO, np.int64(0), nO, w)
     X = K0c[nO:].copy()
     x = X.reshape(-1)
     sub_mv(LNO, nN, nO, w, x)
-    solve_lower(LN, 0, nN, x)
+    solve_lower(LN, np.int64(0), nN, x)
     G = np.empty((1, 1))
     G[0, 0] = dot(w, w, nO) + dot(x, x, nN)
     rW = np.empty((1, 1))
@@ -111,7 +111,7 @@ def quiet_queue(fns, bufs, nO, nN, K0, Kbb, kap, y, rule):
     :func:`forward_products`, as :func:`block_products` makes them for the walk.
     Returns (taken, f, the products: the walk's own, if the row goes on to it)."""
     ks = np.arange(nO + nN)  # (the slots at the walk's start, in order)
-    pre = forward_products(tri_record(fns), bufs, nO, nN, K0, Kbb, ks, 0, 1)
+    pre = forward_products(tri_record(fns), bufs, nO, nN, K0, Kbb, ks, np.int64(0), np.int64(1))
     G, rW = pre[4], pre[5]
     taken, f = quiet_factor(G[0, 0], rW[0, 0], kap, y, rule, PSD_TOL)
     return taken, f, pre
@@ -170,7 +170,7 @@ def _candidate_one(bufs, nO, nN, WO, X):
     yn = np.empty(nN)
     for i in range(nN):
         yn[i] = -(LNO[i, nO - 1] * yo)
-    solve_lower(LN, 0, nN, yn)
+    solve_lower(LN, np.int64(0), nN, yn)
     P0 = np.empty((1, 1))
     P0[0, 0] = yo * WO[nO - 1, 0] + dot(yn, X.reshape(-1), nN)
     H0 = np.empty((1, 1))
@@ -212,7 +212,7 @@ def drop_columns(fns, bufs, nN, nO2, nO, qN):
     remaining nO2 rows (:meth:`.queue.QueueForm.refresh_rN`)."""
     LN, LNO, rO, rN = bufs
     if nN > 0 and nO > nO2:
-        givens_update(LN[:nN, :nN], LNO[:nN, nO2:nO])
+        givens_update(LN[:nN, :nN], np.ascontiguousarray(LNO[:nN, nO2:nO]))  # (one layout)
     for i in range(nN):
         for j in range(nO2, nO):
             LNO[i, j] = 0.0
