@@ -113,11 +113,13 @@ def frame_values(X) -> tuple[list, np.ndarray]:
 
 
 def check_labels(labels: list) -> None:
-    """ValueError for a NaN label (each NaN is a label of its own to a dict: the
-    estimators refuse them as scikit-learn does)."""
-    bad = [v for v in labels if v != v]
-    if bad:
-        raise ValueError(f"label {bad[0]!r}: a NaN is no class label (drop or impute the row)")
+    """ValueError for a NaN or infinite label, as the estimators refuse them (after
+    scikit-learn); a NaN is also a label of its own to a dict, each one new."""
+    for v in labels:
+        if v != v:
+            raise ValueError(f"label {v!r}: a NaN is no class label (drop or impute the row)")
+        if isinstance(v, numbers.Real) and not math.isfinite(v):
+            raise ValueError(f"label {v!r}: an infinite value is no class label")
 
 
 def declared_labels(classes) -> list:

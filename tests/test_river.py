@@ -632,6 +632,13 @@ def test_labels_and_values_the_estimators_refuse():
         m.learn_one({"a": 1.0}, float("nan"))
     with pytest.raises(ValueError, match="NaN is no class label"):
         m.learn_many(pd.DataFrame({"a": [1.0, -1.0]}), pd.Series([0.0, np.nan]))
+    for inf in (float("inf"), -np.inf):  # (refused by fit too: "Input y contains infinity")
+        with pytest.raises(ValueError, match="infinite value is no class label"):
+            m.learn_one({"a": 1.0}, inf)
+        with pytest.raises(ValueError, match="infinite value is no class label"):
+            m.learn_many(pd.DataFrame({"a": [1.0, -1.0]}), pd.Series([0.0, inf]))
+        with pytest.raises(ValueError, match="infinite value is no class label"):
+            Classifier(classes=(0.0, inf)).learn_one({"a": 1.0}, 0.0)
     assert m.labels == [] and m.feature_names == []
     with pytest.raises(ValueError, match=r"feature 'b' is beyond float64's range"):
         m.learn_one({"a": 2**1023 + 5, "b": 10**400}, 1)
