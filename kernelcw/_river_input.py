@@ -8,6 +8,7 @@ registers it once). Plain functions of the input, no adapter state.
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 from collections import Counter
@@ -118,8 +119,16 @@ def check_labels(labels: list) -> None:
     for v in labels:
         if v != v:
             raise ValueError(f"label {v!r}: a NaN is no class label (drop or impute the row)")
-        if isinstance(v, numbers.Real) and not math.isfinite(v):
+        if _infinite(v):
             raise ValueError(f"label {v!r}: an infinite value is no class label")
+
+
+def _infinite(v) -> bool:
+    """Whether a label is an infinite number (a float's or a Decimal's infinity; ints and
+    fractions, of any size, are finite)."""
+    if isinstance(v, decimal.Decimal):
+        return v.is_infinite()
+    return isinstance(v, numbers.Real) and not isinstance(v, numbers.Rational) and math.isinf(v)
 
 
 def declared_labels(classes) -> list:

@@ -389,7 +389,7 @@ def test_small_dense_blocks_from_differences_match_the_expansion():
     A, B = rng.normal(size=(3, 7)), rng.normal(size=(40, 7))
     assert A.shape[0] * B.shape[0] * 7 <= kmod.SMALL_BLOCK
     direct = kmod._neg_sqdist(A, B)
-    np.testing.assert_array_equal(direct, kmod._neg_sqdist_direct(A, B))
+    np.testing.assert_array_equal(direct, kmod._neg_sqdist_direct(A, B, 1.0))  # (typed)
     D = kmod._dot(A, B)
     kmod._expand_sqdist(D, kmod._sqnorms(A), kmod._sqnorms(B))
     np.testing.assert_allclose(direct, D, rtol=1e-12, atol=1e-12)

@@ -4,6 +4,7 @@ adapter against the plain estimator on the zero-padded matrix (the reference).""
 from __future__ import annotations
 
 import copy
+import decimal
 import pickle
 import re
 import socket
@@ -639,6 +640,12 @@ def test_labels_and_values_the_estimators_refuse():
             m.learn_many(pd.DataFrame({"a": [1.0, -1.0]}), pd.Series([0.0, inf]))
         with pytest.raises(ValueError, match="infinite value is no class label"):
             Classifier(classes=(0.0, inf)).learn_one({"a": 1.0}, 0.0)
+    with pytest.raises(ValueError, match="infinite value is no class label"):
+        m.learn_one({"a": 1.0}, decimal.Decimal("-Infinity"))
+    big = Classifier()  # (an int of any size is a finite label, as a str is)
+    big.learn_one({"a": 1.0}, 10**400)
+    big.learn_one({"a": -1.0}, 0)
+    assert set(big.labels) == {0, 10**400} and big.predict_one({"a": 1.0}) in big.labels
     assert m.labels == [] and m.feature_names == []
     with pytest.raises(ValueError, match=r"feature 'b' is beyond float64's range"):
         m.learn_one({"a": 2**1023 + 5, "b": 10**400}, 1)

@@ -34,7 +34,7 @@ from ..rules import SCW1, SCW2, VAR, cw_stdev, scw2, step
 
 __all__ = ["exact_zeta", "solve_increasing", "u_and_du"]
 
-# The increasing functions H of solve_increasing (plain ints: compile-time constants)
+# The increasing functions H of solve_increasing (passed as np.int64: one compilation)
 _H_STDEV, _H_VAR, _H_CAP = 0, 1, 2
 
 

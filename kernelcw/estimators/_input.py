@@ -43,7 +43,8 @@ def _canonical(X):
     a fresh install); only the index arrays are copied, the values are shared."""
     if not sp.issparse(X):
         return X
-    if X.indices.dtype != np.int32 and max(X.nnz, X.shape[1]) < 2**31:
+    wide = X.indices.dtype != np.int32 or X.indptr.dtype != np.int32
+    if wide and max(X.nnz, X.shape[1]) < 2**31:
         idx = (X.indices.astype(np.int32), X.indptr.astype(np.int32))
         X = type(X)((X.data, *idx), shape=X.shape)
     if not X.has_canonical_format:

@@ -449,7 +449,7 @@ def deferred_walk(blk, t0, sup, n, clock, pol, rule, psd_tol, scr, undo, dw):
                 continue
             c[ENTERED] += 1
             if armed:  # the call's first change is next: save what restore needs
-                save_model(c[N], sup, pol, undo)
+                save_model(c[N], sup, pol, undo, np.bool_(True), np.bool_(True))
                 armed = False
             _enter(blk, tt - 1, sup, pol, dw, a, f, st.alpha * y_t, st.beta, st.zeta, st.v)
             scr.src[c[NEW]] = tt - 1

@@ -130,7 +130,7 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
                 sym_r1_save(pol.blas, n, -beta, c, Pi, undo.Pi, armed)
             saving = armed  # (kinv: saved as it first changes, below)
             if armed:  # before any other change: save what restore needs
-                save_model(n, sup, pol, undo, False, False)
+                save_model(n, sup, pol, undo, np.bool_(False), np.bool_(False))
                 armed = False
             ay = alpha * y_t
             if budgeted is not None:  # an unbudgeted model's policy tracks nothing
