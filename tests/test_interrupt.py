@@ -113,6 +113,35 @@ def test_deferred_interrupt_delivers_at_the_end():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_a_ctrl_c_while_locks_are_released_releases_them_all():
+    """``fit`` and a first ``partial_fit`` release the engines' locks they hold on the
+    way out: a Ctrl-C landing after the first release is delivered after the last."""
+    from kernelcw.estimators._locks import release
+
+    class Lock:  # an RLock whose ownership check sends SIGINT (the first engine's)
+        def __init__(self, signals):
+            self.rlock, self.signals = threading.RLock(), signals
+            self.rlock.acquire()
+
+        def _is_owned(self):
+            if self.signals:
+                signal.raise_signal(signal.SIGINT)
+            return self.rlock._is_owned()
+
+        def release(self):
+            self.rlock.release()
+
+    class Engine:
+        def __init__(self, signals):
+            self.lock = Lock(signals)
+
+    held = [Engine(True), Engine(False)]
+    with pytest.raises(KeyboardInterrupt):
+        release(held)
+    for e in held:
+        assert not e.lock.rlock._is_owned()
+
+
 class _SignalWhileCounting:
     """A :class:`kernelcw.engines.base.LearnResult` that sends SIGINT to this process
     when its mistakes count is read: a Ctrl-C that lands while the counters are added

@@ -60,7 +60,10 @@ def put_back_model(est, before: dict, replaced: list) -> None:
 
 def release(held: list) -> None:
     """Release the engines' locks ``CWEstimator._start`` took (``held``) that this
-    thread still owns."""
-    for engine in held:
-        if engine.lock._is_owned():
-            engine.lock.release()
+    thread still owns. Ctrl-C is held back until all are released: one landing between
+    two releases left the other lock held, and every other thread using that model
+    waiting for it forever."""
+    with deferred_interrupt():
+        for engine in held:
+            if engine.lock._is_owned():
+                engine.lock.release()
