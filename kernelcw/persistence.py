@@ -11,7 +11,9 @@ archive, uncompressed (dense float64 factors deflate poorly), holding
   non-finite float is written ``{"float": "inf"}``, ``"-inf"`` or ``"nan"``),
   ``fitted``, and for a fitted model ``n_features_in``, ``n_classes``, ``classes_object``
   (``classes_`` held strings as objects), ``engine`` (``form``, ``n_models``, the ``seed``
-  of the "random" budget policy, the ``block_size``) and ``arrays``, the members' names;
+  of the "random" budget policy, the ``block_size``, and since session 26 ``learnt_with``:
+  the parameters that shape the state as the model began, which ``params`` must match)
+  and ``arrays``, the members' names;
 - one ``.npy`` member per array (NumPy's ``.npy`` format, never an object array):
   ``classes_``, ``feature_names_in_`` (when the model saw column names),
   ``n_updates_``, ``n_mistakes_``, ``n_variance_floored_``, and the engine's
@@ -38,6 +40,7 @@ from scipy.linalg import LinAlgError, cho_factor
 
 from . import __version__
 from ._atomic import write_atomically
+from .estimators._base import STRUCTURAL
 from .estimators._locks import model_lock
 from .estimators._mixins import COUNTERS
 from .registry import ALGORITHMS
@@ -206,6 +209,7 @@ def _export_locked(est, name: str) -> tuple[dict, dict[str, np.ndarray]]:
         arrays["feature_names_in_"] = np.asarray(est.feature_names_in_, dtype=str)
     arrays.update({f"engine.{k}": np.asarray(v) for k, v in state.items()})
     spec = engine.spec
+    began = est.__dict__.get("_began_with") or est._structure()  # (older pickles: params)
     meta.update(
         n_features_in=int(est.n_features_in_),
         n_classes=len(est.classes_),
@@ -215,6 +219,9 @@ def _export_locked(est, name: str) -> tuple[dict, dict[str, np.ndarray]]:
             "n_models": int(engine.n_models),
             "seed": int(spec.seed),
             "block_size": None if spec.block_size is None else int(spec.block_size),
+            # the parameters that shape the state, as it began (equal to params: checked
+            # above); load refuses a file whose params were edited away from them
+            "learnt_with": {k: _json_param(k, v) for k, v in began.items()},
         },
         arrays=sorted(arrays),
     )
@@ -375,6 +382,7 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
         return ValueError(f"{target!r}: {what}")
 
     d, n_classes, eng = meta["n_features_in"], meta["n_classes"], meta["engine"]
+    _check_learnt_with(est, eng.get("learnt_with"), bad)
     classes = arrays.get("classes_")
     if classes is None or classes.shape != (n_classes,) or n_classes < 2:
         raise bad(f"classes_ must hold the {n_classes} (>= 2) classes")
@@ -438,6 +446,28 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
     if names is not None:
         est.feature_names_in_ = names.astype(object)
     est._import_state(engine, classes, tuple(counters))
+
+
+def _check_learnt_with(est, learnt, bad) -> None:
+    """The parameters that shape the state (``STRUCTURAL``) as the file says the model
+    learnt with them (files before session 26 do not say): one edited in the params
+    since (an RBF gamma, ``a``, the intercept's scaling: the state's checks cannot see
+    these) would pair the state with a kernel or prior it never had."""
+    if learnt is None:
+        return
+    if type(learnt) is not dict:
+        raise bad("the engine's learnt_with must be a dict of parameters")
+    edited = [
+        f"{k}={_json_param(k, getattr(est, k))!r} (learnt with {v!r})"
+        for k, v in learnt.items()
+        if k in STRUCTURAL and _json_param(k, getattr(est, k)) != v
+    ]
+    if edited:
+        raise bad(
+            f"its parameters {', '.join(edited)} are not those its model learnt with; "
+            "they shape the stored state and cannot be edited in the file: set them "
+            "after loading and call fit to learn with them"
+        )
 
 
 def _check_engine_state(spec, state: dict[str, np.ndarray], bad) -> None:

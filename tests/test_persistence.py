@@ -292,6 +292,18 @@ def _saved(tmp_path, est=None) -> Path:
     return path
 
 
+def _in_both(**edit):
+    """A meta edit of params and of the engine's learnt_with alike: past the check that
+    they agree, to the state's own checks (a file edited with care, or one from before
+    session 26, which has no learnt_with)."""
+
+    def rewrite(meta):
+        meta["params"].update(edit)
+        meta.get("engine", {}).get("learnt_with", {}).update(edit)
+
+    return rewrite
+
+
 def _rewrite(path: Path, meta_edit=None, arrays_edit=None) -> None:
     """Rewrite a saved file with its JSON document or arrays changed."""
     with zipfile.ZipFile(path) as zf:
@@ -450,7 +462,7 @@ def test_support_beyond_the_budget_is_refused(policy, tmp_path):
     est = make("scw1", kernel="rbf", budget=20, budget_policy=policy, random_state=0)
     path = _saved(tmp_path, est.fit(X, y))
     assert est.n_support_ == 20
-    _rewrite(path, lambda m: m["params"].update(budget=5))
+    _rewrite(path, _in_both(budget=5))
     with pytest.raises(ValueError, match="model 0 holds 20 support vectors; the budget is 5"):
         kernelcw.load(path)
 
@@ -581,13 +593,14 @@ def test_form_that_the_rule_or_budget_cannot_have_is_refused(tmp_path):
     ZeroDivisionError or TypeError at the next partial_fit; and a counter near int64's
     limit, which wrapped negative while learning."""
     path = _saved(tmp_path, make("scw1", kernel="rbf").fit(*_data()))
-    _rewrite(path, lambda m: m.update(estimator="PAClassifier", params={"kernel": "rbf"}))
+    rename = {"estimator": "PAClassifier", "params": {"kernel": "rbf"}}
+    _rewrite(path, lambda m: m.update(rename) or m["engine"].pop("learnt_with"))
     with pytest.raises(ValueError, match="form 0 is a second-order form; the rule is first"):
         kernelcw.load(path)
     path = _saved(
         tmp_path, make("scw1", kernel="rbf", budget=5, budget_policy="oldest").fit(*_data())
     )
-    _rewrite(path, lambda m: m["params"].update(budget=None))
+    _rewrite(path, _in_both(budget=None))
     with pytest.raises(ValueError, match="form 2 is a budgeted form; the model has no budget"):
         kernelcw.load(path)
     path = _saved(tmp_path, make("arow").fit(*_data()))
@@ -608,9 +621,36 @@ def test_kernel_parameters_edited_in_the_file_are_refused(edit, tmp_path):
     else:  # (the tests' default is fit_intercept=False: tests/conftest.py)
         est = make("scw1", kernel="linear", mode="dual", fit_intercept=True)
     path = _saved(tmp_path, est.fit(*_data(60)))
-    _rewrite(path, lambda m: m["params"].update(edit))
+    _rewrite(path, _in_both(**edit))
     with pytest.raises(ValueError, match="kap is not k\\(x, x\\) .* learnt with another kernel"):
         kernelcw.load(path)
+
+
+@pytest.mark.parametrize(
+    "params, edit",
+    [
+        (dict(kernel="rbf"), dict(gamma=5.0)),  # (k(x, x) = 1 whatever gamma: kap agrees)
+        (dict(kernel="rbf", budget=8), dict(a=2.0)),
+        (dict(kernel="rbf"), dict(kernel="laplacian")),
+        (dict(fit_intercept=True), dict(intercept_scaling=3.0)),  # (primal full)
+        (dict(covariance="diag", fit_intercept=True), dict(intercept_scaling=3.0)),
+    ],
+)
+def test_parameters_that_shape_the_state_edited_in_the_file_are_refused(params, edit, tmp_path):
+    """The state's checks cannot see these edits (they loaded, and predicted with the
+    new values); the file says what the model learnt with, and load compares. Rule
+    parameters (C here) are not part of the state: edited, they load as set_params."""
+    est = make("arow", **params).fit(*_data(60))
+    path = _saved(tmp_path, est)
+    _rewrite(path, lambda m: m["params"].update(edit))
+    k, v = next(iter(edit.items()))
+    with pytest.raises(ValueError, match=rf"its parameters {k}={v!r} \(learnt with .*\) are not"):
+        kernelcw.load(path)
+    path = _saved(tmp_path, make("scw1", **params).fit(*_data(60)))
+    _rewrite(path, lambda m: m["params"].update(C=0.5))
+    assert kernelcw.load(path).C == 0.5
+    _rewrite(path, lambda m: m["engine"].pop("learnt_with"))  # (files before session 26)
+    assert kernelcw.load(path).C == 0.5
 
 
 def test_invalid_or_unknown_parameters(tmp_path):
@@ -623,7 +663,7 @@ def test_invalid_or_unknown_parameters(tmp_path):
     with pytest.raises(ValueError, match="saved parameters are invalid: mode='primal'"):
         kernelcw.load(path)
     path = _saved(tmp_path)
-    _rewrite(path, lambda m: m["params"].update(kernel="linear", budget=None))
+    _rewrite(path, _in_both(kernel="linear", budget=None))
     with pytest.raises(ValueError, match="engine form 'dual' .* does not fit"):
         kernelcw.load(path)
     path = _saved(tmp_path)
