@@ -80,6 +80,12 @@ class EngineSpec:
         return self.rule.a
 
     @property
+    def projects(self) -> bool:
+        """A budget with the "project" policy: the model learns with the jittered
+        kernel (``PROJECT_JITTER``) and a leaver's weight goes to those kept."""
+        return self.budget is not None and self.budget_policy == "project"
+
+    @property
     def bound_form(self) -> str:
         """The :data:`DUAL_MEMORY` form a dual model keeps a binding budget in, as
         ``engines.dual.convert`` chooses it (``initial_form``, ``on_budget``; checked

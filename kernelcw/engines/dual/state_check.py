@@ -168,9 +168,8 @@ def _check_model(spec, state, prefix: str, n_store: int, n_seen: int, block: int
         raise ValueError(f"engine.{prefix}kap holds a negative k(x, x)")
     # zeta > 0; a budgeted "project" model reads none, and may hold 0 (slots a
     # combination wrote by projection, which no zeta describes)
-    projects = spec.budget is not None and spec.budget_policy == "project"
     zeta = state.get(prefix + "zeta") if form != EXPLICIT else None
-    if zeta is not None and np.any(zeta < 0.0 if projects else zeta <= 0.0):
+    if zeta is not None and np.any(zeta < 0.0 if spec.projects else zeta <= 0.0):
         raise ValueError(f"engine.{prefix}zeta must be positive")
     if form in (EXPLICIT, PRUNED, LAZY):  # the budget policy's removals so far
         _int(state, prefix + ("policy.counter" if form == EXPLICIT else "counter"), 0, COUNT_MAX)

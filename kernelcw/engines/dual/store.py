@@ -23,8 +23,7 @@ __all__ = ["SupportStore", "jitter_saved", "jittered", "kernel_jitter", "store_r
 def kernel_jitter(spec) -> float:
     """The jitter a model of ``spec`` learns with (:class:`SupportStore`): a budgeted
     "project" model's :data:`kernelcw.budget.PROJECT_JITTER`, else 0."""
-    projects = spec.budget is not None and spec.budget_policy == "project"
-    return PROJECT_JITTER if projects else 0.0
+    return PROJECT_JITTER if spec.projects else 0.0
 
 
 def jittered(kap: np.ndarray, jitter: float) -> np.ndarray:
