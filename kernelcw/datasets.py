@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -198,6 +199,33 @@ def _first_bad_line(path: str) -> str | None:
     return None
 
 
+def _read_through(path: str) -> None:
+    """Decompress a ``.gz`` / ``.bz2`` file to its end (the error of a damaged or cut
+    stream; garbage before it can parse as a line)."""
+    import bz2
+    import gzip
+
+    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(os.path.splitext(path)[1])
+    if opener is not None:
+        with opener(path, "rb") as fh:
+            while fh.read(1 << 20):
+                pass
+
+
+def _unreadable(path: str, err: BaseException) -> str:
+    """The message for a data file that could not be read through (``err``)."""
+    if isinstance(err, EOFError):  # (gzip and bz2: a compressed stream cut short)
+        return (
+            f"cannot read data file {path!r}: the compressed data ends early (a truncated "
+            "download or copy?)"
+        )
+    if isinstance(err, zlib.error) or (
+        isinstance(err, OSError) and err.errno is None and path.endswith((".gz", ".bz2"))
+    ):
+        return f"cannot read data file {path!r}: the compressed data is damaged ({err})"
+    return f"cannot read data file {path!r}: {getattr(err, 'strerror', None) or err}"
+
+
 def load_svmlight(path: str | os.PathLike) -> Dataset:
     """Read a LIBSVM / svmlight file (``label index:value ...`` per line).
 
@@ -220,15 +248,15 @@ def load_svmlight(path: str | os.PathLike) -> Dataset:
         raise DatasetError(f"data file {path!r} is a directory, not a file")
     try:
         X, y = load_svmlight_file(path, dtype=np.float64)
-    except OSError as e:
-        raise DatasetError(f"cannot read data file {path!r}: {e.strerror or e}") from None
-    except EOFError:  # (gzip and bz2: a compressed stream cut short)
-        raise DatasetError(
-            f"cannot read data file {path!r}: the compressed data ends early (a truncated "
-            "download or copy?)"
-        ) from None
+    except (OSError, EOFError, zlib.error) as e:
+        raise DatasetError(_unreadable(path, e)) from None
     except (ValueError, TypeError, IndexError, OverflowError) as e:  # incl. UnicodeDecodeError
-        detail = _first_bad_line(path) or (str(e).splitlines()[0] if str(e) else type(e).__name__)
+        try:  # a damaged compressed file can read as a bad line: the damage is the news
+            _read_through(path)
+            detail = _first_bad_line(path)
+        except (OSError, EOFError, zlib.error) as err:
+            raise DatasetError(_unreadable(path, err)) from None
+        detail = detail or (str(e).splitlines()[0] if str(e) else type(e).__name__)
         raise DatasetError(
             f"{path!r} is not a LIBSVM/svmlight file ('label index:value ...' per line): {detail}"
         ) from None

@@ -6,16 +6,18 @@ cumulative count of wrong predictions is the online mistake curve the papers plo
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
+from sklearn.utils import check_array
 from sklearn.utils.validation import column_or_1d
 
 from ._validation import check_positive_int
-from .estimators._input import _unique_labels
+from .estimators._input import _check_targets, _unique_labels, check_stream
 
 __all__ = ["OnlineResult", "run_online"]
 
@@ -32,9 +34,10 @@ class OnlineResult:
         Wrong predictions among the first 1, 2, ..., n examples.
     mistake_rate : float
         ``cumulative_mistakes[-1] / n_samples``.
-    n_updates : int or ndarray
+    n_updates : int, ndarray or None
         Rounds that changed the model (the estimator's ``n_updates_`` gained
-        during the run; per class for one-vs-rest models).
+        during the run; per class for one-vs-rest models); None for an estimator
+        that does not count them.
     seconds : float
         Wall-clock time of the run (learning and prediction).
     estimator : object
@@ -54,7 +57,9 @@ class OnlineResult:
 
 
 def _empty_model_prediction(classes: np.ndarray):
-    return classes[1] if len(classes) == 2 else classes[0]
+    """What scikit-learn's linear classifiers predict with every score 0: the first of
+    the sorted classes (``scores > 0`` for two, the first of argmax's ties for more)."""
+    return np.unique(classes)[0]
 
 
 def _predictions_from_decisions(F: np.ndarray, classes: np.ndarray) -> np.ndarray:
@@ -85,10 +90,12 @@ def run_online(
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
     y : array-like of shape (n_samples,)
     classes : array-like, optional
-        All labels; by default ``np.unique(y)``. The empty model scores every
-        class 0, so its first prediction is ``classes[1]`` for two classes
-        (sign(0) = +1) and ``classes[0]`` for more (argmax takes the first tie),
-        as ``predict`` would say.
+        All labels; by default ``np.unique(y)`` (with ``fresh=False``, a fitted
+        estimator's ``classes_``). The empty model scores every class 0: a kernelcw
+        estimator's first prediction is then the larger of two classes (sign(0) = +1)
+        and the first of more (argmax takes the first tie), as its ``predict`` would
+        say; for another estimator, which cannot predict before it learns, the first
+        class, as scikit-learn's linear classifiers predict with scores 0.
     progress : bool or str, default=False
         Show a tqdm progress bar, labelled with the estimator's class name or with
         the string given.
@@ -97,7 +104,12 @@ def run_online(
         on it).
     fresh : bool, default=True
         Learn from a clone of ``estimator`` (an unfitted copy) instead of
-        continuing from its current state.
+        continuing from its current state. With ``fresh=False`` a run that fails or
+        is interrupted leaves ``estimator`` as it was before the run (a copy of it is
+        kept while it runs), not part-way through the stream.
+
+    For a kernelcw estimator the values are checked as ``fit`` checks them, on the
+    whole stream before anything is learnt: an error names the row in the stream.
 
     Returns
     -------
@@ -123,11 +135,23 @@ def run_online(
         raise ValueError(f"X has {X.shape[0]} rows but y has {n} labels")
     if n == 0:
         raise ValueError("run_online needs at least one example; X and y are empty")
-    if classes is None:
-        classes = _unique_labels(y, "y") if not hasattr(est, "classes_") else est.classes_
+    own = hasattr(est, "partial_fit_margins")  # kernelcw: returns the margins it saw
+    if own:  # (each chunk's call would name rows of its chunk)
+        check_stream(check_array(X, accept_sparse="csr", dtype=np.float64,
+                                 ensure_all_finite=False), y, est.a)  # fmt: skip
+    else:
+        _check_targets(y)
+    if classes is None and hasattr(est, "classes_"):
+        classes = est.classes_
+    elif classes is None:
+        classes = _unique_labels(y, "y")
+        if len(classes) < 2:
+            raise ValueError(
+                f"y contains only one class ({classes.tolist()[0]!r}); a classifier needs "
+                "two. Pass classes=[...] to declare the others."
+            )
     classes = np.asarray(classes)
     chunk = int(chunk_size)
-    own = hasattr(est, "partial_fit_margins")  # kernelcw: returns the margins it saw
     if not own:
         chunk = 1
     preds = np.empty(n, dtype=classes.dtype if classes.dtype != object else object)
@@ -139,6 +163,7 @@ def run_online(
 
         label = progress if isinstance(progress, str) else type(est).__name__
         bar = tqdm(total=n, unit="ex", desc=label, leave=False)
+    kept = None if fresh else copy.deepcopy(est)  # (a failed run puts it back)
     t0 = time.perf_counter()
     try:
         for start in range(0, n, chunk):
@@ -156,6 +181,10 @@ def run_online(
                 est.partial_fit(Xc, yc, classes=classes)
             if bar is not None:
                 bar.update(stop - start)
+    except BaseException:
+        if kept is not None:  # the caller's estimator, as before the run
+            _put_back(est, kept)
+        raise
     finally:
         if bar is not None:
             bar.close()
@@ -173,6 +202,19 @@ def run_online(
         seconds=seconds,
         estimator=est,
     )
+
+
+def _put_back(est, kept) -> None:
+    """``est``'s attributes as ``kept``'s (a deep copy made before the run), with
+    Ctrl-C held back meanwhile; a kernelcw estimator keeps its own locks (copies leave
+    them out)."""
+    from ._interrupt import deferred_interrupt
+
+    with deferred_interrupt():
+        locks = {k: v for k, v in est.__dict__.items() if k == "_model_lock"}
+        est.__dict__.clear()
+        est.__dict__.update(kept.__dict__)
+        est.__dict__.update(locks)
 
 
 def _updates(est):

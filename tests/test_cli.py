@@ -576,6 +576,23 @@ def test_truncated_compressed_data_file(tmp_path, capsys, suffix):
     assert_one_line_error(capsys.readouterr().err, "cannot read data file", "ends early")
 
 
+@pytest.mark.parametrize("suffix", [".gz", ".bz2"])
+def test_damaged_compressed_data_file(tmp_path, capsys, suffix):
+    """Bytes flipped inside the compressed stream: named as damage (zlib's error for gzip
+    escaped as a traceback; bzip2's garbage read as a bad first line)."""
+    import bz2
+    import gzip
+
+    text = b"".join(b"%d 1:%d 2:0.5\n" % (i % 2, i) for i in range(200)) * 50
+    packed = bytearray((gzip if suffix == ".gz" else bz2).compress(text))
+    for k in range(100, 140) if suffix == ".gz" else range(200, 240):
+        packed[k] ^= 0xFF
+    path = tmp_path / f"data.svm{suffix}"
+    path.write_bytes(bytes(packed))
+    assert main(["run", "--data", str(path)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "cannot read data file", "damaged")
+
+
 def test_data_file_that_is_a_directory(tmp_path, capsys):
     assert main(["run", "--data", str(tmp_path)]) == 2
     assert_one_line_error(capsys.readouterr().err, "is a directory")

@@ -83,7 +83,10 @@ def test_any_sklearn_partial_fit_estimator_runs_through_the_same_protocol():
     )
     res_sgd = run_online(sgd, X, y)
     res_pa = run_online(PAClassifier(variant=1, C=1.0), X, y)
-    np.testing.assert_array_equal(res_sgd.predictions, res_pa.predictions)
+    # the same model after each row; before the first, each predicts as its own zero
+    # model would: SGD's scores > 0 the first class, kernelcw's sign(0) = +1 the second
+    np.testing.assert_array_equal(res_sgd.predictions[1:], res_pa.predictions[1:])
+    assert (res_sgd.predictions[0], res_pa.predictions[0]) == (0, 1)
     assert res_sgd.n_updates is None
 
 
@@ -156,3 +159,63 @@ def test_empty_and_unsortable_label_streams_are_errors():
     mixed = np.array([1, "a", 2, "b"], dtype=object)
     with pytest.raises(ValueError, match=r"y mixes label types \(int, str\)"):
         run_online(SCWClassifier(), X[:4], mixed)
+
+
+def _state(est):
+    return (est.n_updates_, est.n_mistakes_, est.decision_function(_data(9, n=20)[0]).tolist())
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: AROWClassifier(), lambda: SCWClassifier(kernel="rbf", budget=30)],
+    ids=["primal", "rbf-budget"],
+)
+def test_a_failed_run_on_a_fitted_model_leaves_it_as_before(make, monkeypatch):
+    """fresh=False continues the caller's estimator: a run that fails after some chunks
+    were learnt (a bad row in the third chunk, or a Ctrl-C) puts it back as it was, and
+    the error names the row in the stream, not in its chunk."""
+    X, y = _data(5, n=300)
+    est = make().fit(X[:40], y[:40])
+    before = _state(est)
+    bad = X.copy()
+    bad[250, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity in row 250 "):
+        run_online(est, bad, y, fresh=False, chunk_size=100)
+    assert _state(est) == before
+    bad = X.copy()
+    bad[250] = 1e200
+    with pytest.raises(ValueError, match="row 250 of X is too large"):
+        run_online(est, bad, y, fresh=False, chunk_size=100)
+    assert _state(est) == before
+    calls = []
+    learn = type(est).partial_fit_margins
+
+    def interrupted(self, *args, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return learn(self, *args, **kw)
+
+    monkeypatch.setattr(type(est), "partial_fit_margins", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_online(est, X, y, fresh=False, chunk_size=100)
+    assert len(calls) == 3 and _state(est) == before
+    monkeypatch.undo()
+    res = run_online(est, X, y, fresh=False, chunk_size=100)  # (and it goes on)
+    assert res.estimator is est and est.n_updates_ > before[0]
+
+
+def test_labels_are_checked_as_y_not_as_classes():
+    """run_online finds the classes in y: a bad y is reported as y's, as fit reports it,
+    whatever the chunk it falls in."""
+    X, y = _data(6, n=1500)
+    yf = y.astype(float)
+    yf[1100] = np.nan
+    with pytest.raises(ValueError, match="Input y contains NaN"):
+        run_online(AROWClassifier(), X, yf)
+    with pytest.raises(ValueError, match=r"y contains only one class \(0\)"):
+        run_online(AROWClassifier(), X, np.zeros(1500, dtype=int))
+    yo = y.astype(object)
+    yo[1100] = None
+    with pytest.raises(ValueError, match=r"y mixes label types \(NoneType, int\)"):
+        run_online(AROWClassifier(), X, yo)

@@ -141,7 +141,7 @@ def _unique_labels(labels: np.ndarray, what: str) -> np.ndarray:
     try:
         return np.unique(labels)
     except TypeError as exc:
-        kinds = sorted({type(v).__name__ for v in labels.ravel()[:1000]})
+        kinds = sorted({type(v).__name__ for v in labels.ravel()})  # (all: an error path)
         raise ValueError(
             f"{what} mixes label types ({', '.join(kinds)}) that cannot be sorted into classes: "
             "use one type"
@@ -217,6 +217,18 @@ def with_intercept(X, spec):
     out[:, :-1] = X
     out[:, -1] = c
     return out
+
+
+def check_stream(X, y, a: float) -> None:
+    """The value checks ``fit`` makes, on a whole stream before any of it is learnt (so
+    that an error names the row in the stream, not in a part of it): X (what
+    ``check_array(accept_sparse="csr", dtype=float64)`` gives) finite and not too large
+    for ``a``, y (1-d) class labels."""
+    X = _canonical(X)
+    big = _max_abs(X)
+    _check_finite_rows(X, big)
+    _check_not_too_large(X, a, big)
+    _check_targets(y)
 
 
 def _check_not_too_large(X, a: float, big) -> None:
