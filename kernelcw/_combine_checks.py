@@ -37,6 +37,8 @@ def check_parts(estimators, method: str, start) -> list:
         check_is_fitted(est)
         if est is not ref:
             _same(ref, est, where)
+    if start is not None:
+        _started_from(ests, start)
     spec = ref._engine.spec
     if spec.form == "dual" and spec.kernel.precomputed:
         raise ValueError(
@@ -44,6 +46,18 @@ def check_parts(estimators, method: str, start) -> list:
             "not inputs: their support sets cannot be merged"
         )
     return ests
+
+
+def _started_from(ests: list, start) -> None:
+    """Each part continues ``start``: its counters include start's (a part that did not
+    start from it gave the combination negative counts, and a model it never was)."""
+    for i, est in enumerate(ests):
+        for c in ("n_updates_", "n_mistakes_", "n_variance_floored_"):
+            if np.any(np.asarray(getattr(est, c)) < np.asarray(getattr(start, c))):
+                raise ValueError(
+                    f"estimators[{i}] did not start from start: its {c} "
+                    f"{getattr(est, c)!r} are fewer than start's {getattr(start, c)!r}"
+                )
 
 
 def _same(ref, est, where: str) -> None:

@@ -6,7 +6,9 @@ natural parameters ``Lambda = Sigma^-1`` and ``h = Lambda mu``: per binary model
 for primal full covariances (d x d), per feature for diagonal ones, and exactly over
 the union of the support sets for dual (kernel) models. The sums are associative,
 so a tree of pairwise combinations (:mod:`kernelcw.distributed`) is exact given the
-parts' weights.
+parts' weights, while no budget binds: a union past a budget is pruned at the node
+that makes it, so with a binding budget the tree's shape (and ``CombinedClassifier``'s
+``n_parts``) changes the model.
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ def combine(estimators: Sequence, method: str = "kl", *, weights=None, start=Non
     weights : array-like of shape (n_estimators,), optional
         Positive weights, default all 1: the number of parts each estimator already
         combines, so that ``combine([combine([m1, m2]), m3], weights=[2, 1])`` is
-        ``combine([m1, m2, m3])`` (to rounding). "bayes" sums and ignores them (a
+        ``combine([m1, m2, m3])`` (to rounding, where no budget binds: the inner
+        union is pruned to the budget first). "bayes" sums and ignores them (a
         combined model already counts each of its parts once).
     start : fitted estimator, optional
         ``method="bayes"`` only: the model every part started from.
@@ -111,11 +114,15 @@ def combine(estimators: Sequence, method: str = "kl", *, weights=None, start=Non
     if method == "bayes":  # a sum: each part already counted once, whatever it combines
         w = np.ones(len(ests))
     if len(ests) == 1 and start is None:
-        return copy.deepcopy(ests[0])
+        with ests[0]._engine.lock:  # (not while it learns)
+            return copy.deepcopy(ests[0])
     first = ests[0]
     spec = first._engine.spec
     with contextlib.ExitStack() as stack:  # no part learns while it is read
-        for e in {id(e._engine): e._engine for e in ests + [start] if e is not None}.values():
+        # in one order whatever the parts' (by id): combine([a, b]) in one thread and
+        # combine([b, a]) in another each held one lock and waited for the other's
+        engines = {id(e._engine): e._engine for e in ests + [start] if e is not None}
+        for _, e in sorted(engines.items()):
             stack.enter_context(e.lock)
         if spec.form == "dual":
             engine = _combine_dual(ests, w, method, start)

@@ -20,15 +20,17 @@ import numbers
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
+from sklearn.utils import check_array
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._combine_checks import continues_nu_pi
+from ._combine_checks import check_parts, continues_nu_pi
 from ._interrupt import restore_on_error
 from ._validation import check_option, check_positive_int
 from .combination import METHODS, combine
 from .estimators._base import CWEstimator
-from .estimators._input import check_same_classes
+from .estimators._input import check_same_classes, check_stream
+from .estimators._locks import model_lock
 from .spec import check_params
 
 __all__ = ["CombinedClassifier", "tree_combine"]
@@ -51,14 +53,20 @@ def _distributed():
 # ---------------------------------------------------------------- the tasks
 
 
-def fit_part(template, start, X, y, classes):
+def fit_part(template, start, X, y, classes, part=None):
     """One part learnt in one pass (``partial_fit``) from ``start`` (a fitted model)
-    or, without one, from the prior of ``template`` (an unfitted estimator)."""
+    or, without one, from the prior of ``template`` (an unfitted estimator). An error
+    names the ``part`` (its index) it came from: its rows are numbered within it."""
     X = _as_array(X)
     y = np.asarray(y).ravel()
-    if start is None:
-        return clone(template).partial_fit(X, y, classes=classes)
-    return copy.deepcopy(start).partial_fit(X, y)
+    try:
+        if start is None:
+            return clone(template).partial_fit(X, y, classes=classes)
+        return copy.deepcopy(start).partial_fit(X, y)
+    except ValueError as err:
+        if part is None:
+            raise
+        raise ValueError(f"part {part} of the data (its rows numbered from 0): {err}") from err
 
 
 def _as_array(X):
@@ -98,6 +106,7 @@ def tree_combine(models: list, method: str = "kl", start=None):
     if not models:
         raise ValueError("tree_combine needs at least one model")
     if len(models) == 1:  # (the shared-prior rule of one part relative to start: the part)
+        check_parts(models, method if start is None else "bayes", start)  # (combine's checks)
         return copy.deepcopy(models[0])
     return _tree([(m, 1.0) for m in models], method, start, combine_pair)
 
@@ -160,10 +169,26 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------ training
 
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_model_lock", None)  # (a lock does not pickle; a copy makes its own)
+        client = state.get("client")
+        if client is not None and not isinstance(client, str):  # a Client: its address
+            state["client"] = _address(client)
+        return state
+
+    def __sklearn_clone__(self):
+        """scikit-learn's clone, with ``client`` passed on as it is (a Client holds
+        sockets: a deep copy of it fails, and a clone is to use the same cluster)."""
+        params = self.get_params(deep=False)
+        return type(self)(
+            **{k: v if k == "client" else clone(v, safe=False) for k, v in params.items()}
+        )
+
     def fit(self, X, y, classes=None):
         """Learn from the parts of (X, y) from scratch, ``n_epochs`` passes."""
         self._check_params()
-        with restore_on_error(self):  # a failed fit keeps the names and model it had
+        with model_lock(self), restore_on_error(self):  # (one call at a time: partial_fit)
             # names and width recorded here: the parts learn arrays, in these columns' order
             validate_data(self, _columns_of(X), reset=True, skip_check_array=True)
             template = clone(self.estimator)
@@ -186,6 +211,13 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         """One epoch over the parts of a new batch, from the current combined model
         (the shared-prior rule relative to it); the first call starts from the prior."""
         self._check_params()
+        # one fit or partial_fit at a time: two calls each continuing combined_ from
+        # another thread kept only the batch of the one that finished last
+        with model_lock(self):
+            self._partial_fit(X, y, classes)
+        return self
+
+    def _partial_fit(self, X, y, classes) -> None:
         fitted = hasattr(self, "combined_")
         if fitted:
             check_same_classes(classes, self.classes_)
@@ -206,11 +238,10 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
                     classes = self._classes(client, y, classes)
                     model = self._epoch(client, clone(self.estimator), None, parts, classes, True)
                 self._finish(client.gather(model), len(parts))
-        return self
 
     def _epoch(self, client, template, start, parts, classes, first: bool):
-        fits = [client.submit(fit_part, template, start, Xp, yp, classes, pure=False)
-                for Xp, yp in parts]  # fmt: skip
+        fits = [client.submit(fit_part, template, start, Xp, yp, classes, i, pure=False)
+                for i, (Xp, yp) in enumerate(parts)]  # fmt: skip
         if len(fits) == 1:
             out = fits[0]
         else:
@@ -263,6 +294,10 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         if _is_dask_collection(X):
             return _dask_parts(client, X, y)
         X, y = _in_memory(X, y)
+        # the value checks of fit on the whole X first: an error names the row in X (a
+        # part's call would name one within its part)
+        check_stream(check_array(X, accept_sparse="csr", dtype=np.float64,
+                                 ensure_all_finite=False), y, self.estimator.a)  # fmt: skip
         n = X.shape[0]
         P = self.n_parts or max(1, sum(client.nthreads().values()))
         if P > n:
@@ -313,6 +348,15 @@ def _has_proba(clf) -> bool:
     """The combined model's (or the learner's) predict_proba is there: a learner of
     kernel="precomputed" has none (rows of K(X, X_train) do not hold k(x, x))."""
     return hasattr(getattr(clf, "combined_", clf.estimator), "predict_proba")
+
+
+def _address(client) -> str:
+    """A Client's scheduler address (what ``client=`` also takes)."""
+    scheduler = getattr(client, "scheduler", None)
+    address = getattr(scheduler, "address", None) or getattr(client, "scheduler_address", None)
+    if not isinstance(address, str):
+        raise TypeError(f"cannot save client={client!r}: it names no scheduler address")
+    return address
 
 
 def _without_names(model):

@@ -123,34 +123,9 @@ def run_online(
         )
     check_positive_int("chunk_size", chunk_size)
     est = clone(estimator) if fresh else estimator
-    if sp.issparse(X):
-        X = X.tocsr()  # COO and others cannot be sliced by rows
-    elif not hasattr(X, "shape"):
-        X = np.asarray(X)  # lists and other array-likes
-    # a column (n, 1) becomes (n,) with scikit-learn's warning, as fit takes it (compared
-    # as a column with the (n,) predictions it broadcast to n x n mistakes)
-    y = column_or_1d(y, warn=True)
+    X, y, classes = _stream(est, X, y, classes)
     n = y.shape[0]
-    if X.shape[0] != n:
-        raise ValueError(f"X has {X.shape[0]} rows but y has {n} labels")
-    if n == 0:
-        raise ValueError("run_online needs at least one example; X and y are empty")
     own = hasattr(est, "partial_fit_margins")  # kernelcw: returns the margins it saw
-    if own:  # (each chunk's call would name rows of its chunk)
-        check_stream(check_array(X, accept_sparse="csr", dtype=np.float64,
-                                 ensure_all_finite=False), y, est.a)  # fmt: skip
-    else:
-        _check_targets(y)
-    if classes is None and hasattr(est, "classes_"):
-        classes = est.classes_
-    elif classes is None:
-        classes = _unique_labels(y, "y")
-        if len(classes) < 2:
-            raise ValueError(
-                f"y contains only one class ({classes.tolist()[0]!r}); a classifier needs "
-                "two. Pass classes=[...] to declare the others."
-            )
-    classes = np.asarray(classes)
     chunk = int(chunk_size)
     if not own:
         chunk = 1
@@ -202,6 +177,40 @@ def run_online(
         seconds=seconds,
         estimator=est,
     )
+
+
+def _stream(est, X, y, classes):
+    """(X, y, classes) for the run, checked: X rows-sliceable, y 1-d of as many labels,
+    for a kernelcw estimator X's values as ``fit`` checks them on the whole stream
+    (each chunk's call would name rows of its chunk), y class labels, and the classes:
+    given, the fitted estimator's, or y's (at least two)."""
+    if sp.issparse(X):
+        X = X.tocsr()  # COO and others cannot be sliced by rows
+    elif not hasattr(X, "shape"):
+        X = np.asarray(X)  # lists and other array-likes
+    # a column (n, 1) becomes (n,) with scikit-learn's warning, as fit takes it (compared
+    # as a column with the (n,) predictions it broadcast to n x n mistakes)
+    y = column_or_1d(y, warn=True)
+    n = y.shape[0]
+    if X.shape[0] != n:
+        raise ValueError(f"X has {X.shape[0]} rows but y has {n} labels")
+    if n == 0:
+        raise ValueError("run_online needs at least one example; X and y are empty")
+    if hasattr(est, "partial_fit_margins"):  # (kernelcw)
+        check_stream(check_array(X, accept_sparse="csr", dtype=np.float64,
+                                 ensure_all_finite=False), y, est.a)  # fmt: skip
+    else:
+        _check_targets(y)
+    if classes is None and hasattr(est, "classes_"):
+        classes = est.classes_
+    elif classes is None:
+        classes = _unique_labels(y, "y")
+        if len(classes) < 2:
+            raise ValueError(
+                f"y contains only one class ({classes.tolist()[0]!r}); a classifier needs "
+                "two. Pass classes=[...] to declare the others."
+            )
+    return X, y, np.asarray(classes)
 
 
 def _put_back(est, kept) -> None:

@@ -160,6 +160,35 @@ def test_combining_one_model_returns_it(form):
     )
 
 
+class _RecordedLock:
+    """An engine's RLock that records its engine's name when taken."""
+
+    def __init__(self, name, log):
+        self.lock, self.name, self.log = __import__("threading").RLock(), name, log
+
+    def __enter__(self):
+        self.log.append(self.name)
+        return self.lock.__enter__()
+
+    def __exit__(self, *exc):
+        return self.lock.__exit__(*exc)
+
+
+def test_parts_are_locked_in_one_order_whatever_their_order():
+    """combine([a, b]) in one thread and combine([b, a]) in another took the engines'
+    locks in argument order: each held one and waited for the other, for good."""
+    X, y = stream()
+    a, b = (AROWClassifier(covariance="diag").fit(X[i::2], y[i::2]) for i in (0, 1))
+    log: list = []
+    for name, model in (("a", a), ("b", b)):
+        model._engine.__dict__["_lock"] = _RecordedLock(name, log)
+    combine([a, b])
+    first = list(log)
+    log.clear()
+    combine([b, a])
+    assert sorted(first) == ["a", "b"] and log == first
+
+
 @pytest.mark.parametrize("method", ["kl", "bayes", "average"])
 @pytest.mark.parametrize("form", list(MAKERS))
 def test_the_tree_order_does_not_matter(form, method):
@@ -797,3 +826,16 @@ def test_parts_of_other_classes_are_named_by_their_classes():
     three = SCWClassifier().fit(X, np.digitize(X[:, 0], [-0.5, 0.5]))
     with pytest.raises(ValueError, match=r"estimators\[1\] has classes_ array\(\[0, 1, 2\]\)"):
         combine([two, three])
+
+
+def test_bayes_parts_that_did_not_start_from_start_are_refused():
+    """The shared-prior rule subtracts start from each part: a part trained from the
+    prior instead gave a model with negative counters (PA: n_updates_ -84)."""
+    X, y = stream()
+    start = PAClassifier().fit(X[:100], y[:100])
+    part = PAClassifier().fit(X[100:130], y[100:130])  # (from the prior, 30 rows)
+    good = copy.deepcopy(start).partial_fit(X[130:], y[130:])
+    with pytest.raises(ValueError, match=r"estimators\[1\] did not start from start: its n_"):
+        combine([good, part], "bayes", start=start)
+    out = combine([good, copy.deepcopy(start)], "bayes", start=start)
+    assert out.n_updates_ == good.n_updates_

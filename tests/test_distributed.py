@@ -257,6 +257,15 @@ def test_tree_combine_makes_a_new_model_and_checks_its_input():
         tree_combine([])
     with pytest.raises(ValueError, match="method"):
         tree_combine([one], "median")
+    # one model is checked as combine checks its parts (it was returned as it came)
+    with pytest.raises(TypeError):
+        tree_combine([None])
+    with pytest.raises(TypeError):
+        tree_combine(["abc"])
+    with pytest.raises((TypeError, ValueError)):
+        tree_combine([one], start="garbage")
+    with pytest.raises(Exception, match="fit|fitted"):
+        tree_combine([SCWClassifier()])
 
 
 def test_epochs_count_each_row_once(client):
@@ -326,3 +335,77 @@ def test_the_refusal_looks_at_the_model_continued_not_the_method_now(client, mon
     first = CombinedClassifier(PAClassifier(kernel="rbf"), method="average", n_parts=2)
     first.set_params(n_epochs=2).fit(X, y).partial_fit(X, y)
     assert np.sum(first.combined_.n_support_) > 0
+
+
+def test_two_threads_calling_partial_fit_each_add_their_batch(client, monkeypatch):
+    """Each call continues combined_: two at once from two threads each started from the
+    same model, and the one that finished last replaced the other's batch. They now
+    run one after the other, and the model counts both batches."""
+    import threading
+    import time
+
+    X, y = data(n=300)
+    clf = CombinedClassifier(CWClassifier(covariance="diag"), n_parts=2)
+    clf.partial_fit(X[:100], y[:100], classes=[0, 1])
+    epoch = CombinedClassifier._epoch
+    spans = []
+
+    def slow_epoch(self, *args):
+        start = time.perf_counter()
+        time.sleep(0.3)  # (the other thread starts meanwhile)
+        out = epoch(self, *args)
+        spans.append((start, time.perf_counter()))
+        return out
+
+    monkeypatch.setattr(CombinedClassifier, "_epoch", slow_epoch)
+    before = int(clf.combined_.n_updates_)
+    gains = [
+        int(copy.deepcopy(clf).partial_fit(X[lo : lo + 100], y[lo : lo + 100]).combined_.n_updates_)
+        - before
+        for lo in (100, 200)
+    ]
+    spans.clear()
+    threads = [
+        threading.Thread(target=clf.partial_fit, args=(X[lo : lo + 100], y[lo : lo + 100]))
+        for lo in (100, 200)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    (s0, e0), (s1, e1) = sorted(spans)
+    assert e0 <= s1  # one after the other
+    assert int(clf.combined_.n_updates_) > before + max(gains)  # both batches count
+
+
+def test_a_client_object_clones_and_pickles(client):
+    """clone (GridSearchCV, cross_val_score) passes the same Client on; a pickle keeps
+    its scheduler's address, which client= also takes."""
+    import pickle
+
+    from sklearn.base import clone
+
+    clf = CombinedClassifier(CWClassifier(covariance="diag"), n_parts=2, client=client)
+    twin = clone(clf)
+    assert twin.client is client and twin.estimator is not clf.estimator
+    X, y = data()
+    clf.fit(X, y)
+    back = pickle.loads(pickle.dumps(clf))
+    assert back.client == client.scheduler.address
+    np.testing.assert_array_equal(back.predict(X), clf.predict(X))
+    back.partial_fit(X[:50], y[:50])  # (through the address)
+
+
+def test_a_bad_row_is_named_by_its_row_in_x_or_its_part(client):
+    """In-memory X is checked whole first: the error names the row in X (a part named
+    its own row 15 for X's row 95). A dask collection's part names its part."""
+    X, y = data(n=120)
+    bad = X.copy()
+    bad[95, 2] = np.nan
+    clf = CombinedClassifier(CWClassifier(covariance="diag"), n_parts=3)
+    with pytest.raises(ValueError, match=r"NaN or infinity in row 95 "):
+        clf.fit(bad, y)
+    assert not hasattr(clf, "combined_")
+    Xd, yd = da.from_array(bad, chunks=(40, 5)), da.from_array(y, chunks=40)
+    with pytest.raises(ValueError, match=r"part 2 of the data .*NaN or infinity in row 15 "):
+        clf.fit(Xd, yd)
