@@ -7,9 +7,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from .estimators._base import CWEstimator
+from .rules import Rule
 
 __all__ = ["METHODS", "check_parts", "continues_nu_pi", "part_weights"]
 
@@ -34,7 +36,10 @@ def check_parts(estimators, method: str, start) -> list:
         where = "start" if i == len(ests) else f"estimators[{i}]"
         if not isinstance(est, CWEstimator):
             raise TypeError(f"{where} is a {type(est).__name__}, not a kernelcw estimator")
-        check_is_fitted(est)
+        try:
+            check_is_fitted(est)
+        except NotFittedError as err:  # (scikit-learn's message names no part)
+            raise NotFittedError(f"{where} is not fitted: {err}") from None
         if est is not ref:
             _same(ref, est, where)
     if start is not None:
@@ -73,7 +78,7 @@ def _same(ref, est, where: str) -> None:
             f"{where} has classes_ {est.classes_!r} but estimators[0] has {ref.classes_!r}"
         )
     checks = [
-        ("rule", s0.rule.rule, s1.rule.rule),
+        ("rule", Rule(s0.rule.rule).name, Rule(s1.rule.rule).name),  # (SCW1, not 6)
         ("a", s0.a, s1.a),
         ("form (covariance / kernel / mode)", s0.form, s1.form),
         ("n_features_in_", ref.n_features_in_, est.n_features_in_),
@@ -133,7 +138,10 @@ def part_weights(weights, n: int) -> np.ndarray:
     1e308 summed to inf, and made a prior model; subnormal ones lost digits)."""
     if weights is None:
         return np.ones(n)
-    w = np.asarray(weights, dtype=np.float64).ravel()
+    try:
+        w = np.asarray(weights, dtype=np.float64).ravel()
+    except (TypeError, ValueError):  # (strings, objects: numpy's message names no weights)
+        w = np.full(0, np.nan)
     if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
         raise ValueError(f"weights must be {n} finite positive numbers, got {weights!r}")
     return np.ldexp(w, -math.frexp(float(w.max()))[1])

@@ -113,17 +113,11 @@ def combine(estimators: Sequence, method: str = "kl", *, weights=None, start=Non
     w = part_weights(weights, len(ests))
     if method == "bayes":  # a sum: each part already counted once, whatever it combines
         w = np.ones(len(ests))
-    if len(ests) == 1 and start is None:
-        with ests[0]._engine.lock:  # (not while it learns)
-            return copy.deepcopy(ests[0])
     first = ests[0]
-    spec = first._engine.spec
-    with contextlib.ExitStack() as stack:  # no part learns while it is read
-        # in one order whatever the parts' (by id): combine([a, b]) in one thread and
-        # combine([b, a]) in another each held one lock and waited for the other's
-        engines = {id(e._engine): e._engine for e in ests + [start] if e is not None}
-        for _, e in sorted(engines.items()):
-            stack.enter_context(e.lock)
+    with _parts_locked(ests + ([start] if start is not None else [])):
+        if len(ests) == 1 and start is None:
+            return copy.deepcopy(ests[0])
+        spec = first._engine.spec
         if spec.form == "dual":
             engine = _combine_dual(ests, w, method, start)
         else:
@@ -133,6 +127,22 @@ def combine(estimators: Sequence, method: str = "kl", *, weights=None, start=Non
             state = fn(engines, w, method, e0, spec)
             engine = engine_class(spec.form).from_state(spec, state)
         return _assemble(first, ests, engine, start)
+
+
+@contextlib.contextmanager
+def _parts_locked(models: list):
+    """Hold the engine locks of ``models`` (no part learns while it is read), taken in
+    one order whatever the parts' (by id: combine([a, b]) in one thread and
+    combine([b, a]) in another each held one lock and waited for the other's), and
+    taken again if a ``fit`` replaced a part's engine before its lock was held."""
+    while True:
+        with contextlib.ExitStack() as stack:
+            engines = {id(m._engine): m._engine for m in models}
+            for _, engine in sorted(engines.items()):
+                stack.enter_context(engine.lock)
+            if all(engines.get(id(m._engine)) is m._engine for m in models):
+                yield
+                return
 
 
 def _assemble(first, ests, engine, start):

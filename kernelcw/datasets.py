@@ -165,6 +165,7 @@ def _line_problem(text: str) -> str | None:
         return f"the label {label!r} is not a number"
     if not math.isfinite(value) or value != round(value):
         return f"the label {label!r} is not a class label (an integer)"
+    last = -1
     for pair in pairs:
         index, sep, val = pair.partition(":")
         if not sep:
@@ -179,6 +180,9 @@ def _line_problem(text: str) -> str | None:
             return f"the index in {pair!r} is negative"
         if i > MAX_INDEX:
             return f"the index in {pair!r} is larger than {MAX_INDEX:,} (a 32-bit feature index)"
+        if i <= last:  # (scikit-learn's reader refuses them, naming no line)
+            return f"the index in {pair!r} is not above the one before: indices must increase"
+        last = i
         try:
             number = float(val)
         except ValueError:

@@ -20,7 +20,6 @@ import numbers
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
-from sklearn.utils import check_array
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -170,7 +169,7 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------ training
 
     def __getstate__(self) -> dict:
-        state = super().__getstate__()
+        state = dict(super().__getstate__())  # (a copy: Python 3.11 gives __dict__ itself)
         state.pop("_model_lock", None)  # (a lock does not pickle; a copy makes its own)
         client = state.get("client")
         if client is not None and not isinstance(client, str):  # a Client: its address
@@ -180,10 +179,14 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     def __sklearn_clone__(self):
         """scikit-learn's clone, with ``client`` passed on as it is (a Client holds
         sockets: a deep copy of it fails, and a clone is to use the same cluster)."""
-        params = self.get_params(deep=False)
-        return type(self)(
-            **{k: v if k == "client" else clone(v, safe=False) for k, v in params.items()}
-        )
+        client = self.client
+        if client is None or isinstance(client, str):
+            return super().__sklearn_clone__()
+        bare = copy.copy(self)  # (its other attributes as they are: metadata requests, ...)
+        bare.client = None
+        twin = super(CombinedClassifier, bare).__sklearn_clone__()
+        twin.client = client
+        return twin
 
     def fit(self, X, y, classes=None):
         """Learn from the parts of (X, y) from scratch, ``n_epochs`` passes."""
@@ -296,8 +299,7 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         X, y = _in_memory(X, y)
         # the value checks of fit on the whole X first: an error names the row in X (a
         # part's call would name one within its part)
-        check_stream(check_array(X, accept_sparse="csr", dtype=np.float64,
-                                 ensure_all_finite=False), y, self.estimator.a)  # fmt: skip
+        check_stream(X, y, self.estimator.a)
         n = X.shape[0]
         P = self.n_parts or max(1, sum(client.nthreads().values()))
         if P > n:

@@ -48,7 +48,8 @@ def _rebuild(engine: Engine, spec, state: dict[str, np.ndarray]) -> Engine:
 
 def widen(engine: Engine, n_features: int) -> Engine:
     """The engine for inputs of ``n_features`` (>= its own) whose new trailing features
-    were 0 in every input it learnt from. Returns a new engine; ``engine`` is unchanged.
+    were 0 in every input it learnt from. Returns a new engine (``engine`` itself for
+    its own width); ``engine`` is unchanged.
 
     A kernel's ``gamma`` stays the one the engine was built with (``gamma=None``
     resolved at the first width), so the kernel of past inputs does not change. An
@@ -164,7 +165,9 @@ def _dual_models(engine: Engine, models: list[dict[str, np.ndarray]], spec) -> E
 
 def add_models(engine: Engine, n_new: int) -> Engine:
     """The engine with ``n_new`` more binary models at the prior N(0, a I), after its
-    own. Returns a new engine; ``engine`` is unchanged."""
+    own (``n_new`` >= 1). Returns a new engine; ``engine`` is unchanged."""
+    if isinstance(n_new, bool) or int(n_new) != n_new or n_new < 1:
+        raise ValueError(f"add_models: n_new={n_new!r} must be an integer >= 1")
     spec = engine.spec
     K = spec.n_models
     new = dataclasses.replace(spec, n_models=K + int(n_new))

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
-from sklearn.utils import check_array
 from sklearn.utils.validation import column_or_1d
 
 from ._validation import check_positive_int
@@ -138,7 +137,7 @@ def run_online(
 
         label = progress if isinstance(progress, str) else type(est).__name__
         bar = tqdm(total=n, unit="ex", desc=label, leave=False)
-    kept = None if fresh else copy.deepcopy(est)  # (a failed run puts it back)
+    kept = None if fresh else _snapshot(est)  # (a failed run puts it back)
     t0 = time.perf_counter()
     try:
         for start in range(0, n, chunk):
@@ -197,8 +196,7 @@ def _stream(est, X, y, classes):
     if n == 0:
         raise ValueError("run_online needs at least one example; X and y are empty")
     if hasattr(est, "partial_fit_margins"):  # (kernelcw)
-        check_stream(check_array(X, accept_sparse="csr", dtype=np.float64,
-                                 ensure_all_finite=False), y, est.a)  # fmt: skip
+        check_stream(X, y, est.a)
     else:
         _check_targets(y)
     if classes is None and hasattr(est, "classes_"):
@@ -211,6 +209,15 @@ def _stream(est, X, y, classes):
                 "two. Pass classes=[...] to declare the others."
             )
     return X, y, np.asarray(classes)
+
+
+def _snapshot(est):
+    """A deep copy of ``est``, made while no call learns into a kernelcw model."""
+    engine = est.__dict__.get("_engine")
+    if engine is None:
+        return copy.deepcopy(est)
+    with engine.lock:
+        return copy.deepcopy(est)
 
 
 def _put_back(est, kept) -> None:

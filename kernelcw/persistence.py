@@ -188,6 +188,10 @@ def _export(est) -> tuple[dict, dict[str, np.ndarray]]:
 def _export_locked(est, name: str) -> tuple[dict, dict[str, np.ndarray]]:
     est._check_structure("save")  # not a state paired with parameters it never had
     params = {k: _json_param(k, v) for k, v in est.get_params(deep=False).items()}
+    began = est.__dict__.get("_began_with")
+    if began is not None:  # the values the state was learnt with: set_params may have set
+        # equal ones of another type since (np.float32(0.1) == 0.1 to numpy, not as gamma)
+        params.update({k: _json_param(k, began[k]) for k in STRUCTURAL})
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -209,7 +213,6 @@ def _export_locked(est, name: str) -> tuple[dict, dict[str, np.ndarray]]:
         arrays["feature_names_in_"] = np.asarray(est.feature_names_in_, dtype=str)
     arrays.update({f"engine.{k}": np.asarray(v) for k, v in state.items()})
     spec = engine.spec
-    began = est.__dict__.get("_began_with") or est._structure()  # (older pickles: params)
     meta.update(
         n_features_in=int(est.n_features_in_),
         n_classes=len(est.classes_),
@@ -219,9 +222,9 @@ def _export_locked(est, name: str) -> tuple[dict, dict[str, np.ndarray]]:
             "n_models": int(engine.n_models),
             "seed": int(spec.seed),
             "block_size": None if spec.block_size is None else int(spec.block_size),
-            # the parameters that shape the state, as it began (equal to params: checked
-            # above); load refuses a file whose params were edited away from them
-            "learnt_with": {k: _json_param(k, v) for k, v in began.items()},
+            # the parameters that shape the state, as it learnt with them (params holds
+            # the same); load refuses a file whose params were edited away from them
+            "learnt_with": {k: params[k] for k in STRUCTURAL},
         },
         arrays=sorted(arrays),
     )

@@ -542,6 +542,8 @@ def test_bad_data_file(tmp_path, capsys, content, fragment):
         (b"1 1:0.5 3000000000:1\n-1 2:1\n", "line 1: the index in '3000000000:1' is larger"),
         (b"1 1:0.5\n-1 -3:1\n", "line 2: the index in '-3:1' is negative"),
         (b"1 1:0.5\n-1 2:\xff\xfe1\n", "line 2: it holds bytes that are not UTF-8 text"),
+        (b"1 1:0.5\n-1 2:1 1:3\n", "line 2: the index in '1:3' is not above the one before"),
+        (b"1 1:0.5\n-1 1:1 1:3\n", "line 2: the index in '1:3' is not above the one before"),
     ],
 )
 def test_bad_data_line_is_named_by_its_line_number(tmp_path, capsys, content, fragment):

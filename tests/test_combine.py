@@ -839,3 +839,23 @@ def test_bayes_parts_that_did_not_start_from_start_are_refused():
         combine([good, part], "bayes", start=start)
     out = combine([good, copy.deepcopy(start)], "bayes", start=start)
     assert out.n_updates_ == good.n_updates_
+
+
+def test_what_is_wrong_with_a_part_is_said_of_that_part():
+    """An unfitted part, weights that are not numbers, rules that differ (by name, not
+    code), and a weight too small for float64 against another's (scikit-learn's and
+    scipy's messages named none of these)."""
+    from sklearn.exceptions import NotFittedError
+
+    X, y = stream()
+    a = SCWClassifier(kernel="rbf", gamma=0.3).fit(X[:60], y[:60])
+    b = SCWClassifier(kernel="rbf", gamma=0.3).fit(X[60:120], y[60:120])
+    with pytest.raises(NotFittedError, match=r"estimators\[1\] is not fitted"):
+        combine([a, SCWClassifier(kernel="rbf", gamma=0.3)])
+    with pytest.raises(ValueError, match="weights must be 2 finite positive numbers"):
+        combine([a, b], weights=["a", "b"])
+    other = SCWClassifier(variant=2, kernel="rbf", gamma=0.3).fit(X[:60], y[:60])
+    with pytest.raises(ValueError, match=r"has rule 'SCW2' but estimators\[0\] has 'SCW1'"):
+        combine([a, other])
+    with pytest.raises(ValueError, match="too small for float64"):
+        combine([a, b], "kl", weights=[1e-310, 1.0])

@@ -409,3 +409,27 @@ def test_a_bad_row_is_named_by_its_row_in_x_or_its_part(client):
     Xd, yd = da.from_array(bad, chunks=(40, 5)), da.from_array(y, chunks=40)
     with pytest.raises(ValueError, match=r"part 2 of the data .*NaN or infinity in row 15 "):
         clf.fit(Xd, yd)
+
+
+def test_pickling_leaves_it_as_it_is_and_a_clone_keeps_its_requests(client):
+    """__getstate__ once edited the live estimator (Python 3.11 hands it __dict__
+    itself): a pickle or deep copy swapped the Client for its address and dropped a
+    lock another thread might hold. A clone with a Client keeps scikit-learn's clone
+    semantics (metadata requests)."""
+    import pickle
+
+    import sklearn
+    from sklearn.base import clone
+
+    X, y = data()
+    clf = CombinedClassifier(CWClassifier(covariance="diag"), n_parts=2, client=client)
+    clf.fit(X, y)
+    lock = clf.__dict__["_model_lock"]
+    pickle.dumps(clf)
+    copy.deepcopy(clf)
+    assert clf.client is client and clf.__dict__["_model_lock"] is lock
+    with sklearn.config_context(enable_metadata_routing=True):
+        asks = CombinedClassifier(CWClassifier(), client=client).set_fit_request(classes=True)
+        twin = clone(asks)
+        assert twin.client is client
+        assert twin.get_metadata_routing().fit.requests == {"classes": True}

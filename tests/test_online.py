@@ -219,3 +219,22 @@ def test_labels_are_checked_as_y_not_as_classes():
     yo[1100] = None
     with pytest.raises(ValueError, match=r"y mixes label types \(NoneType, int\)"):
         run_online(AROWClassifier(), X, yo)
+
+
+def test_the_stream_is_checked_a_piece_at_a_time_and_named_by_its_row():
+    """check_stream converts and checks X a piece at a time (no float64 copy of a
+    float32 or int stream), naming rows by their place in the whole stream."""
+    from kernelcw.estimators._input import check_stream
+
+    X, y = _data(7, n=50)
+    X32 = X.astype(np.float32)
+    check_stream(X32, y, 1.0, rows=7)
+    X32[20, 3] = np.inf
+    with pytest.raises(ValueError, match=r"NaN or infinity in row 20 "):
+        check_stream(X32, y, 1.0, rows=7)
+    with pytest.raises(ValueError, match=r"NaN or infinity in row 20 "):
+        check_stream(sp.csr_matrix(X32), y, 1.0, rows=7)
+    big = X.copy()
+    big[33] = 1e200
+    with pytest.raises(ValueError, match="row 33 of X is too large"):
+        check_stream(big, y, 1.0, rows=7)

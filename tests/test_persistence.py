@@ -653,6 +653,21 @@ def test_parameters_that_shape_the_state_edited_in_the_file_are_refused(params, 
     assert kernelcw.load(path).C == 0.5
 
 
+def test_a_saved_file_loads_whatever_the_parameters_number_type(tmp_path):
+    """A model begun with gamma=np.float32(0.1) and set to 0.1 since (equal to numpy, so
+    it continues and saves): the file holds the gamma it learnt with, float32's
+    0.10000000149..., and loads to the same predictions (it held 0.1, and the model
+    loaded predicted with 0.1, or, with learnt_with, was refused)."""
+    X, y = _data(60)
+    est = make("arow", kernel="rbf", gamma=np.float32(0.1)).fit(X, y)
+    est.set_params(gamma=0.1)
+    est.partial_fit(X[:5], y[:5])
+    path = _saved(tmp_path, est)
+    np.testing.assert_array_equal(
+        kernelcw.load(path).decision_function(X), est.decision_function(X)
+    )
+
+
 def test_invalid_or_unknown_parameters(tmp_path):
     path = _saved(tmp_path)
     _rewrite(path, lambda m: m["params"].update(r=-1.0))

@@ -334,6 +334,9 @@ def test_added_models_are_the_prior_and_widen_refuses_to_shrink(form):
     np.testing.assert_allclose(V[:, 1:], est.a * kappa[:, None] * np.ones((1, 2)), rtol=1e-12)
     with pytest.raises(ValueError, match="below the current"):
         widen(est.engine_, 2)
+    for n_new in (0, -1, 1.5):  # (0 did nothing, -1 failed in numpy or the state check)
+        with pytest.raises(ValueError, match=r"n_new=.* must be an integer >= 1"):
+            add_models(est.engine_, n_new)
 
 
 # ------------------------------------------------------------------ errors and import

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
+from sklearn.utils import check_array
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
@@ -53,16 +54,17 @@ def _canonical(X):
     return X
 
 
-def _check_finite_rows(X, big) -> None:
-    """ValueError naming the first row with NaN or infinity. ``big``: X's
-    :func:`_max_abs` (finite: every value is finite; the rows are searched only
-    otherwise)."""
+def _check_finite_rows(X, big, offset: int = 0) -> None:
+    """ValueError naming the first row with NaN or infinity (``offset`` + its index in
+    X: X's first row is the stream's row ``offset``). ``big``: X's :func:`_max_abs`
+    (finite: every value is finite; the rows are searched only otherwise)."""
     if _finite(big):
         return
     row = _first_nonfinite_row(X)
     if row >= 0:
         raise ValueError(
-            f"Input X contains NaN or infinity in row {row} (0-based); remove or impute it first"
+            f"Input X contains NaN or infinity in row {row + offset} (0-based); remove or "
+            "impute it first"
         )
 
 
@@ -219,25 +221,30 @@ def with_intercept(X, spec):
     return out
 
 
-def check_stream(X, y, a: float) -> None:
+def check_stream(X, y, a: float, rows: int = 65536) -> None:
     """The value checks ``fit`` makes, on a whole stream before any of it is learnt (so
-    that an error names the row in the stream, not in a part of it): X (what
-    ``check_array(accept_sparse="csr", dtype=float64)`` gives) finite and not too large
-    for ``a``, y (1-d) class labels."""
-    X = _canonical(X)
-    big = _max_abs(X)
-    _check_finite_rows(X, big)
-    _check_not_too_large(X, a, big)
+    that an error names the row in the stream, not in a part of it): X's rows finite and
+    not too large for ``a``, y (1-d) class labels. X (any array-like or sparse matrix
+    with rows) is read ``rows`` rows at a time, each as ``fit`` converts it (float64,
+    CSR): at most one such piece is held at once, not a float64 copy of the stream."""
     _check_targets(y)
+    for lo in range(0, X.shape[0], rows):
+        piece = X[lo : lo + rows]
+        piece = check_array(piece, accept_sparse="csr", dtype=np.float64, ensure_all_finite=False)
+        piece = _canonical(piece)
+        big = _max_abs(piece)
+        _check_finite_rows(piece, big, lo)
+        _check_not_too_large(piece, a, big, lo)
 
 
-def _check_not_too_large(X, a: float, big) -> None:
+def _check_not_too_large(X, a: float, big, offset: int = 0) -> None:
     """The check ``fit`` makes: a row whose squared norm times ``a`` overflows float64
     would give an infinite margin variance (and ``predict_proba`` a silent 0.5)."""
     row = _first_overflowing_row(X, float(a), big)
     if row >= 0:
         raise ValueError(
-            f"row {row} of X is too large: its squared norm times a overflows float64 (rescale X)"
+            f"row {row + offset} of X is too large: its squared norm times a overflows "
+            "float64 (rescale X)"
         )
 
 

@@ -131,7 +131,14 @@ def panel_state(K: np.ndarray, kap: np.ndarray, zeta: np.ndarray, g: np.ndarray,
     Kd = K.copy()
     Kd[np.diag_indices(n)] = kap
     M = a * Kd
-    M[np.diag_indices(n)] += 1.0 / zeta
+    with np.errstate(over="ignore"):  # (checked next, with a message that says why)
+        M[np.diag_indices(n)] += 1.0 / zeta
+    if not np.all(np.isfinite(M)):  # (zeta weighted down to ~1e-310: 1/zeta overflows)
+        raise ValueError(
+            "the combined model's M = D^-1 + a K is not finite: a support vector's weight "
+            "is too small for float64 (its 1/zeta overflows; a part's weight far below "
+            "the others', or a kernel value near float64's largest)"
+        )
     try:
         L = cholesky(M, lower=True, check_finite=True) if n else np.zeros((0, 0))
     except LinAlgError as err:
