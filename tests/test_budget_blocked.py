@@ -236,3 +236,32 @@ def test_queue_form_walks_blocks_in_parts(monkeypatch):
     assert len(spans) > 1200 // 256 + 1  # parts, not whole blocks
     assert all(span <= limit for span, limit in spans)
     _close(fast, explicit, "oldest, queue form in parts")
+
+
+def test_a_projection_with_large_kernel_values_keeps_pi_positive_definite():
+    """The blocked walk stores a projection's e q' + q e' as two halves of opposite
+    sign. Where kernel values are large (one feature 100x the others, a cubic kernel),
+    |q| << |e| and halves of size |e|^2 cancelled: Pi lost positive definiteness, the
+    walk floored negative variances and took huge steps (|f| 1e4 where one row per
+    call gave 30; chunks of 4 reached 1e215, then FloatingPointError). Balanced halves
+    keep it: fit, chunks and one row per call agree, nothing floored."""
+    rng = np.random.RandomState(1)
+    X = rng.randn(120, 4)
+    y = (X[:, 0] + 0.5 * X[:, 1] ** 2 > 0.3).astype(int)
+    flip = rng.rand(120) < 0.1
+    y[flip] = 1 - y[flip]
+    X[:, 0] *= 100
+    params = dict(kernel="poly", gamma=0.5, budget=10)
+    for make in (AROWClassifier, SCWClassifier):
+        fit = make(**params).fit(X, y)
+        rows, chunks = make(**params), make(**params)
+        for i in range(120):
+            rows.partial_fit(X[i : i + 1], y[i : i + 1], classes=[0, 1])
+        for i in range(0, 120, 4):
+            chunks.partial_fit(X[i : i + 4], y[i : i + 4], classes=[0, 1])
+        f = rows.decision_function(X)
+        for other in (fit, chunks):
+            assert other.n_variance_floored_ == 0
+            np.testing.assert_allclose(
+                other.decision_function(X), f, rtol=0, atol=1e-2 * abs(f).max()
+            )

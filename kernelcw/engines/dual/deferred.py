@@ -50,6 +50,7 @@ sub-block ends there.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -328,10 +329,24 @@ def _leave(sup, pol, dw, a, work, nxt):
         nup = nuP[P]
         r1, r2 = Ut[nr], Ut[nr + 1]
         half = 0.5 * pPP
+        me = 0.0
+        mq = 0.0
         for i in range(nP):
             e = -wP[i] / kPP
             nuP[i] += nup * e
             qv = cP[i] + half * e
+            r1[i] = e
+            r2[i] = qv
+            me = max(me, abs(e))
+            mq = max(mq, abs(qv))
+        # e q' + q e' = (u u' - v v') / 2 with u, v = e / g +- g q for any g > 0: g^2 =
+        # max|e| / max|q| makes both halves about |e| |q|. With g = 1, where |q| << |e|
+        # (Pi's entries tiny beside kinv's: large kernel values), each half was ~|e|^2
+        # and their difference lost Pi's positive definiteness to cancellation
+        g = math.sqrt(me / mq) if me > 0.0 and mq > 0.0 else 1.0
+        for i in range(nP):
+            e = r1[i] / g
+            qv = r2[i] * g
             r1[i] = e + qv
             r2[i] = e - qv
         s[nr] = 0.5
