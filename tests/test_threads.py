@@ -437,3 +437,65 @@ def test_a_fit_failing_after_it_replaced_the_model_waits_for_no_old_lock(monkeyp
     r.join(10)
     assert not f.is_alive() and not r.is_alive(), "deadlocked"
     assert est._engine is old
+
+
+class _SwapOnEnter:
+    """An engine lock that, when first taken, puts ``new`` in as the model's engine: a
+    fit in another thread replacing the engine between a reader's two reads of it."""
+
+    def __init__(self, est, new):
+        self.lock, self.est, self.new, self.swapped = threading.RLock(), est, new, False
+
+    def __enter__(self):
+        out = self.lock.__enter__()
+        if not self.swapped:
+            self.swapped = True
+            self.est._engine = self.new
+        return out
+
+    def __exit__(self, *exc):
+        return self.lock.__exit__(*exc)
+
+
+@pytest.mark.parametrize("call", ["decision_function", "predict", "predict_proba"])
+def test_a_read_uses_the_engine_whose_lock_it_holds(call):
+    """Reads took ``self._engine.lock`` and then read ``self._engine`` again: an engine
+    a refit put in between was read without its lock, mid-training (thousands of wrong
+    decisions in a stress run). The read now holds the lock of the engine it reads,
+    and takes the new one's if the model changed meanwhile."""
+    X, y = _xy()
+    old = SCWClassifier(kernel="rbf").fit(X, y)
+    new_model = SCWClassifier(kernel="rbf").fit(X[::-1], y[::-1])
+    new = new_model._engine
+    held = []
+    decision, margins = new.decision, new.margins
+    new.decision = lambda Z: held.append(new.lock._is_owned()) or decision(Z)
+    new.margins = lambda Z: held.append(new.lock._is_owned()) or margins(Z)
+    old._engine.__dict__["_lock"] = _SwapOnEnter(old, new)
+    got = getattr(old, call)(X)
+    assert held == [True]
+    np.testing.assert_array_equal(got, getattr(new_model, call)(X))
+
+
+def _xy():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4))
+    return X, (X[:, 0] > 0).astype(int)
+
+
+@pytest.mark.parametrize("covariance", ["full", "diag"])
+def test_primal_attributes_are_copies(covariance):
+    """coef_, mean_ and covariance_ handed out the model's own arrays: a reference kept
+    changed as the model learnt, and a write into it changed predictions unchecked
+    (intercept_ and the dual attributes were copies already)."""
+    X, y = _xy()
+    m = AROWClassifier(covariance=covariance).fit(X[:30], y[:30])
+    got = {k: getattr(m, k) for k in ("coef_", "mean_", "covariance_")}
+    kept = {k: v.copy() for k, v in got.items()}
+    f = m.decision_function(X)
+    for v in got.values():
+        v[...] = 7.0
+    np.testing.assert_array_equal(m.decision_function(X), f)
+    m.partial_fit(X[30:], 1 - y[30:])
+    for k in got:
+        assert not np.array_equal(getattr(m, k), kept[k])  # (it learnt)

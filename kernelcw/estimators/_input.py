@@ -186,10 +186,11 @@ def _check_targets(y: np.ndarray) -> None:
         raise
 
 
-def validate_X(est, X, reset: bool):
+def validate_X(est, X, reset: bool, engine=None):
     """Rows for prediction: scikit-learn's checks (feature count, names), canonical
     CSR, and no NaN or infinity (named by row); for a primal model with an intercept,
-    its constant column appended."""
+    its constant column appended (``engine``: the model's engine the caller holds, by
+    default ``est._engine``)."""
     if reset or not _plain_X(est, X):  # (a plain X: what validate_data would return)
         X = validate_data(
             est, X, accept_sparse="csr", dtype=np.float64, ensure_all_finite=False, reset=reset
@@ -197,7 +198,7 @@ def validate_X(est, X, reset: bool):
     X = _canonical(X)
     big = _max_abs(X)  # one pass serves both checks
     _check_finite_rows(X, big)
-    spec = est._engine.spec
+    spec = (est._engine if engine is None else engine).spec
     _check_not_too_large(X, spec.a, big)
     return with_intercept(X, spec)
 

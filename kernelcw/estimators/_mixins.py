@@ -4,6 +4,8 @@ of the primal (``mean_``, ``covariance_``, ``coef_``) and dual (``support_``,
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.metaestimators import available_if
@@ -124,20 +126,32 @@ def _has_proba(est) -> bool:
 class PredictionMixin:
     """decision_function, predict, predict_proba and the primal attributes."""
 
+    @contextlib.contextmanager
+    def _reading(self):
+        """The model's engine with its lock held, and its classes: the engine read once,
+        and again after its lock is taken (a ``fit`` in another thread may put in a new
+        engine between two reads of ``_engine``: the second saw it mid-training, without
+        its lock). Replacing an engine takes its lock (``CWEstimator._install``), so
+        while it is held the engine and ``classes_`` stay the model's."""
+        while True:
+            engine = self._engine
+            with engine.lock:
+                if self._engine is engine:
+                    yield engine, self.classes_
+                    return
+
     @surfaces_interrupts
     def decision_function(self, X):
         """The mean margin ``mu . x``: (n_samples,) for two classes, else (n_samples, K)."""
         _check_fitted(self)
-        X = validate_X(self, X, reset=False)
-        with self._engine.lock:
-            f = self._engine.decision(X)
+        with self._reading() as (engine, _):
+            f = engine.decision(validate_X(self, X, reset=False, engine=engine))
         return f[:, 0] if f.shape[1] == 1 else f
 
     def _margins(self, X) -> tuple[np.ndarray, np.ndarray]:
         _check_fitted(self)
-        X = validate_X(self, X, reset=False)
-        with self._engine.lock:
-            return self._engine.margins(X)
+        with self._reading() as (engine, _):
+            return engine.margins(validate_X(self, X, reset=False, engine=engine))
 
     @available_if(_has_proba)
     @surfaces_interrupts
@@ -164,12 +178,11 @@ class PredictionMixin:
     def predict(self, X):
         """The sign of ``mu . x`` (``sign(0) = +1``, i.e. ``classes_[1]``); argmax for OvR."""
         _check_fitted(self)
-        X = validate_X(self, X, reset=False)
-        with self._engine.lock:
-            f = self._engine.decision(X)
+        with self._reading() as (engine, classes):
+            f = engine.decision(validate_X(self, X, reset=False, engine=engine))
         if f.shape[1] == 1:
-            return np.where(f[:, 0] >= 0.0, self.classes_[1], self.classes_[0])
-        return self.classes_[np.argmax(f, axis=1)]
+            return np.where(f[:, 0] >= 0.0, classes[1], classes[0])
+        return classes[np.argmax(f, axis=1)]
 
     def _primal_attr(self, name: str):
         check_is_fitted(self)
@@ -187,8 +200,9 @@ class PredictionMixin:
         ``fit_intercept`` the weights of the features only (the intercept's is in
         ``intercept_``)."""
         eng = self._primal_attr("mean_")
-        mean = eng.mean[:, : self.n_features_in_]
-        return mean[0] if mean.shape[0] == 1 else mean
+        with eng.lock:  # (a copy: the model's own array changes as it learns, and a
+            mean = eng.mean[:, : self.n_features_in_].copy()  # write into it would skip
+        return mean[0] if mean.shape[0] == 1 else mean  # every check)
 
     @property
     def covariance_(self) -> np.ndarray:
@@ -197,10 +211,11 @@ class PredictionMixin:
         the intercept's row and column left out)."""
         eng = self._primal_attr("covariance_")
         d = self.n_features_in_
-        if eng.spec.form == "primal_full":
-            cov = eng.covariance[:, :d, :d]
-        else:
-            cov = eng.variance[:, :d]
+        with eng.lock:  # (a copy, as mean_'s)
+            if eng.spec.form == "primal_full":
+                cov = eng.covariance[:, :d, :d].copy()
+            else:
+                cov = eng.variance[:, :d].copy()
         return cov[0] if cov.shape[0] == 1 else cov
 
     @property
@@ -219,7 +234,8 @@ class PredictionMixin:
                     "vector here: see dual_coef_ and support_vectors_"
                 )
             return primal_from_dual(self)[0].reshape(eng.n_models, -1)
-        return eng.mean[:, : self.n_features_in_]
+        with eng.lock:  # (a copy, as mean_'s and the dual coef_'s)
+            return eng.mean[:, : self.n_features_in_].copy()
 
     @property
     def engine_(self):
