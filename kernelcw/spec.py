@@ -9,6 +9,7 @@ The one memory estimate (:meth:`EngineSpec.memory_bytes`) and the one limit
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -190,7 +191,7 @@ def check_params(est) -> tuple[RuleParams, str]:
     check_positive_int("n_iter", est.n_iter, allow_none=False)
     if not isinstance(est.shuffle, bool | np.bool_):
         raise ValueError(f"shuffle={est.shuffle!r} must be True or False")
-    _check_intercept(est)
+    _check_intercept(est, a)
     check_positive_int("budget", est.budget, allow_none=True)
     check_option("budget_policy", est.budget_policy, POLICIES)
     _check_batch(est, rule)
@@ -225,10 +226,15 @@ def check_params(est) -> tuple[RuleParams, str]:
     return rule, "primal_full" if est.covariance == "full" else "primal_diag"
 
 
-def _check_intercept(est) -> None:
+def _check_intercept(est, a: float) -> None:
     if not isinstance(est.fit_intercept, bool | np.bool_):
         raise ValueError(f"fit_intercept={est.fit_intercept!r} must be True or False")
-    check_positive("intercept_scaling", est.intercept_scaling)
+    c = check_positive("intercept_scaling", est.intercept_scaling)
+    if est.fit_intercept and not math.isfinite(a * c * c):  # (an error named X otherwise)
+        raise ValueError(
+            f"intercept_scaling={est.intercept_scaling!r} is too large for a={est.a!r}: the "
+            "intercept's prior variance a * intercept_scaling^2 overflows float64"
+        )
 
 
 def intercept_value(est) -> float:

@@ -159,6 +159,19 @@ def test_every_estimator_learns_an_intercept_by_default(rule):
         ({"fit_intercept": "yes"}, "fit_intercept"),
         ({"fit_intercept": True, "intercept_scaling": 0.0}, "intercept_scaling"),
         ({"fit_intercept": True, "intercept_scaling": np.inf}, "intercept_scaling"),
+        # (FloatingPointError 'rescale X', or the rbf kernel 'returned NaN', before)
+        (
+            {"fit_intercept": True, "intercept_scaling": 1e155},
+            r"intercept_scaling=1e\+155 is too large for a=1.0",
+        ),
+        (
+            {"fit_intercept": True, "intercept_scaling": 1e155, "kernel": "rbf"},
+            "intercept_scaling=1e.155 is too large",
+        ),
+        (
+            {"fit_intercept": True, "intercept_scaling": 1e150, "a": 1e10},
+            "prior variance a . intercept_scaling",
+        ),
     ],
 )
 def test_intercept_parameter_errors(kw, msg):

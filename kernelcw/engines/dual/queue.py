@@ -322,7 +322,7 @@ class QueueForm(Form):
         here, in place); N empty with room for ``cap_n`` rows."""
         n = LO.shape[0]
         if _blas.potrf_lower(LO):
-            raise np.linalg.LinAlgError("the budgeted model's precision is not positive definite")
+            raise np.linalg.LinAlgError("the precision does not factor: rescale X (or lower gamma)")
         self.LO = LO
         self.nO = n
         self.rO = np.array(self.qv, dtype=np.float64).reshape(n, 1)
