@@ -544,8 +544,12 @@ def test_collapsing_variance_is_floored_counted_and_warned_once(cov):
     clf = CWClassifier(eta=0.95, covariance=cov, diag_method="kl")
     with pytest.warns(RuntimeWarning, match="margin variance fell below") as rec:
         clf.fit(X, y)
-    assert len([w for w in rec if "margin variance" in str(w.message)]) == 1
+    said = [str(w.message) for w in rec if "margin variance" in str(w.message)]
+    assert len(said) == 1
     assert clf.n_variance_floored_ > 0
+    # its count is the call's (run_online's chunks: the first chunk's), and it says so
+    assert f"on {clf.n_variance_floored_} round(s) of this call" in said[0]
+    assert "warns once per model" in said[0]
     assert np.all(np.isfinite(clf.mean_)) and np.all(np.isfinite(clf.covariance_))
     import warnings
 

@@ -53,8 +53,9 @@ _STRUCTURE = operator.itemgetter(*STRUCTURAL)
 _NO_GUARD = contextlib.nullcontext()  # (a call whose engine can undo it after it returned)
 
 _FLOOR_WARNING = (
-    "{name}: the margin variance fell below {floor:g} * a * |x|^2 on {n} round(s) and "
-    "was raised to that floor (n_variance_floored_ counts them). The model is certain to "
+    "{name}: the margin variance fell below {floor:g} * a * |x|^2 on {n} round(s) of this "
+    "call and was raised to that floor (n_variance_floored_ counts them; this warns once "
+    "per model). The model is certain to "
     "12 digits where it still errs: a hard-constraint rule on a non-separable "
     "stream (a soft rule, SCW or AROW, or a smaller eta avoids it), features of "
     "very different scales (standardise X), or, in the dual's explicit nu/Pi "
