@@ -182,7 +182,8 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         client = self.client
         if client is None or isinstance(client, str):
             return super().__sklearn_clone__()
-        bare = copy.copy(self)  # (its other attributes as they are: metadata requests, ...)
+        bare = type(self).__new__(type(self))  # (not copy.copy: __getstate__ asks the client)
+        bare.__dict__.update(self.__dict__)  # its other attributes: metadata requests, ...
         bare.client = None
         twin = super(CombinedClassifier, bare).__sklearn_clone__()
         twin.client = client
