@@ -20,7 +20,9 @@ the types cannot change.
 
 from __future__ import annotations
 
+import decimal
 import math
+import numbers
 
 import numpy as np
 from numba import njit
@@ -30,7 +32,11 @@ from .engines._primal_common import new_counts, raise_nonfinite, rule_record
 from .engines.base import nonfinite_prediction
 from .rules import DIAG_METHODS
 
-__all__ = ["DiagStream", "fast_engine", "sum_of_squares"]
+__all__ = ["DiagStream", "fast_engine", "is_number", "sum_of_squares"]
+
+#: The common types of a feature value, taken without a look at their shape (the
+#: fast path's and the adapter's, ``_river_input``).
+_PLAIN = frozenset((float, int, bool))
 
 
 #: Compiled entry points by handle. A model keeps the int handle, not the entry point:
@@ -86,6 +92,18 @@ def _margin(mu, s, idx, val, out, a):
     return sq
 
 
+def is_number(v) -> bool:
+    """Whether a feature value is a real number (a bool, numpy's scalars and 0-d arrays
+    of them, a Decimal, a fraction) or None (read as NaN, which the caller's check
+    names); not a complex number, a date or a duration (numpy reads them as numbers:
+    the real part, days or nanoseconds since 1970)."""
+    if isinstance(v, np.ndarray):
+        return v.ndim == 0 and v.dtype.kind in "biuf"
+    if isinstance(v, np.timedelta64):  # (a numpy integer to numbers.Integral)
+        return False
+    return v is None or isinstance(v, (numbers.Real, np.bool_, decimal.Decimal))
+
+
 class DiagStream:
     """Rows of one binary :class:`~kernelcw.engines.primal_diag.PrimalDiagEngine`.
 
@@ -132,6 +150,8 @@ class DiagStream:
             if order is not None:
                 idx = idx[order]
             self._last = (keys, idx, order)
+        if not _PLAIN.issuperset(map(type, x.values())) and not all(map(is_number, x.values())):
+            return None  # (complex numbers, dates: fsum and fromiter read them as numbers)
         try:  # fsum takes real numbers only (fromiter reads "3.5" as 3.5), may overflow
             math.fsum(x.values())
             values = x.values() if bias is None else (*x.values(), bias[1])

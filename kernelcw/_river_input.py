@@ -15,7 +15,7 @@ from collections import Counter
 
 import numpy as np
 
-from ._diag_stream import sum_of_squares
+from ._diag_stream import _PLAIN, is_number, sum_of_squares
 from .estimators._input import _unique_labels
 
 __all__ = [
@@ -35,10 +35,13 @@ __all__ = [
 
 #: Values refused as text, whatever numpy would make of them.
 TEXT = (str, bytes)
-#: The common types of a feature value, taken without a look at their shape.
-_PLAIN = frozenset((float, int, bool))
 #: Containers refused as one feature's value (numpy read [1.0] as 1.0).
 _SEQUENCES = (list, tuple, dict, set)
+
+
+def _missing(v) -> bool:
+    """pandas' NA and NaT in an object column: read as NaN, which the caller names."""
+    return type(v).__name__ in ("NAType", "NaTType")
 
 
 def _overflows(v) -> bool:
@@ -67,7 +70,7 @@ def dict_row(x: dict, cols: list[int], width: int) -> np.ndarray:
     values = list(x.values())
     if not _PLAIN.issuperset(map(type, values)):  # (a list [1.0] once read as 1.0)
         for k, v in zip(x, values, strict=True):
-            if type(v) not in _PLAIN and (isinstance(v, _SEQUENCES) or np.ndim(v) > 0):
+            if type(v) not in _PLAIN and not is_number(v):
                 raise not_a_number(f"feature {k!r}", v)
     row = np.zeros((1, width))
     try:
@@ -99,12 +102,17 @@ def frame_values(X) -> tuple[list, np.ndarray]:
             "by name (rename or drop the repeated columns)"
         )
     for name, column in X.items():
+        if column.dtype.kind in "cmM":  # complex, durations, dates: numbers to numpy
+            raise not_a_number(f"column {name!r} (dtype {column.dtype})", column.iloc[0])
         if column.dtype.kind not in "biuf":  # only these hold numbers alone
             for i, v in enumerate(column.tolist()):
-                if isinstance(v, TEXT):
+                if isinstance(v, TEXT) or not (is_number(v) or _missing(v)):
                     raise not_a_number(f"row {i}, column {name!r}", v)
     try:
         values = X.to_numpy(dtype=np.float64)
+    except OverflowError:  # (an int of an object column past float64's range)
+        row, name = next((i, c) for c, col in X.items() for i, v in enumerate(col) if _overflows(v))
+        raise ValueError(f"row {row}, column {name!r} is beyond float64's range") from None
     except (TypeError, ValueError) as exc:
         raise TypeError(
             "X holds values that are not numbers: kernelcw learns from numbers only "
@@ -117,7 +125,16 @@ def check_labels(labels: list) -> None:
     """ValueError for a NaN or infinite label, as the estimators refuse them (after
     scikit-learn); a NaN is also a label of its own to a dict, each one new."""
     for v in labels:
-        if v != v:
+        if v is None:  # (river's predict_one says None for "no prediction yet")
+            raise ValueError("label None is no class label (drop the row, or name its class)")
+        try:
+            hash(v)
+            nan = bool(v != v)
+        except TypeError:  # (a list, pandas' NA: no label to compare or count)
+            raise TypeError(
+                f"label {v!r} is no class label (labels are hashable, comparable values)"
+            ) from None
+        if nan:
             raise ValueError(f"label {v!r}: a NaN is no class label (drop or impute the row)")
         if _infinite(v):
             raise ValueError(f"label {v!r}: an infinite value is no class label")

@@ -188,12 +188,16 @@ class Classifier(_river_base.MiniBatchClassifier):
             self._learn_whole(*self._row(x), [y])
         except SystemError as err:
             surface_interrupt(err)
+        except TypeError:  # (an unhashable label fails the lookups above: named here)
+            check_labels([y])
+            raise
 
     @surfaces_interrupts
     def learn_many(self, X, y) -> None:
         labels = list(y)
         if len(labels) != len(X):
             raise ValueError(f"learn_many: X has {len(X)} rows but y {len(labels)} labels")
+        check_labels(labels)  # (before the lookups an unhashable label would fail)
         if self._declared is not None:
             bad = [v for v in labels if v not in self._known]
             if bad:

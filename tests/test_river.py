@@ -723,3 +723,36 @@ def test_rows_refused_by_the_estimators_checks_are_named():
     with pytest.raises(ValueError, match=r"feature 'b' is nan"):
         m.learn_one({"a": 1.0, "b": float("nan")}, 0)
     assert m.feature_names == [] and m.labels == []
+
+
+def test_complex_numbers_dates_and_unusable_labels_are_refused_by_name():
+    """numpy reads a complex number as its real part, a date as days or nanoseconds
+    since 1970: they were learnt without a word (a warning for the complex part).
+    None was a label (predict_one's 'no prediction yet'), an unhashable one failed
+    in a dict, an object column's int past float64 raised a bare OverflowError."""
+    m = Classifier()
+    m.learn_one({"a": 1.0, "b": 0.5}, "x")
+    m.learn_one({"a": -1.0, "b": 0.5}, "y")
+    before = _adapter_state(m)
+    for value in (np.complex128(1 + 2j), np.datetime64("2020-01-01"), np.timedelta64(3, "D")):
+        for x in ({"a": value, "b": 1.0}, {"a": 1.0, "new": value}):  # (fast, general path)
+            with pytest.raises(TypeError, match="learns from numbers only"):
+                m.learn_one(x, "x")
+    frames = {
+        "complex": pd.Series([1 + 2j, 1.0]),
+        "dates": pd.to_datetime(["2020-01-01", "2020-01-02"]),
+        "durations": pd.to_timedelta([1, 2], unit="s"),
+    }
+    for column in frames.values():
+        with pytest.raises(TypeError, match=r"column 'n' \(dtype"):
+            m.learn_many(pd.DataFrame({"a": [1.0, 2.0], "n": column}), pd.Series(["x", "y"]))
+    big = pd.DataFrame({"a": [1.0, 2.0], "n": pd.Series([1.0, 10**400], dtype=object)})
+    with pytest.raises(ValueError, match=r"row 1, column 'n' is beyond float64's range"):
+        m.learn_many(big, pd.Series(["x", "y"]))
+    with pytest.raises(ValueError, match="label None is no class label"):
+        m.learn_one({"a": 1.0}, None)
+    for label in ([1], pd.NA):
+        with pytest.raises(TypeError, match="is no class label"):
+            m.learn_one({"a": 1.0}, label)
+    _same_state(_adapter_state(m), before)
+    m.learn_one({"a": np.array(2.0), "b": np.float64(1.0)}, "x")  # (0-d arrays: numbers)
