@@ -150,10 +150,11 @@ class DiagStream:
             if order is not None:
                 idx = idx[order]
             self._last = (keys, idx, order)
-        if not _PLAIN.issuperset(map(type, x.values())) and not all(map(is_number, x.values())):
-            return None  # (complex numbers, dates: fsum and fromiter read them as numbers)
-        try:  # fsum takes real numbers only (fromiter reads "3.5" as 3.5), may overflow
-            math.fsum(x.values())
+        try:
+            if not _PLAIN.issuperset(map(type, x.values())):  # (plain: fromiter alone)
+                if not all(map(is_number, x.values())):  # (numpy's complex numbers
+                    return None  # and dates: fsum and fromiter read them as numbers)
+                math.fsum(x.values())  # real numbers only (fromiter reads "3.5" as 3.5)
             values = x.values() if bias is None else (*x.values(), bias[1])
             val = np.fromiter(values, np.float64, idx.shape[0])
         except (TypeError, ValueError, OverflowError):
