@@ -58,6 +58,11 @@ def fit_part(template, start, X, y, classes, part=None):
     names the ``part`` (its index) it came from: its rows are numbered within it."""
     X = _as_array(X)
     y = np.asarray(y).ravel()
+    if X.shape[0] == 0 and part is not None:  # (a filtered frame's partitions, often)
+        raise ValueError(
+            f"part {part} of the data is empty (a dask chunk or partition of 0 rows): "
+            "every part must hold rows; repartition, or drop the empty partitions"
+        )
     try:
         if start is None:
             return clone(template).partial_fit(X, y, classes=classes)

@@ -409,6 +409,10 @@ def test_a_bad_row_is_named_by_its_row_in_x_or_its_part(client):
     Xd, yd = da.from_array(bad, chunks=(40, 5)), da.from_array(y, chunks=40)
     with pytest.raises(ValueError, match=r"part 2 of the data .*NaN or infinity in row 15 "):
         clf.fit(Xd, yd)
+    Xe = da.from_array(X, chunks=((50, 0, 70), 5))  # (a chunk of 0 rows: named as such)
+    ye = da.from_array(y, chunks=((50, 0, 70),))
+    with pytest.raises(ValueError, match=r"part 1 of the data is empty"):
+        clf.fit(Xe, ye)
 
 
 def test_pickling_leaves_it_as_it_is_and_a_clone_keeps_its_requests(client):
