@@ -39,7 +39,9 @@ def combine(estimators: Sequence, method: str = "kl", *, weights=None, start=Non
     """A new fitted estimator combining models trained on disjoint parts of a stream.
 
     The inputs are not changed; the result is an ordinary fitted estimator of the
-    same class and parameters (the first one's), ready to predict, give
+    same class and parameters (the first one's: the rule's own parameters, eta, C
+    and r, may differ between the parts, which learnt with their own, and the result
+    continues with the first one's), ready to predict, give
     ``predict_proba`` and continue with ``partial_fit``. Its counters
     (``n_updates_``, ...) are the parts' sums.
 
