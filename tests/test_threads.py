@@ -446,15 +446,21 @@ class _SwapOnEnter:
     def __init__(self, est, new):
         self.lock, self.est, self.new, self.swapped = threading.RLock(), est, new, False
 
-    def __enter__(self):
-        out = self.lock.__enter__()
+    def acquire(self, *args):
+        out = self.lock.acquire(*args)
         if not self.swapped:
             self.swapped = True
             self.est._engine = self.new
         return out
 
+    def release(self):
+        self.lock.release()
+
+    def __enter__(self):
+        return self.acquire()
+
     def __exit__(self, *exc):
-        return self.lock.__exit__(*exc)
+        self.release()
 
 
 @pytest.mark.parametrize("call", ["decision_function", "predict", "predict_proba"])

@@ -4,8 +4,6 @@ of the primal (``mean_``, ``covariance_``, ``coef_``) and dual (``support_``,
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.metaestimators import available_if
@@ -123,34 +121,51 @@ def _has_proba(est) -> bool:
     return True
 
 
+class _Reading:
+    """``with _Reading(est) as engine``: the model's engine with its lock held, read once
+    and again once its lock is taken (a ``fit`` in another thread may put in a new engine
+    between two reads of ``_engine``: a second read saw it mid-training, without its
+    lock). Replacing an engine takes its lock (``CWEstimator._install``), so while it is
+    held the engine and ``classes_`` stay the model's. A class, not a generator: 0.26
+    against 0.95 us a call (timeit), on every one-row predict."""
+
+    __slots__ = ("est", "lock")
+
+    def __init__(self, est):
+        self.est = est
+
+    def __enter__(self):
+        est = self.est
+        while True:
+            engine = est._engine
+            engine.lock.acquire()
+            try:
+                if est._engine is engine:
+                    self.lock = engine.lock
+                    return engine
+            except BaseException:  # (a Ctrl-C here: not left holding it)
+                engine.lock.release()
+                raise
+            engine.lock.release()
+
+    def __exit__(self, *exc) -> None:
+        self.lock.release()
+
+
 class PredictionMixin:
     """decision_function, predict, predict_proba and the primal attributes."""
-
-    @contextlib.contextmanager
-    def _reading(self):
-        """The model's engine with its lock held, and its classes: the engine read once,
-        and again after its lock is taken (a ``fit`` in another thread may put in a new
-        engine between two reads of ``_engine``: the second saw it mid-training, without
-        its lock). Replacing an engine takes its lock (``CWEstimator._install``), so
-        while it is held the engine and ``classes_`` stay the model's."""
-        while True:
-            engine = self._engine
-            with engine.lock:
-                if self._engine is engine:
-                    yield engine, self.classes_
-                    return
 
     @surfaces_interrupts
     def decision_function(self, X):
         """The mean margin ``mu . x``: (n_samples,) for two classes, else (n_samples, K)."""
         _check_fitted(self)
-        with self._reading() as (engine, _):
+        with _Reading(self) as engine:
             f = engine.decision(validate_X(self, X, reset=False, engine=engine))
         return f[:, 0] if f.shape[1] == 1 else f
 
     def _margins(self, X) -> tuple[np.ndarray, np.ndarray]:
         _check_fitted(self)
-        with self._reading() as (engine, _):
+        with _Reading(self) as engine:
             return engine.margins(validate_X(self, X, reset=False, engine=engine))
 
     @available_if(_has_proba)
@@ -178,8 +193,9 @@ class PredictionMixin:
     def predict(self, X):
         """The sign of ``mu . x`` (``sign(0) = +1``, i.e. ``classes_[1]``); argmax for OvR."""
         _check_fitted(self)
-        with self._reading() as (engine, classes):
+        with _Reading(self) as engine:
             f = engine.decision(validate_X(self, X, reset=False, engine=engine))
+            classes = self.classes_
         if f.shape[1] == 1:
             return np.where(f[:, 0] >= 0.0, classes[1], classes[0])
         return classes[np.argmax(f, axis=1)]
