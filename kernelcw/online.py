@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.utils.validation import column_or_1d
 
+from ._interrupt import put_back
 from ._validation import check_positive_int
 from .estimators._input import _check_targets, _unique_labels, check_stream
 
@@ -221,16 +222,11 @@ def _snapshot(est):
 
 
 def _put_back(est, kept) -> None:
-    """``est``'s attributes as ``kept``'s (a deep copy made before the run), with
-    Ctrl-C held back meanwhile; a kernelcw estimator keeps its own locks (copies leave
-    them out)."""
-    from ._interrupt import deferred_interrupt
-
-    with deferred_interrupt():
-        locks = {k: v for k, v in est.__dict__.items() if k == "_model_lock"}
-        est.__dict__.clear()
-        est.__dict__.update(kept.__dict__)
-        est.__dict__.update(locks)
+    """``est``'s attributes as ``kept``'s (a deep copy made before the run,
+    :func:`._interrupt.put_back`); a kernelcw estimator keeps its own model lock
+    (copies leave it out)."""
+    lock = {k: v for k, v in est.__dict__.items() if k == "_model_lock"}
+    put_back(est, {**kept.__dict__, **lock})
 
 
 def _updates(est):
