@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from .._blas import sym_inverse, sym_mv, sym_r1, sym_r1_save, sym_r2
-from .scores import kl_score
+from .scores import kl_score, newest_slot, takes_place
 
 __all__ = [
     "KINV_REFRESH",
@@ -139,10 +139,7 @@ def choose_victim(pol, counter, n, sup, work):
         # the j-th support vector in entry order, the newest (the last) left out;
         # slots are not in entry order once a removal has moved the last slot
         return jth_entered_slot(pol, counter, n, entry, work)
-    newest = 0
-    for i in range(1, n):
-        if entry[i] > entry[newest]:
-            newest = i
+    newest = newest_slot(n, entry)
     if policy == SMALLEST:
         sym_mv(pol.blas, n, pol.G, sup.nu, work)  # f at the support vectors
     best = -1
@@ -154,7 +151,7 @@ def choose_victim(pol, counter, n, sup, work):
             score = kl_score(work[i], pol.vsv[i], sup.zsv[i], sup.gsv[i])
         else:
             score = abs(sup.nu[i]) / math.sqrt(pol.kinv[i, i])
-        if best < 0 or score < best_score or (score == best_score and entry[i] < entry[best]):
+        if takes_place(score, i, best_score, best, entry):
             best = i
             best_score = score
     return best

@@ -13,7 +13,25 @@ import math
 
 from numba import njit
 
-__all__ = ["kl_score", "least_kl_slot", "least_projection_slot"]
+__all__ = ["kl_score", "least_kl_slot", "least_projection_slot", "newest_slot", "takes_place"]
+
+
+@njit(cache=True, inline="always")
+def takes_place(score, i, best_score, best, entry) -> bool:
+    """Whether slot i, of ``score``, takes the place of the slot ``best`` (-1: none
+    yet) of ``best_score``: the least score leaves, ties to the older entry. Every
+    score-based choice (:func:`.kernels.choose_victim`, this module's) goes by it."""
+    return best < 0 or score < best_score or (score == best_score and entry[i] < entry[best])
+
+
+@njit(cache=True)
+def newest_slot(n, entry) -> int:
+    """The slot of the newest of n support vectors (the largest entry)."""
+    newest = 0
+    for i in range(1, n):
+        if entry[i] > entry[newest]:
+            newest = i
+    return newest
 
 
 @njit(cache=True, error_model="numpy")
@@ -38,10 +56,7 @@ def least_kl_slot(n, sup, lg, nuP, dPi, a):
     the round-by-round walk keeps ``K nu`` and the variances by passes over the Gram
     matrix. ``lg`` maps slots to the indices of ``nuP`` and ``dPi``."""
     entry = sup.entry
-    newest = 0
-    for i in range(1, n):
-        if entry[i] > entry[newest]:
-            newest = i
+    newest = newest_slot(n, entry)
     best = -1
     best_score = 0.0
     for i in range(n):
@@ -53,7 +68,7 @@ def least_kl_slot(n, sup, lg, nuP, dPi, a):
         f_p = (g - nuP[P] / a) / z
         v_p = 1.0 / z + dPi[P] / (a * a * z * z)
         score = kl_score(f_p, v_p, z, g)
-        if best < 0 or score < best_score or (score == best_score and entry[i] < entry[best]):
+        if takes_place(score, i, best_score, best, entry):
             best = i
             best_score = score
     return best
@@ -69,7 +84,7 @@ def least_projection_slot(n, sup, lg, nuP, dKinv):
     for i in range(n):
         P = i if lg is None else lg[i]
         score = abs(nuP[P]) / math.sqrt(dKinv[P])
-        if jv < 0 or score < best or (score == best and sup.entry[i] < sup.entry[jv]):
+        if takes_place(score, i, best, jv, sup.entry):
             jv = i
             best = score
     return jv
