@@ -35,8 +35,6 @@ __all__ = [
 
 #: Values refused as text, whatever numpy would make of them.
 TEXT = (str, bytes)
-#: Containers refused as one feature's value (numpy read [1.0] as 1.0).
-_SEQUENCES = (list, tuple, dict, set)
 
 
 def _missing(v) -> bool:
@@ -106,7 +104,7 @@ def frame_values(X) -> tuple[list, np.ndarray]:
             raise not_a_number(f"column {name!r} (dtype {column.dtype})", column.iloc[0])
         if column.dtype.kind not in "biuf":  # only these hold numbers alone
             for i, v in enumerate(column.tolist()):
-                if isinstance(v, TEXT) or not (is_number(v) or _missing(v)):
+                if not (is_number(v) or _missing(v)):  # (text included)
                     raise not_a_number(f"row {i}, column {name!r}", v)
     try:
         values = X.to_numpy(dtype=np.float64)
