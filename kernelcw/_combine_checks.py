@@ -11,6 +11,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from .estimators._base import CWEstimator
+from .estimators._mixins import COUNTERS
 from .rules import Rule
 
 __all__ = ["METHODS", "check_parts", "continues_nu_pi", "part_weights"]
@@ -57,7 +58,7 @@ def _started_from(ests: list, start) -> None:
     """Each part continues ``start``: its counters include start's (a part that did not
     start from it gave the combination negative counts, and a model it never was)."""
     for i, est in enumerate(ests):
-        for c in ("n_updates_", "n_mistakes_", "n_variance_floored_"):
+        for c in COUNTERS:
             if np.any(np.asarray(getattr(est, c)) < np.asarray(getattr(start, c))):
                 raise ValueError(
                     f"estimators[{i}] did not start from start: its {c} "
