@@ -14,10 +14,12 @@ switches forms when a budget binds (:mod:`.convert`), raises the walks' errors
 (:mod:`.status`), and gives rollback, prediction, the dual attributes in the order
 the support vectors entered, and the fitted state as plain arrays.
 
-Margin variance. Rounding can push v slightly below zero. A v under
-``VAR_FLOOR * a * kappa`` is raised to it and counted; a v under
-``-PSD_TOL * a * kappa`` (or kappa < 0) means the kernel is not positive
-semi-definite, and learning raises a ``ValueError`` naming it.
+Margin variance. Rounding can push v below zero. A v under ``VAR_FLOOR * a * kappa``
+is raised to it and counted. For a kernel not known to be positive semi-definite (a
+callable, a precomputed matrix), a v under ``-PSD_TOL * a * kappa`` (or kappa < 0)
+means it is not, and learning raises a ``ValueError`` naming it; the built-in kernels
+are, so there every negative v is rounding, floored in every form
+(:func:`.status.walk_psd_tol`; before session 27 the Cholesky forms blamed the kernel).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from .deferred import Deferred, deferred_scratch, deferred_walk, sub_block
 from .explicit_undo import UNARMED, Saved, restore_saved, spares
 from .form import BlockData, Form, Walked
 from .quiet import quiet_explicit
-from .status import NONFINITE, NOT_PSD, OK, PSD_TOL
+from .status import NONFINITE, NOT_PSD, OK, walk_psd_tol
 from .steps import ExplicitResult, Undo, all_finite, checked_step, save_model
 
 __all__ = ["BLOCKED_POLICIES", "ExplicitForm", "explicit_walk"]
@@ -355,7 +355,7 @@ class ExplicitForm(Form):
         scr = (f_blk, src, kv, c, work)
         # Pi's recursion drifts in floating point: a v below zero from a kernel known to
         # be positive semi-definite is that drift, floored (and counted), not an error
-        psd_tol = np.inf if ctx.known_psd else PSD_TOL
+        psd_tol = walk_psd_tol(ctx.known_psd)
         data = (np.ascontiguousarray(blk.K0), blk.Kbb, blk.kap, blk.y)
         rec = self.policy.plain_record()
         rule = tuple(ctx.rule)

@@ -12,7 +12,7 @@ walk comes right after its (B - n + d + 1)-th update and takes the support vecto
 ``floor(U (B))`` of the model's entry order without its newest, ``U`` the counter's
 draw (:mod:`kernelcw.budget`). So the walk knows its leavers before it starts
 (:func:`.lazy_block.lazy_candidates`) and handles them as the "oldest" queue handles its
-own (:func:`.queue.queue_walk`, ``doc/dual-form.md`` section 6): the rows it appends
+own (:func:`.leaver_walk.queue_walk`, ``doc/dual-form.md`` section 6): the rows it appends
 extend the factor of everything at its start, leavers included, and every round
 sees the model without the leavers so far through the identity
 ``k_A' M_AA^-1 q_A = w'u - (w'Y) (Y'Y)^-1 (Y'u)``, ``Y = L^-1 E_V``.
@@ -29,7 +29,7 @@ column is zero above v, so a band's QR starts at its first leaver's row
 leavers spread over the factor, against 2 n_t^2 for one QR of all the columns). Then
 ``r'_t = L'_tt^-1 (qv_t - L[t, :p0] r[:p0])``. The walk's ``Y`` is solved in the
 same bands (its columns zero above their leavers' rows). A leaver that entered in
-the walk itself is a row of the walk's own (:class:`.queue.Candidates` ``new``).
+the walk itself is a row of the walk's own (:class:`.leaver_walk.Candidates` ``new``).
 
 Cost per round at B = 4000 with every round removing: the block's solve ``L^-1 K0``
 (n^2 flops per input, as without a budget), ``Y`` (about n^2 / 3 per leaver) and the
@@ -64,11 +64,12 @@ from .lazy_block import (
     lazy_walk,
     quiet_lazy,
 )
+from .leaver_walk import walk_tols
 from .one_input import ONE_INPUT_MAX_N
 from .pruned import STAIR_GROUP, PrunedForm
 from .queue import part_size, walk_in_parts
 from .quiet import keep_products, kept_products
-from .status import OK, STOP
+from .status import OK, STOP, walk_psd_tol
 from .steps import QueueResult
 
 __all__ = ["STAIR_GROUP", "LazyForm", "part_size"]
@@ -109,15 +110,17 @@ class LazyForm(PrunedForm):
         n, rule = self.n, tuple(ctx.rule)
         if n > ONE_INPUT_MAX_N:  # (above that size its products are BLAS: quiet_blas)
             return False, 0.0
-        taken, f, pre = quiet_lazy(_blas.TRI_PLAIN, self.L, self.r, n, K0, Kbb, kap, y, rule)
+        tol = walk_psd_tol(ctx.known_psd)
+        taken, f, pre = quiet_lazy(_blas.TRI_PLAIN, self.L, self.r, n, K0, Kbb, kap, y, rule, tol)
         keep_products(self, taken, K0, (n, 0, 1), pre)  # (for the walk: _walk_part)
         return taken, f
 
     def walk(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray) -> Walked:
         """Block inputs t0.. in parts of :func:`part_size` inputs, a walk and a purge
         each (a walk's leavers are known before it starts, so it never stops for
-        want of one)."""
-        return walk_in_parts(self, ctx, blk, t0, ks, f_blk, _out_of_leavers)
+        want of one; it stops before a leaver the Woodbury correction cannot take
+        exactly, :func:`.leaver_walk.queue_walk`, and the next walk goes on from there)."""
+        return walk_in_parts(self, ctx, blk, t0, ks, f_blk, _go_on)
 
     def _walk_part(self, ctx, blk, t0: int, t1: int, ks: np.ndarray, f_blk: np.ndarray):
         """One walk of block inputs t0..t1-1 (:func:`.lazy_block.lazy_part`) and the
@@ -133,18 +136,17 @@ class LazyForm(PrunedForm):
         slots = (self.entry, self.kap, ks)
         flops = float(n) * n * (t1 - t0)  # the solve L^-1 K0: the walk's largest call
         pre = kept_products(self, blk.K0, (n, t0, t1), NO_LAZY_FORWARD)  # (quiet's, if any)
+        rule, tols = tuple(ctx.rule), walk_tols(ctx.known_psd)
         if ctx.threads is None or flops < AUTO_MIN_FLOPS:
             out, S, slots = lazy_part(
-                _blas.TRI_PLAIN, bufs, sizes, data, tuple(ctx.rule), (V, new), slots, f_blk, pre
+                _blas.TRI_PLAIN, bufs, sizes, data, rule, tols, (V, new), slots, f_blk, pre
             )
         else:  # the products on the threads "auto" allows, the walk and purge on one
             ctx.threads.block(flops)
             prods = lazy_products(_blas.TRI_PLAIN, self.L, self.r, blk.K0, blk.Kbb, ks,
                                   t0, t1, V, new, STAIR_GROUP, pre)  # fmt: skip
             ctx.threads.block(0.0)
-            out, S, slots = lazy_walk(
-                bufs, sizes, data, tuple(ctx.rule), (V, new), slots, f_blk, prods
-            )
+            out, S, slots = lazy_walk(bufs, sizes, data, rule, tols, (V, new), slots, f_blk, prods)
         res = QueueResult._make(out)
         if res.status not in (OK, STOP):
             return res, ks, S
@@ -156,5 +158,6 @@ class LazyForm(PrunedForm):
         return res, ks, S
 
 
-def _out_of_leavers(ctx, ks):  # pragma: no cover - a walk knows all its leavers
-    raise RuntimeError("the lazy form's walk ran out of leavers")
+def _go_on(ctx, ks):
+    """After a walk that stopped: its leavers so far are purged, nothing more to do."""
+    return ks

@@ -19,11 +19,11 @@ from ..._blas import gemm_sub_c, tri_record, trsm_lower_left_c
 from ..._cholupdate import givens_update
 from ...budget import splitmix64_uniform
 from ...rules import rule_from_plain
+from .leaver_walk import Candidates, walk_with_rows
 from .one_input import ONE_INPUT_MAX_N, dot, solve_lower
-from .queue import Candidates, walk_with_rows
 from .queue_block import gather_kernels, grown_slots
 from .quiet import quiet_factor
-from .status import OK, PSD_TOL, STOP
+from .status import OK, STOP
 from .steps import Block, plain_result
 
 __all__ = [
@@ -66,13 +66,13 @@ def lazy_forward(fns, L, r, K0, Kbb, ks, t0, t1):
 
 
 @njit(cache=True)
-def quiet_lazy(fns, L, r, n, K0, Kbb, kap, y, rule):
+def quiet_lazy(fns, L, r, n, K0, Kbb, kap, y, rule, psd_tol):
     """:func:`.quiet.quiet_factor` at a one-row walk's first round: G and rW by
     :func:`lazy_forward`, as :func:`lazy_products` makes them for the walk.
     Returns (taken, f, the products: the walk's own, if the row goes on to it)."""
     pre = lazy_forward(tri_record(fns), L, r, K0, Kbb, np.arange(n), np.int64(0), np.int64(1))
     G, rW = pre[2], pre[3]
-    taken, f = quiet_factor(G[0, 0], rW[0, 0], kap, y, rule, PSD_TOL)
+    taken, f = quiet_factor(G[0, 0], rW[0, 0], kap, y, rule, psd_tol)
     return taken, f, pre
 
 
@@ -213,7 +213,7 @@ def refresh_r(fns, L, r, qv, p0, m):
 
 @njit(cache=True)
 def append_rows(bufs, n, a, W, rows, u):
-    """The u rows a walk appended (``rows``, a :class:`.queue.QueueRows`; block
+    """The u rows a walk appended (``rows``, a :class:`.leaver_walk.QueueRows`; block
     inputs ``rows.src``) extend the factor of the n at its start in the buffers
     ``bufs = (L, r, qv, zeta)``: their entries ``a W[:, S]'`` at the old columns,
     ``a E`` among themselves with diagonal ``Ld``, and their r, qv and zeta."""
@@ -232,11 +232,11 @@ def append_rows(bufs, n, a, W, rows, u):
 
 
 @njit(cache=True)
-def lazy_part(fns, bufs, sizes, data, rule, cands, slots, f_blk, pre):
+def lazy_part(fns, bufs, sizes, data, rule, tols, cands, slots, f_blk, pre):
     """One walk of :meth:`.lazy.LazyForm._walk_part` in one compiled call (from Python,
     the walk's records and the rows' bookkeeping were a dozen small numpy calls):
     block inputs t0..t1-1 on the support ``ks``, :func:`lazy_products`,
-    :func:`.queue.queue_walk` (margins into ``f_blk[t0:t1]``) and, unless it failed,
+    :func:`.leaver_walk.queue_walk` (margins into ``f_blk[t0:t1]``) and, unless it failed,
     the rows it appended written into the buffers (:func:`append_rows`).
     ``bufs = (L, r, qv, zeta)``, ``sizes = (n, t0, t1, budget, clock, group)``,
     ``data = (K0, Kbb, kap, y)`` (the block's), ``cands = (V, new)`` (the walk's
@@ -248,11 +248,11 @@ def lazy_part(fns, bufs, sizes, data, rule, cands, slots, f_blk, pre):
     V, new = cands
     prods = lazy_products(fns, bufs[0], bufs[1], data[0], data[1], slots[2], t0, t1, V, new,
                           group, pre)  # fmt: skip
-    return lazy_walk(bufs, sizes, data, rule, cands, slots, f_blk, prods)
+    return lazy_walk(bufs, sizes, data, rule, tols, cands, slots, f_blk, prods)
 
 
 @njit(cache=True)
-def lazy_walk(bufs, sizes, data, rule, cands, slots, f_blk, prods):
+def lazy_walk(bufs, sizes, data, rule, tols, cands, slots, f_blk, prods):
     """:func:`lazy_part` after its products (``prods``, :func:`lazy_products`'s
     result): the walk and the append. Separate for a walk whose products take BLAS's
     threads while the walk takes one (:meth:`.lazy.LazyForm._walk_part`)."""
@@ -262,7 +262,7 @@ def lazy_walk(bufs, sizes, data, rule, cands, slots, f_blk, prods):
     Kss, W, G, rW, P0, H0, rho0 = prods
     blk = Block(G, rW, Kss, kap_t, data[3][t0:t1])
     cand = Candidates(P0, H0, rho0, cands[1])
-    res, rows = walk_with_rows(blk, cand, rule, n, budget, f_blk[t0:t1])
+    res, rows = walk_with_rows(blk, cand, rule, tols, n, budget, f_blk[t0:t1])
     u = res.n_new
     S = rows.src[:u]
     if u == 0 or (res.status != OK and res.status != STOP):

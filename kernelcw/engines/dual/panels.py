@@ -41,7 +41,7 @@ from ... import _blas
 from ...rules import VAR_FLOOR, rule_from_plain
 from .form import Form, Walked
 from .quiet import keep_products, kept_products, quiet_factor
-from .status import NONFINITE, OK, PSD_TOL, STOP
+from .status import NONFINITE, OK, STOP, walk_psd_tol
 from .steps import Block, NewRows, WalkResult, block_rows_part, checked_step, own_block
 
 __all__ = ["GROWTH", "PanelForm", "cholesky_walk", "lower_times"]
@@ -63,7 +63,7 @@ MIN_CAPACITY = 32
 
 
 @njit(cache=True)
-def cholesky_walk(blk, rule, limit, rows, f_out, e):
+def cholesky_walk(blk, rule, limit, psd_tol, rows, f_out, e):
     """Second-order rules in the panel form: walk one block (``blk`` a
     :class:`Block`), appending the new rows' data to ``rows`` and the margins to
     ``f_out``. With ``limit`` new rows made, the next round that would update stops
@@ -78,7 +78,7 @@ def cholesky_walk(blk, rule, limit, rows, f_out, e):
         f *= a
         f_out[t] = f
         v = a * blk.kap[t] - a * a * (blk.G[t, t] + ee)
-        st = checked_step(rule, blk.y[t] * f, f, v, blk.kap[t], PSD_TOL)
+        st = checked_step(rule, blk.y[t] * f, f, v, blk.kap[t], psd_tol)
         if st.status != OK:
             return WalkResult(u, nfl, t, st.status)
         if st.alpha > 0.0 and u == limit:
@@ -99,7 +99,7 @@ def cholesky_walk(blk, rule, limit, rows, f_out, e):
 
 
 @njit(cache=True)
-def panel_walk(data, rule, limit, src, f_blk, ks):
+def panel_walk(data, rule, limit, psd_tol, src, f_blk, ks):
     """:func:`cholesky_walk` from plain tuples (numba types namedtuple arguments
     slowly): ``data = (G, rW, Kbb, kap, y)``, the rows' records made here. Returns
     (WalkResult's fields, the rows as a plain tuple (E, Ld, rn, zt, src), the inputs
@@ -109,7 +109,7 @@ def panel_walk(data, rule, limit, src, f_blk, ks):
     rule = rule_from_plain(rule)  # (a plain tuple from Python)
     b = data[3].shape[0]
     rows = NewRows(np.empty((b, b)), np.empty(b), np.empty(b), np.empty(b), src)
-    res = cholesky_walk(Block(*data), rule, limit, rows, f_blk, np.empty(b))
+    res = cholesky_walk(Block(*data), rule, limit, psd_tol, rows, f_blk, np.empty(b))
     s = src[: res.n_new]
     fields = (res.n_new, res.n_floored, res.index, res.status)
     return fields, (rows.E, rows.Ld, rows.rn, rows.zt, src), s.copy(), np.concatenate((ks, -1 - s))
@@ -311,7 +311,8 @@ class PanelForm(Form):
             rW2 = np.empty((b, 1))
             _blas.gemm_sub(1.0, WT, self.r.reshape(-1, 1), 0.0, rW2)
             rW = rW2[:, 0]
-        walked = panel_walk((G, rW, Kbb, kap, blk.y), tuple(ctx.rule), limit, src, f_blk, ks)
+        data, tol = (G, rW, Kbb, kap, blk.y), walk_psd_tol(ctx.known_psd)
+        walked = panel_walk(data, tuple(ctx.rule), limit, tol, src, f_blk, ks)
         fields, rows, entered, ks = walked
         res = WalkResult._make(fields)
         if res.status not in (OK, STOP):
@@ -338,7 +339,8 @@ class PanelForm(Form):
         (:meth:`_one_row`), then :func:`.quiet.quiet_factor`. A row it would learn
         keeps them for the walk."""
         pre = WT, G, rW = self._one_row(K0)
-        taken, f = quiet_factor(G[0, 0], rW[0], kap, y, tuple(ctx.rule), PSD_TOL)
+        tol = walk_psd_tol(ctx.known_psd)
+        taken, f = quiet_factor(G[0, 0], rW[0], kap, y, tuple(ctx.rule), tol)
         keep_products(self, taken, K0, (self.n, 1), pre)
         return taken, f
 

@@ -60,7 +60,7 @@ from ...budget import splitmix64_uniform
 from ...rules import VAR_FLOOR, rule_from_plain
 from .form import Form, Walked, entered_inputs
 from .lazy_block import copy_lower, purge_rows, refresh_r
-from .status import NONFINITE, OK, PSD_TOL
+from .status import NONFINITE, OK, walk_psd_tol
 from .steps import Block, WalkResult, block_rows_part, checked_step
 
 __all__ = ["PRUNE", "STAIR_GROUP", "PrunedForm", "pruned_walk"]
@@ -248,7 +248,7 @@ class PrunedForm(Form):
         walk_blk = Block(G, np.ascontiguousarray(rW[:, 0]), Kss, kap, y)
         # projections and refactorisations round: with a kernel known to be positive
         # semi-definite a v below zero is that rounding, floored (and counted)
-        psd_tol = np.inf if ctx.known_psd else PSD_TOL
+        psd_tol = walk_psd_tol(ctx.known_psd)
         limit = self.budget + 1 - n
         res = WalkResult._make(
             pruned_walk(walk_blk, tuple(ctx.rule), limit, psd_tol, rows, f_sub, np.empty(bs))

@@ -10,9 +10,12 @@ entries at O's columns. When O's rows ``n_O - D .. n_O - 1`` leave, ``L_O`` is
 truncated and ``L_N`` takes their columns ``Lam`` of ``L_NO``: ``L_N L_N' + Lam Lam'``
 is refactored by one blocked QR (LAPACK dtpqrt, 2 n_N^2 D flops), once per walk
 (a block is walked in parts of :func:`part_size` inputs). Inside a walk the leavers
-are corrected by Woodbury (:func:`queue_walk`), so each round sees the model with
+are corrected by Woodbury (:func:`.leaver_walk.queue_walk`), so each round sees the model with
 exactly the budget. Once N holds ``QUEUE_REBUILD`` of the budget, all survivors become
-O again: one Cholesky factorisation (n^3 / 3 flops) from the Gram cache (:meth:`QueueForm.rebuild`).
+O again: one Cholesky factorisation (n^3 / 3 flops) from the Gram cache (:meth:`QueueForm.rebuild`),
+or, where ``a K + D^-1`` assembled from the cache does not factor in float64 (extreme kernel
+values: an unscaled feature under a cubic kernel), from the model's own factor, by a QR of
+its rows taken in the new order (:func:`_lower_from_rows`, about 4x the flops).
 
 Buffers (C-ordered; the Gram cache shares the square ones): ``LO`` (lower: L_O;
 strict upper: K(O, O)), ``LNO`` and ``KNO`` (N x O), ``LN`` (lower: L_N; strict
@@ -26,16 +29,15 @@ in place, and copies them first, once per call (:mod:`.queue_state`).
 from __future__ import annotations
 
 import functools
-import math
-from typing import NamedTuple
 
 import numpy as np
 from numba import njit
-from scipy.linalg import solve_triangular
+from scipy.linalg import qr, solve_triangular
 
 from ... import _blas, _cholupdate
 from ...rules import VAR_FLOOR, rule_from_plain
 from .form import Form, Walked, entered_inputs
+from .leaver_walk import Candidates, walk_tols, walk_with_rows
 from .one_input import ONE_INPUT_MAX_N
 from .queue_block import (
     NO_FORWARD,
@@ -56,18 +58,10 @@ from .queue_state import (
     take_checkpoint,
 )
 from .quiet import keep_products, kept_products
-from .status import NONFINITE, OK, PSD_TOL, STOP
-from .steps import (
-    Block,
-    QueueResult,
-    block_rows_part,
-    checked_step,
-    chol_rank1,
-    chol_solve_lower,
-    plain_result,
-)
+from .status import OK, STOP, walk_psd_tol
+from .steps import Block, QueueResult, plain_result
 
-__all__ = ["QUEUE_REBUILD", "QueueForm", "part_size", "queue_walk", "walk_in_parts"]
+__all__ = ["QUEUE_REBUILD", "QueueForm", "part_size", "walk_in_parts"]
 
 #: The queue form rebuilds its factor once N holds this fraction of the budget.
 QUEUE_REBUILD = 0.5
@@ -92,138 +86,12 @@ def part_size(n: int) -> int:
     return max(16, round((2.0 * n * n) ** (1.0 / 3.0)))
 
 
-class Candidates(NamedTuple):
-    """The next leavers (candidate d is the d-th to leave) at the block's start:
-    ``P0 = Y0' W0``, ``H0 = Y0' Y0``, ``rho0 = Y0' r`` with ``Y0 = L^-1 E_cands``;
-    ``new[d]``: -1, or k for a leaver that is the walk's own k-th appended row (its
-    rows of P0, H0, rho0 are zero: Y0 is zero on the support at the walk's start)."""
-
-    P0: np.ndarray
-    H0: np.ndarray
-    rho0: np.ndarray
-    new: np.ndarray
-
-
-class QueueRows(NamedTuple):
-    """The rows the queue walk appends: as :class:`.steps.NewRows`, plus ``qn``
-    (g / zeta) and ``PN`` (their entries of Y)."""
-
-    E: np.ndarray
-    Ld: np.ndarray
-    rn: np.ndarray
-    qn: np.ndarray
-    zt: np.ndarray
-    src: np.ndarray
-    PN: np.ndarray
-
-
 @njit(cache=True)
-def _add_death(H0, PN, Ch, D, u, p, y1):
-    """Candidate D leaves: the factor ``Ch`` of H gains its row and column."""
-    for d2 in range(D + 1):
-        acc = H0[D, d2]
-        for i in range(u):
-            acc += PN[i, D] * PN[i, d2]
-        p[d2] = acc
-    chol_solve_lower(Ch, D, p, y1)
-    diag = p[D]
-    for d2 in range(D):
-        Ch[D, d2] = y1[d2]
-        diag -= y1[d2] * y1[d2]
-    Ch[D, D] = math.sqrt(max(diag, 1e-300))
-
-
-@njit(cache=True)
-def queue_walk(blk, cand, rule, n_alive, budget, rows, f_out):
-    """Walk one block in (b + c)-space (``blk`` a :class:`.steps.Block`).
-
-    The rows appended in the block extend the factor of *all* the support at the
-    block's start, leavers included, exactly as without a budget, so that ``M``
-    stays ``D^-1 + a K`` over everything. The model without the D leavers so far is
-    its restriction, by the identity ``k_S' M_S^-1 q_S = k' M^-1 q - p' H^-1 rho``
-    with ``Y = L^-1 E_dead``, ``p = Y' w``, ``rho = Y' r``, ``H = Y'Y``
-    (``doc/dual-form.md`` section 6); the new rows' entries of Y are ``rows.PN``,
-    ``Ch`` is the Cholesky factor of H over the dead. Returns a
-    :class:`QueueResult`; STOP at the round whose update would need a (c+1)-th death.
-    """
-    a = rule.a
-    b = blk.kap.shape[0]
-    P0, PN = cand.P0, rows.PN
-    c = P0.shape[0]
-    u = np.int64(0)  # (typed, not the literal 0: callees compile once, for int64)
-    D = np.int64(0)
-    nfl = 0
-    e = np.empty(b)
-    p = np.empty(c)
-    y1 = np.empty(c)
-    y2 = np.empty(c)
-    Ch = np.zeros((c, c))
-    rho = np.empty(c)
-    for d in range(c):
-        rho[d] = cand.rho0[d]
-    for t in range(b):
-        fx, ee = block_rows_part(blk, rows, u, t, a, e)
-        for d in range(c):
-            acc = P0[d, t]
-            for i in range(u):
-                acc += PN[i, d] * e[i]
-            p[d] = acc
-        chol_solve_lower(Ch, D, p, y1)
-        chol_solve_lower(Ch, D, rho, y2)
-        a_ext = blk.G[t, t] + ee
-        qa = a_ext
-        qb = fx
-        for d in range(D):
-            qa -= y1[d] * y1[d]
-            qb -= y1[d] * y2[d]
-        f = a * qb
-        f_out[t] = f
-        kap_t = blk.kap[t]
-        y_t = blk.y[t]
-        v = a * kap_t - a * a * qa
-        st = checked_step(rule, y_t * f, f, v, kap_t, PSD_TOL)
-        if st.status != OK:
-            return QueueResult(u, D, nfl, t, st.status)
-        if st.alpha > 0.0 and n_alive + 1 > budget and D == c:
-            return QueueResult(u, D, nfl, t, STOP)
-        nfl += st.floored
-        if st.alpha > 0.0:
-            # the extended model (leavers included) is a valid model: v_ext >= 0
-            v_ext = a * kap_t - a * a * a_ext
-            lnn = math.sqrt(1.0 / st.zeta + max(v_ext, 0.0))
-            q = f + st.alpha * y_t * (1.0 / st.zeta + st.v)
-            rnew = (q - a * fx) / lnn
-            if not (math.isfinite(lnn) and math.isfinite(rnew)):  # (a huge k(x, x))
-                return QueueResult(u, D, nfl, t, NONFINITE)
-            for d in range(c):  # (e_new - a w' Y) / L_nn; e_new = 1 for its own column
-                PN[u, d] = ((1.0 if cand.new[d] == u else 0.0) - a * p[d]) / lnn
-            for d in range(D):
-                y1[d] = PN[u, d]
-            chol_rank1(Ch, D, y1)
-            for d in range(c):
-                rho[d] += PN[u, d] * rnew
-            for k in range(u):
-                rows.E[u, k] = e[k]
-            rows.Ld[u] = lnn
-            rows.rn[u] = rnew
-            rows.qn[u] = q
-            rows.zt[u] = st.zeta
-            rows.src[u] = t
-            u += 1
-            n_alive += 1
-            if n_alive > budget:
-                _add_death(cand.H0, PN, Ch, D, u, p, y1)
-                D += 1
-                n_alive -= 1
-    return QueueResult(u, D, nfl, -1, OK)
-
-
-@njit(cache=True)
-def queue_part(fns, bufs, sizes, data, rule, slots, f_blk, pre):
+def queue_part(fns, bufs, sizes, data, rule, tols, slots, f_blk, pre):
     """One walk of :meth:`QueueForm._walk_part` in one compiled call (from Python, the
     products, the walk's records and the rows' bookkeeping were two dozen small numpy
     calls: a third of a one-row ``partial_fit``). Block inputs t0..t1-1 on the
-    support ``ks``: :func:`.queue_block.block_products`, :func:`queue_walk` (margins
+    support ``ks``: :func:`.queue_block.block_products`, :func:`.leaver_walk.queue_walk` (margins
     into ``f_blk[t0:t1]``) and, unless it failed, the rows it appended written into the
     buffers (:func:`.queue_block.append_rows`). ``bufs = (LO, LNO, KNO, LN, rO, rN)``,
     ``sizes = (nO, nN, t0, t1, c, budget, clock)``, ``data = (K0, Kbb, kap, y)`` (the
@@ -242,7 +110,7 @@ def queue_part(fns, bufs, sizes, data, rule, slots, f_blk, pre):
     cand = Candidates(P0, H0, rho0, np.full(c, -1, dtype=np.int64))
     kap_t = kap_blk[t0:t1]
     blk = Block(G, np.ascontiguousarray(rW[:, 0]), Kss, kap_t, y_blk[t0:t1])
-    res, rows = walk_with_rows(blk, cand, rule, nO + nN, budget, f_blk[t0:t1])
+    res, rows = walk_with_rows(blk, cand, rule, tols, nO + nN, budget, f_blk[t0:t1])
     u = res.n_new
     S = rows.src[:u]
     if u == 0 or (res.status != OK and res.status != STOP):
@@ -253,18 +121,6 @@ def queue_part(fns, bufs, sizes, data, rule, slots, f_blk, pre):
     zeta = np.concatenate((zeta, rows.zt[:u]))
     qv = np.concatenate((qv, rows.qn[:u]))
     return plain_result(res), S + t0, (entry, kap, zeta, qv, ks)
-
-
-@njit(cache=True)
-def walk_with_rows(blk, cand, rule, n, budget, f_part):
-    """:func:`queue_walk` of ``blk`` (margins into ``f_part``) with the records of the
-    rows it may append made here: (QueueResult, QueueRows). The queue's and the lazy
-    form's walk (:func:`.lazy_block.lazy_walk`)."""
-    bs = blk.kap.shape[0]
-    c = cand.new.shape[0]
-    rows = QueueRows(np.empty((bs, bs)), np.empty(bs), np.empty(bs), np.empty(bs),
-                     np.empty(bs), np.empty(bs, dtype=np.int64), np.empty((bs, c)))  # fmt: skip
-    return queue_walk(blk, cand, rule, n, budget, rows, f_part), rows
 
 
 def walk_in_parts(form, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray, on_stop):
@@ -292,6 +148,18 @@ def walk_in_parts(form, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray, on
     return Walked(entered_inputs(entered), ks, nfl, -1, OK)
 
 
+def _lower_from_rows(out: np.ndarray, F: np.ndarray) -> bool:
+    """``out``'s lower triangle := the Cholesky factor of ``F F'`` (F square, of full
+    rank: a factor with its rows permuted), by a QR of F' (``F = R' Q'``, so
+    ``F F' = R' R``), which does not break down where forming ``F F'`` and factoring
+    it would; the strict upper triangle is left as it is. False if not finite."""
+    R = qr(F.T, mode="r", check_finite=False)[0]
+    R *= np.where(np.diagonal(R) < 0.0, -1.0, 1.0)[:, None]  # a positive diagonal
+    lower = np.tril_indices(F.shape[0])
+    out[lower] = R.T[lower]
+    return bool(np.isfinite(out[lower]).all())
+
+
 class QueueForm(Form):
     """The queue (module docstring); ``zeta`` and ``qv`` (g / zeta) by slot."""
 
@@ -317,11 +185,13 @@ class QueueForm(Form):
 
     # ------------------------------------------------------------ the factor
 
-    def _factor_from(self, LO: np.ndarray, cap_n: int) -> None:
+    def _factor_from(self, LO: np.ndarray, cap_n: int, rows=None) -> None:
         """O := everything, from ``LO`` made by :func:`assemble_precision` (factorised
-        here, in place); N empty with room for ``cap_n`` rows."""
+        here, in place); N empty with room for ``cap_n`` rows. ``rows``: None, or a
+        function giving the model's own factor with its rows in LO's order, for where
+        LO does not factor."""
         n = LO.shape[0]
-        if _blas.potrf_lower(LO):
+        if _blas.potrf_lower(LO) and (rows is None or not _lower_from_rows(LO, rows())):
             raise np.linalg.LinAlgError("the precision does not factor: rescale X (or lower gamma)")
         self.LO = LO
         self.nO = n
@@ -365,7 +235,9 @@ class QueueForm(Form):
             M = np.empty_like(K)
             none = np.zeros((0, 0))
             assemble_precision(K, K.shape[0], none, none, 0, kap, perm, ctx.a, self.zeta, M)
-        self._factor_from(M, int(QUEUE_REBUILD * ctx.budget) + ctx.block_size + 1)
+        # (from a queue, its factor is the model's: its rows in the new order)
+        rows = None if K is not None else lambda: self.factor()[0][perm]
+        self._factor_from(M, int(QUEUE_REBUILD * ctx.budget) + ctx.block_size + 1, rows)
         self._nu_cache = None
         return ks[perm]
 
@@ -433,17 +305,24 @@ class QueueForm(Form):
             return False, 0.0  # (above that size its products are BLAS: quiet_blas)
         bufs = (self.LO, self.LNO, self.LN, self.rO, self.rN)
         nO, nN, rule = self.nO, self.nN, tuple(ctx.rule)
-        taken, f, pre = quiet_queue(_blas.TRI_PLAIN, bufs, nO, nN, K0, Kbb, kap, y, rule)
+        tol = walk_psd_tol(ctx.known_psd)
+        taken, f, pre = quiet_queue(_blas.TRI_PLAIN, bufs, nO, nN, K0, Kbb, kap, y, rule, tol)
         keep_products(self, taken, K0, (nO, nN, 0, 1), pre)  # (for the walk: _walk_part)
         return taken, f
 
     def walk(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray) -> Walked:
         """Block inputs t0.. in walks of :func:`part_size` inputs (a walk also ends
         where its candidates run out: then a rebuild)."""
-        w = walk_in_parts(self, ctx, blk, t0, ks, f_blk, self.rebuild)
+        w = walk_in_parts(self, ctx, blk, t0, ks, f_blk, self._after_stop)
         if w.status == OK and self.nN > QUEUE_REBUILD * ctx.budget:
             w = w._replace(ks=self.rebuild(ctx, w.ks))
         return w
+
+    def _after_stop(self, ctx, ks: np.ndarray) -> np.ndarray:
+        """After a walk that stopped, its leavers dropped: a rebuild where O ran out
+        of them; none where the walk stopped before a leaver its Woodbury correction
+        could not take exactly (:func:`.leaver_walk.queue_walk`), the next walk's first."""
+        return self.rebuild(ctx, ks) if self.nO == 0 else ks
 
     def _walk_part(self, ctx, blk, t0: int, t1: int, ks: np.ndarray, f_blk: np.ndarray):
         """One walk over block inputs t0..t1-1, or to the next rebuild; the new rows
@@ -460,7 +339,9 @@ class QueueForm(Form):
         sizes = (nO, nN, t0, t1, c, B, self.clock)
         data, rule = (blk.K0, blk.Kbb, blk.kap, blk.y), tuple(ctx.rule)
         pre = kept_products(self, blk.K0, (nO, nN, t0, t1), NO_FORWARD)  # (quiet's, if any)
-        out, S, slots = queue_part(_blas.TRI_PLAIN, bufs, sizes, data, rule, slots, f_blk, pre)
+        tols = walk_tols(ctx.known_psd)
+        fns = _blas.TRI_PLAIN
+        out, S, slots = queue_part(fns, bufs, sizes, data, rule, tols, slots, f_blk, pre)
         res = QueueResult._make(out)
         if res.status not in (OK, STOP):
             return res, ks, S

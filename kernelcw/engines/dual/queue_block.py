@@ -1,9 +1,9 @@
 """The queue form's products at the start of a walk, in one compiled call.
 
-Before :func:`.queue.queue_walk` walks block inputs t0.., the queue form
+Before :func:`.leaver_walk.queue_walk` walks block inputs t0.., the queue form
 (:mod:`.queue`) needs, over the support [O, N] at that point, ``W0 = L^-1 K0`` (split
 at O | N), ``G = W0' W0``, ``rW = W0' r`` and the next leavers' ``Y0 = L^-1 E_cands``
-products (:class:`.queue.Candidates`). Made from Python these were a dozen BLAS calls
+products (:class:`.leaver_walk.Candidates`). Made from Python these were a dozen BLAS calls
 and as many small numpy operations, each paying Python's and the dispatcher's
 overhead: most of a one-row ``partial_fit``'s time with a budget of a few hundred.
 Here they are one compiled call making the same BLAS calls with the same arguments
@@ -26,7 +26,6 @@ from ..._blas import gemm_sub_c, tri_record, trsm_lower_left_c
 from ..._cholupdate import givens_update
 from .one_input import ONE_INPUT_MAX_N, dot, solve_lower, sub_mv
 from .quiet import quiet_factor
-from .status import PSD_TOL
 from .steps import own_block
 
 __all__ = [
@@ -106,14 +105,14 @@ def _forward_one(bufs, nO, nN, K0c):
 
 
 @njit(cache=True)
-def quiet_queue(fns, bufs, nO, nN, K0, Kbb, kap, y, rule):
+def quiet_queue(fns, bufs, nO, nN, K0, Kbb, kap, y, rule, psd_tol):
     """:func:`.quiet.quiet_factor` at a one-row walk's first round: G and rW by
     :func:`forward_products`, as :func:`block_products` makes them for the walk.
     Returns (taken, f, the products: the walk's own, if the row goes on to it)."""
     ks = np.arange(nO + nN)  # (the slots at the walk's start, in order)
     pre = forward_products(tri_record(fns), bufs, nO, nN, K0, Kbb, ks, np.int64(0), np.int64(1))
     G, rW = pre[4], pre[5]
-    taken, f = quiet_factor(G[0, 0], rW[0, 0], kap, y, rule, PSD_TOL)
+    taken, f = quiet_factor(G[0, 0], rW[0, 0], kap, y, rule, psd_tol)
     return taken, f, pre
 
 
@@ -129,7 +128,7 @@ def block_products(fns, bufs, nO, nN, K0, Kbb, ks, t0, t1, c, pre):
     input -1-ks), with the factor buffers ``bufs = (LO, LNO, LN, rO, rN)`` (O rows
     nO, N rows nN) and ``c`` candidates: (K0c, Kss, WO, X, G, rW, P0, H0, rho0), W0
     split at O | N as :meth:`.queue.QueueForm.forward` makes it and the candidates'
-    products of :class:`.queue.Candidates`. ``fns``: a :class:`kernelcw._blas.TriBlas`.
+    products of :class:`.leaver_walk.Candidates`. ``fns``: a :class:`kernelcw._blas.TriBlas`.
     ``pre``: :func:`forward_products`'s result for these very inputs and support,
     which :func:`quiet_queue` made for a row it sent on (:data:`NO_FORWARD`: made here)."""
     LO, LNO, LN, rO, rN = bufs

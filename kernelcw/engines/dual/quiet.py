@@ -153,7 +153,7 @@ def quiet_factor(g, rw, kap, y, rule, psd_tol):
     """(whether a Cholesky form's walk leaves the model unchanged at its first round:
     no update, no floor, no error; its decision value f) from ``g = |w|^2`` and
     ``rw = r . w`` (``w = L^-1 k``) made by the walk's own products: f and v by the
-    expressions of :func:`.panels.cholesky_walk` and :func:`.queue.queue_walk` (no
+    expressions of :func:`.panels.cholesky_walk` and :func:`.leaver_walk.queue_walk` (no
     row appended yet, no leaver), then :func:`.steps.checked_step`, as they call it."""
     r = rule_from_plain(rule)
     a = r.a

@@ -22,6 +22,7 @@ __all__ = [
     "PSD_TOL",
     "STOP",
     "check_mercer",
+    "walk_psd_tol",
     "raise_for",
     "unusable",
 ]
@@ -29,6 +30,16 @@ __all__ = [
 #: A margin variance below ``-PSD_TOL * a * k(x, x)`` is beyond rounding: the
 #: kernel is not positive semi-definite.
 PSD_TOL = 1e-6
+
+
+def walk_psd_tol(known_psd: bool) -> float:
+    """The walks' ``psd_tol``: PSD_TOL for a kernel not known to be positive
+    semi-definite (a callable, a precomputed matrix), whose negative v may be the
+    kernel's; infinite for the built-in kernels, which are, so that a negative v is
+    rounding (extreme kernel values: an unscaled feature under a cubic kernel), floored
+    and counted as every form floors it, never blamed on the kernel."""
+    return np.inf if known_psd else PSD_TOL
+
 
 #: The walk went through its rounds.
 OK = 0

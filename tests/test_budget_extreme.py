@@ -1,0 +1,113 @@
+"""The Cholesky budget forms on extreme kernel values, and their walks split at leavers.
+
+A cubic kernel on a feature about 1,800 times the others gives kernel values up to 4e19:
+``a K + D^-1`` is then far beyond float64's conditioning. Before session 27 the "oldest"
+queue form raised LinAlgError (its rebuild's Cholesky factorisation) or FloatingPointError
+(a leaver's pivot in the Woodbury factor lost to cancellation, floored at 1e-300), and the
+"random" lazy form raised FloatingPointError, or a ValueError that blamed the (positive
+semi-definite) kernel, depending on the block size. Every policy now runs through at every
+block size, floors (and counts) the variances rounding pushes below zero, as the nu/Pi
+forms do, and keeps every array finite.
+
+The walks' new stop before such a leaver is exact: a walk split there is the same model
+(forced at every leaver by setting the pivot threshold to 1).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import helpers
+import numpy as np
+import pytest
+from test_budget import make_est, make_stream
+
+from kernelcw import AROWClassifier
+from kernelcw.engines.dual import lazy, leaver_walk, queue
+
+
+def _extreme_stream():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 4))
+    y = (X[:, 0] + 0.3 * rng.normal(size=400) > 0).astype(int)
+    X[:, 1] *= 10 ** rng.uniform(1, 3)  # (about 1,833: k(x, x) up to 3.8e19)
+    return X, y
+
+
+def _extreme_est(policy, block_size):
+    kernel = dict(kernel="poly", degree=3, gamma=1.0, coef0=1.0)
+    return AROWClassifier(r=1.0, budget=20, budget_policy=policy, block_size=block_size,
+                          random_state=0, **kernel)  # fmt: skip
+
+
+@pytest.mark.parametrize("policy", ["oldest", "random", "smallest", "project"])
+def test_extreme_kernel_values_run_through_every_block_size(policy, monkeypatch):
+    X, y = _extreme_stream()
+    fallbacks = []
+    real = queue._lower_from_rows
+    monkeypatch.setattr(queue, "_lower_from_rows", lambda *a: fallbacks.append(1) or real(*a))
+    for block_size in (1, 5, 32, 256):
+        est = _extreme_est(policy, block_size)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est.fit(X, y)
+        assert est.n_support_ <= 20
+        assert helpers.all_finite_state(est), block_size
+        assert np.all(np.isfinite(est.decision_function(X))), block_size
+        floored = [str(w.message) for w in caught if "variance fell below" in str(w.message)]
+        assert bool(floored) == (est.n_variance_floored_ > 0), block_size  # (said if counted)
+        if policy in ("oldest", "random"):  # (the Cholesky forms: rounding, floored)
+            assert floored, block_size
+    if policy == "oldest":  # (the rebuild took the model's own factor at least once)
+        assert fallbacks
+
+
+def test_extreme_kernel_values_one_row_per_call():
+    X, y = _extreme_stream()
+    for policy in ("oldest", "random"):
+        est = _extreme_est(policy, None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # (floored: expected)
+            for i in range(X.shape[0]):
+                est.partial_fit(X[i : i + 1], y[i : i + 1], classes=[0, 1])
+        assert est.n_support_ <= 20
+        assert helpers.all_finite_state(est)
+
+
+@pytest.mark.parametrize("policy", ["oldest", "random"])
+@pytest.mark.parametrize("block_size", [16, 64])
+def test_walks_split_at_every_leaver_are_the_same_model(policy, block_size, monkeypatch):
+    """DEATH_PIVOT = 1: every leaver after a walk's first stops the walk, which drops
+    the leavers so far and goes on from that round (no rebuild: O has more)."""
+    X, y = make_stream(np.random.default_rng(11), 400, 4)
+    want = make_est("scw1", budget=12, policy=policy, block_size=block_size).fit(X, y)
+    stops = []
+    monkeypatch.setattr(leaver_walk, "DEATH_PIVOT", 1.0)
+    real_after, real_go_on = queue.QueueForm._after_stop, lazy._go_on
+
+    def after_stop(form, ctx, ks):
+        stops.append(form.nO > 0)
+        return real_after(form, ctx, ks)
+
+    monkeypatch.setattr(queue.QueueForm, "_after_stop", after_stop)
+    monkeypatch.setattr(lazy, "_go_on", lambda ctx, ks: stops.append(True) or real_go_on(ctx, ks))
+    got = make_est("scw1", budget=12, policy=policy, block_size=block_size).fit(X, y)
+    assert sum(stops) > 20  # (split at leavers, not only at O's end)
+    np.testing.assert_array_equal(got.support_, want.support_)
+    assert got.n_updates_ == want.n_updates_ and got.n_mistakes_ == want.n_mistakes_
+    helpers.assert_rel_close(got.dual_coef_, want.dual_coef_, 1e-10)
+    helpers.assert_rel_close(got.covariance_coef_, want.covariance_coef_, 1e-10)
+    helpers.assert_same_predictions(got.predict(X), want.predict(X))
+
+
+def test_lower_from_rows_is_the_factor_of_the_rows_product():
+    rng = np.random.default_rng(3)
+    n = 9
+    L = np.tril(rng.normal(size=(n, n))) + 3 * np.eye(n)
+    F = L[rng.permutation(n)]  # (a factor with its rows permuted)
+    out = np.full((n, n), 7.0)
+    assert queue._lower_from_rows(out, F)
+    got = np.tril(out)
+    np.testing.assert_allclose(got @ got.T, F @ F.T, rtol=1e-12, atol=1e-12)
+    assert np.all(np.diagonal(got) > 0)
+    assert np.all(out[np.triu_indices(n, 1)] == 7.0)  # (the Gram cache's half: untouched)
