@@ -15,8 +15,10 @@ __all__ = ["write_atomically"]
 def write_atomically(target: str, write: Callable) -> None:
     """``write(fh)`` into a temporary file beside ``target``, then rename it onto
     ``target`` with the old file's permissions (else 0o666 minus the umask); the
-    temporary file is removed on any error or interrupt."""
-    directory = os.path.dirname(os.path.abspath(target))
+    temporary file is removed on any error or interrupt. A symbolic link is followed:
+    the file it points to is replaced, the link stays a link."""
+    target = os.path.realpath(target)
+    directory = os.path.dirname(target)
     mode = _file_mode(target)
     tmp = tempfile.NamedTemporaryFile(
         dir=directory, prefix="." + os.path.basename(target) + ".", suffix=".tmp", delete=False

@@ -483,6 +483,8 @@ def _check_engine_state(spec, state: dict[str, np.ndarray], bad) -> None:
     for k, v in state.items():
         if v.dtype.kind not in "biuf":
             raise bad(f"engine.{k} has dtype {v.dtype}, not a numeric one")
+        if v.dtype.kind == "f" and v.dtype != np.float64:  # (a float16 one loaded rounded)
+            raise bad(f"engine.{k} has dtype {v.dtype}; the model's arrays are float64")
         if v.dtype.kind == "f" and not np.all(np.isfinite(v)):
             raise bad(f"engine.{k} holds NaN or infinity")
     if spec.form == "dual":
@@ -502,8 +504,8 @@ def _check_engine_state(spec, state: dict[str, np.ndarray], bad) -> None:
             raise bad(f"member engine.{k} is missing")
         if state[k].shape != shape:
             raise bad(f"engine.{k} has shape {state[k].shape}; the parameters need {shape}")
-        if state[k].dtype.kind != "f":
-            raise bad(f"engine.{k} has dtype {state[k].dtype}, not floating point")
+        if state[k].dtype != np.float64:
+            raise bad(f"engine.{k} has dtype {state[k].dtype}; the model's arrays are float64")
     if spec.form == "primal_full":
         S = state["covariance"]
         diag = np.diagonal(S, axis1=1, axis2=2)

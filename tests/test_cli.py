@@ -7,6 +7,7 @@ one subprocess test of ``python -m kernelcw --help``.
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -823,3 +824,58 @@ def test_an_option_every_algorithm_rejects_names_no_algorithm(capsys):
     assert_one_line_error(capsys.readouterr().err, "error: a=-1.0 must be a finite number > 0")
     assert main(["run", "-a", "scw1,arow", "--C", "-1"]) == 2  # only scw1 takes C
     assert_one_line_error(capsys.readouterr().err, "error: scw1: C=-1.0")
+
+
+def test_plot_onto_the_data_file_is_refused(tmp_path, capsys, monkeypatch):
+    """--plot naming the --data file replaced the data with the image."""
+    monkeypatch.setattr(kernelcw.online, "run_online", must_not_run)
+    data = tmp_path / "data.svg"
+    data.write_text("1 1:0.5\n-1 1:0.2\n1 1:0.7\n-1 1:0.1\n")
+    before = data.read_bytes()
+    assert main(["run", "--data", str(data), "-a", "pa1", "--plot", str(data)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "is the --data file")
+    assert data.read_bytes() == before
+
+
+def test_a_failed_plot_write_keeps_the_old_plot(tmp_path, capsys, monkeypatch):
+    """The image goes to a file beside the plot, renamed onto it once whole: a write that
+    fails part-way (a full disk) leaves the old plot and no cut-off file."""
+    from matplotlib.figure import Figure
+
+    png = tmp_path / "curves.png"
+    png.write_bytes(b"old plot")
+
+    def half_then_fail(self, fh, **kw):
+        fh.write(b"<svg half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", half_then_fail)
+    argv = ["run", "--dataset", "breast_cancer", "--limit", "30", "-a", "pa1", "--plot", str(png)]
+    assert main(argv) == 2
+    assert_one_line_error(capsys.readouterr().err, "No space left on device")
+    assert png.read_bytes() == b"old plot"
+    assert [p.name for p in tmp_path.iterdir()] == ["curves.png"]
+
+
+def test_a_dollar_in_the_data_name_is_not_a_formula(tmp_path, capsys):
+    data = tmp_path / "a$\\foo$b.svm"
+    data.write_text("1 1:0.5\n-1 1:0.2\n1 1:0.7\n-1 1:0.1\n")
+    png = tmp_path / "o.png"
+    assert main(["run", "--data", str(data), "-a", "pa1", "--plot", str(png)]) == 0
+    assert png.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_output_that_cannot_be_written_is_one_line_not_a_traceback(capsys, monkeypatch):
+    """`kernelcw run > /dev/full`: the table's write fails with ENOSPC."""
+
+    class Full(io.StringIO):
+        def write(self, text):
+            raise OSError(28, "No space left on device")
+
+        def fileno(self):
+            raise ValueError("no descriptor")  # (nothing to point at the null device)
+
+    monkeypatch.setattr(sys, "stdout", Full())
+    argv = ["run", "--dataset", "breast_cancer", "--limit", "30", "-a", "pa1"]
+    assert main(argv) == 1
+    assert_one_line_error(capsys.readouterr().err, "cannot write the output")

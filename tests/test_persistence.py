@@ -252,6 +252,22 @@ def test_path_is_used_as_given(tmp_path):
         kernelcw.load(tmp_path / "absent")
 
 
+def test_save_through_a_symbolic_link_replaces_the_file_it_points_to(tmp_path):
+    """``current.kcw -> v1.kcw``: the save replaced the link with a file and left v1.kcw
+    holding the old model."""
+    X, y = _data()
+    (tmp_path / "models").mkdir()
+    real = tmp_path / "models" / "v1.kcw"
+    kernelcw.save(make("arow").fit(X[:20], y[:20]), real)
+    link = tmp_path / "current.kcw"
+    link.symlink_to(real)
+    new = make("arow").fit(X, y)
+    kernelcw.save(new, link)
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert np.array_equal(kernelcw.load(real).decision_function(X), new.decision_function(X))
+    assert sorted(os.listdir(tmp_path / "models")) == ["v1.kcw"]  # (no temporary file left)
+
+
 def test_failed_save_leaves_the_old_file(tmp_path, monkeypatch):
     X, y = _data()
     path = tmp_path / "m.kcw"
@@ -323,6 +339,26 @@ def _rewrite(path: Path, meta_edit=None, arrays_edit=None) -> None:
             buf = io.BytesIO()
             np.lib.format.write_array(buf, arr, allow_pickle=True)
             zf.writestr(name + ".npy", buf.getvalue())
+
+
+@pytest.mark.parametrize(
+    ("kw", "member"),
+    [({"kernel": "rbf"}, "engine.store.rows"), ({}, "engine.mean"), ({}, "engine.variance")],
+)
+def test_float_arrays_of_another_precision_are_refused(tmp_path, kw, member):
+    """A float16 or float32 array loaded converted, rounded: another model, silently."""
+    X, y = _data()
+    path = tmp_path / "m.kcw"
+    kw = kw or {"covariance": "diag"}  # (the dual engine keeps the full covariance)
+    kernelcw.save(AROWClassifier(**kw).fit(X, y), path)
+    for dtype in (np.float16, np.float32):
+
+        def lower(arrays, dtype=dtype):
+            arrays[member] = arrays[member].astype(dtype)
+
+        _rewrite(path, arrays_edit=lower)
+        with pytest.raises(ValueError, match=rf"{member[7:]} has dtype {np.dtype(dtype)}"):
+            kernelcw.load(path)
 
 
 def test_unknown_format_version(tmp_path):
@@ -551,7 +587,7 @@ _EDITS = {
                           r"classes_ \[1, 1\] must be distinct, finite"),
     "boolean covariance": (("arow", {}, False),
                            lambda a: a.update({"engine.covariance": a["engine.covariance"] > 0}),
-                           "engine.covariance has dtype bool, not floating point"),
+                           "engine.covariance has dtype bool; the model.s arrays are float64"),
 }  # fmt: skip
 
 

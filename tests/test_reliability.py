@@ -656,3 +656,48 @@ def test_a_huge_row_last_in_a_call_is_refused_and_the_model_saves(
     kernelcw.save(est, tmp_path / "model.kcw")
     again = kernelcw.load(tmp_path / "model.kcw")
     np.testing.assert_array_equal(again.decision_function(X), est.decision_function(X))
+
+
+@pytest.mark.parametrize("covariance", ["full", "diag"])
+@pytest.mark.parametrize("bad", [3, -1, 100_000])
+def test_csr_with_column_indices_out_of_range_is_refused(covariance, bad):
+    """scipy's CSR constructor does not check its indices; the compiled walks index the
+    model's arrays with them (out of range they wrote outside them: a crash, or a
+    silently wrong model). Refused, naming the row, with the model unchanged."""
+    est = AROWClassifier(covariance=covariance).fit(sp.csr_matrix(np.eye(3)), [0, 1, 1])
+    before = est.coef_.copy(), est.intercept_.copy()
+    X = sp.csr_matrix(
+        (np.array([1.0, 2.0, 1.0, -1.0]), np.array([1, 2, 0, bad]), np.array([0, 2, 4])),
+        shape=(2, 3),
+    )
+    for call in (lambda: est.partial_fit(X, [1, 0]), lambda: est.predict(X)):
+        with pytest.raises(ValueError, match=rf"column index {bad} in row 1 .*3 columns"):
+            call()
+    np.testing.assert_array_equal(est.coef_, before[0])
+    np.testing.assert_array_equal(est.intercept_, before[1])
+    broken = sp.csr_matrix(np.eye(3))
+    broken.indptr[1] = 3  # (row pointers that decrease)
+    with pytest.raises(ValueError, match="row pointers"):
+        est.partial_fit(broken, [0, 1, 1])
+
+
+@pytest.mark.parametrize("covariance", ["full", "diag"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_step_that_overflows_the_mean_is_refused_and_undone(covariance, sparse):
+    """A finite step can take the mean out of float64's range (PA with a = 1e200: the
+    second row's step is 1e200 times x). The walks checked margins and steps, not the
+    mean they wrote: on a call's last row inf or NaN stayed in the model, silently."""
+    from kernelcw import PAClassifier
+
+    X = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+    X = sp.csr_matrix(X) if sparse else X
+    est = PAClassifier(variant=0, a=1e200, covariance=covariance, fit_intercept=False)
+    with pytest.raises(FloatingPointError, match="row 1"):
+        est.fit(X[:2], [1, 0])
+    est = PAClassifier(variant=0, a=1e200, covariance=covariance, fit_intercept=False)
+    est.partial_fit(X[:1], [1], classes=[0, 1])
+    before = est.coef_.copy(), (est.n_updates_, est.n_mistakes_)
+    with pytest.raises(FloatingPointError):
+        est.partial_fit(X[1:2], [0])
+    np.testing.assert_array_equal(est.coef_, before[0])
+    assert (est.n_updates_, est.n_mistakes_) == before[1]

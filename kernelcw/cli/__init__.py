@@ -35,15 +35,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # --help, --version and usage errors
-        code = e.code
-        return code if isinstance(code, int) else (0 if code is None else 2)
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return 2
-    try:
-        return run_command(args)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:  # --help, --version and usage errors
+            code = e.code
+            sys.stdout.flush()  # (--help into a full disk: said, not lost at exit)
+            return code if isinstance(code, int) else (0 if code is None else 2)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return 2
+        code = run_command(args)
+        sys.stdout.flush()
+        return code
     except CLIError as e:
         print(f"{PROG} run: error: {e}", file=sys.stderr)
         return 2
@@ -51,8 +54,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader left, e.g. `kernelcw run | head -3`: stop quietly
-        try:  # and keep Python from complaining when it flushes stdout at exit
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+        _drop_stdout()
         return 1
+    except OSError as e:  # the output could not be written (e.g. `> /dev/full`)
+        _drop_stdout()
+        print(f"{PROG}: error: cannot write the output: {e}", file=sys.stderr)
+        return 1
+
+
+def _drop_stdout() -> None:
+    """stdout to the null device, so that Python's flush at exit does not complain
+    about what could not be written."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

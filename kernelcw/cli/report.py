@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._atomic import write_atomically
 from ..datasets import Dataset
 from ..registry import ALGORITHMS
 from .parser import CLIError
@@ -38,8 +39,9 @@ class RunResult:
 # ------------------------------------------------------------------------------ plot
 
 
-def check_plot(path: str) -> None:
-    """Refuse ``--plot path`` before any work: matplotlib missing, unknown format or folder."""
+def check_plot(path: str, data: str | None = None) -> None:
+    """Refuse ``--plot path`` before any work: matplotlib missing, unknown format or
+    folder, or the data file itself (``data``: ``--data``'s path)."""
     try:
         import matplotlib  # noqa: F401  (the package itself: a cached submodule would hide it)
     except ImportError:
@@ -62,6 +64,9 @@ def check_plot(path: str) -> None:
         raise CLIError(f"--plot {path!r}: folder {folder!r} does not exist")
     if not os.access(folder, os.W_OK):
         raise CLIError(f"--plot {path!r}: folder {folder!r} is not writable")
+    if data is not None and os.path.exists(path) and os.path.exists(data):
+        if os.path.samefile(path, data):  # (the image would replace the data)
+            raise CLIError(f"--plot {path!r} is the --data file; give the plot another name")
 
 
 def plot_mistakes(curves: dict[str, np.ndarray], path: str, *, title: str) -> None:
@@ -93,12 +98,16 @@ def plot_mistakes(curves: dict[str, np.ndarray], path: str, *, title: str) -> No
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(title="algorithm (mistakes)", loc="upper left", fontsize="small")
-    fig.savefig(path)
+    fmt = os.path.splitext(path)[1].lstrip(".").lower()
+    # into a file beside path, renamed onto it once whole: a failed write (a full disk)
+    # leaves the old file as it was and no cut-off image
+    write_atomically(path, lambda fh: fig.savefig(fh, format=fmt))
 
 
 def write_plot(results: list[RunResult], path: str, data: Dataset) -> None:
     """The cumulative-mistake curves of ``results`` to ``path``; a failure is a CLIError."""
-    title = f"Online mistakes on {data.name} ({data.n_samples} examples x {_features(data)})"
+    name = data.name.replace("$", r"\$")  # (matplotlib reads $...$ as a formula)
+    title = f"Online mistakes on {name} ({data.n_samples} examples x {_features(data)})"
     try:
         plot_mistakes({r.algorithm: r.curve for r in results}, path, title=title)
     except (OSError, ValueError, RuntimeError) as e:  # (RuntimeError: a backend's tool)

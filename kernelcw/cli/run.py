@@ -56,7 +56,7 @@ def run_command(args: argparse.Namespace) -> int:
     }
     check_parameters(estimators)
     if args.plot:
-        report.check_plot(args.plot)
+        report.check_plot(args.plot, args.data)
     for note in notes:  # after the checks: an error stays one line
         print(f"{PROG} run: note: {note}; ignored", file=sys.stderr)
 

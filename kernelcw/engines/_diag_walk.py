@@ -49,6 +49,8 @@ class RoundResult(NamedTuple):
 
 #: A variance that would underflow to 0 (which stands for the prior) is kept as this.
 _TINY = 5e-324
+#: The largest finite float64: a mean beyond it (inf, or NaN) fails the round.
+_MAX = 1.7976931348623157e308
 
 
 @njit(cache=True)
@@ -121,6 +123,7 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log, ts, tail):
             return RoundResult(f, np.nan, floored)
     ay = alpha * y
     logging = log.idx.shape[0] != 0
+    finite = True
     for q in range(nnz):
         if q < idx.shape[0]:
             p = idx[q]
@@ -133,6 +136,8 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log, ts, tail):
         raw = s[k, p]  # its sign bit: the log's mark
         sp_ = _var(raw, rp.a)
         mu[k, p] += ay * sp_ * x
+        if not abs(mu[k, p]) <= _MAX:  # (inf or NaN: the call is undone from the log)
+            finite = False
         if zeta > 0.0:
             t = sp_ * x * x
             if method == _L2:  # the ratio first: sp_ * (1 + zeta (v - t)) overflows at a ~ 1e155
@@ -140,6 +145,8 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log, ts, tail):
             else:
                 nv = sp_ / (1.0 + zeta * t)
             s[k, p] = math.copysign(nv if nv > 0.0 else _TINY, raw)
+    if not finite:  # a finite step that took the mean out of float64's range
+        return RoundResult(f, np.nan, floored)
     return RoundResult(f, alpha, floored)
 
 

@@ -186,17 +186,21 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
             if res.bad_row >= 0:
                 raise_nonfinite(start + res.bad_row)
             idx = upd[: res.n_updated].copy()
-            pending.append(
-                (k, P, R[idx, :m].copy(), ay[idx].copy(), beta[idx].copy(), w.f.copy(), res)
-            )
-        for k, P, Ru, ayu, betau, f, res in pending:
+            Ru, ayu = R[idx, :m].copy(), ay[idx].copy()
+            dmu = P @ (ayu @ Ru) if idx.size else None
+            # a finite step can still take the mean out of float64's range (a huge a):
+            # refused before any model changes, as the walk refuses a non-finite step
+            if dmu is not None and not np.isfinite(mu[k] + dmu).all():
+                raise_nonfinite(start + int(idx[-1]))
+            pending.append((k, P, Ru, beta[idx].copy(), w.f.copy(), res, dmu))
+        for k, P, Ru, betau, f, res, dmu in pending:
             yk = Y[start:stop, k]
             out[start:stop, k] = f
             counts.n_mistakes[k] += np.count_nonzero(np.where(f >= 0.0, 1.0, -1.0) != yk)
             counts.n_updates[k] += Ru.shape[0]
             counts.n_floored[k] += res.n_floored
             if Ru.shape[0]:  # Ru: (updates, m)
-                mu[k] += P @ (ayu @ Ru)
+                mu[k] += dmu
                 u = Ru.shape[0]
                 W = np.matmul(P, Ru.T * np.sqrt(betau), out=Wbuf[: d * u].reshape(d, u))
                 np.subtract(sigma[k], np.matmul(W, W.T, out=WW), out=sigma[k])

@@ -36,14 +36,16 @@ def _first_nonfinite_row(X) -> int:
     return int(bad[0]) if bad.size else -1
 
 
-def _canonical(X):
+def _canonical(X, offset: int = 0):
     """X itself, or for a CSR matrix with duplicate or unsorted entries a canonical copy
     (duplicates summed): the sparse walks read each stored entry as one x_j. CSR
     indices come as int32 wherever they fit (scipy's own choice below 2^31 entries):
     the compiled walks are compiled for one index type, not again for int64 (2-3 s in
-    a fresh install); only the index arrays are copied, the values are shared."""
+    a fresh install); only the index arrays are copied, the values are shared. A CSR
+    matrix whose structure is out of range is refused first (:func:`_check_csr`)."""
     if not sp.issparse(X):
         return X
+    _check_csr(X, offset)
     wide = X.indices.dtype != np.int32 or X.indptr.dtype != np.int32
     if wide and max(X.nnz, X.shape[1]) < 2**31:
         idx = (X.indices.astype(np.int32), X.indptr.astype(np.int32))
@@ -52,6 +54,35 @@ def _canonical(X):
         X = X.copy()
         X.sum_duplicates()
     return X
+
+
+def _check_csr(X, offset: int = 0) -> None:
+    """ValueError unless CSR matrix X's row pointers and column indices are in range
+    (scipy's constructor does not check them; the compiled walks index the model's
+    arrays with them, unchecked: out of range they wrote outside them). A bad column
+    index is named with its row (``offset`` + its index in X)."""
+    n, d = X.shape
+    indptr, indices = X.indptr, X.indices
+    nnz = int(indptr[-1]) if indptr.shape[0] else -1
+    if (
+        indptr.shape[0] != n + 1
+        or indptr[0] != 0
+        or not 0 <= nnz <= min(indices.shape[0], X.data.shape[0])
+        or (n > 1 and bool(np.any(indptr[1:] < indptr[:-1])))
+    ):
+        raise ValueError(
+            f"sparse X is malformed: its row pointers (indptr) do not describe {n} rows "
+            "of its stored values (build it with scipy.sparse.csr_matrix from dense "
+            "rows, or check it with X.check_format(full_check=True))"
+        )
+    cols = indices[:nnz]
+    if nnz and (int(cols.min()) < 0 or int(cols.max()) >= d):
+        j = int(np.flatnonzero((cols < 0) | (cols >= d))[0])
+        row = int(np.searchsorted(indptr, j, side="right")) - 1
+        raise ValueError(
+            f"sparse X stores column index {int(cols[j])} in row {row + offset} (0-based), "
+            f"outside its {d} columns (0 to {d - 1})"
+        )
 
 
 def _check_finite_rows(X, big, offset: int = 0) -> None:
@@ -232,7 +263,7 @@ def check_stream(X, y, a: float, rows: int = 65536) -> None:
     for lo in range(0, X.shape[0], rows):
         piece = X[lo : lo + rows]
         piece = check_array(piece, accept_sparse="csr", dtype=np.float64, ensure_all_finite=False)
-        piece = _canonical(piece)
+        piece = _canonical(piece, lo)
         big = _max_abs(piece)
         _check_finite_rows(piece, big, lo)
         _check_not_too_large(piece, a, big, lo)
