@@ -183,10 +183,11 @@ def columns(index: dict, width: int, names: list) -> tuple[list[int], int]:
     return cols, max(width, n)
 
 
-def check_rows(M: np.ndarray, a: float) -> tuple[int, int] | None:
+def check_rows(M: np.ndarray, a: float, extra: float = 0.0) -> tuple[int, int] | None:
     """Where the rows ``M`` break the estimator's own checks: (i, j) of the first NaN or
-    infinity, (i, -1) for a row whose squared norm times ``a`` overflows, or None."""
-    sq = [sum_of_squares(r) for r in M]
+    infinity, (i, -1) for a row whose squared norm (plus ``extra``, the intercept's
+    c^2) times ``a`` overflows, or None."""
+    sq = [sum_of_squares(r) + extra for r in M]
     if all(math.isfinite(s * a) for s in sq):
         return None
     bad = np.argwhere(~np.isfinite(M))

@@ -305,7 +305,7 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         X, y = _in_memory(X, y)
         # the value checks of fit on the whole X first: an error names the row in X (a
         # part's call would name one within its part)
-        check_stream(X, y, self.estimator.a)
+        check_stream(X, y, self.estimator)
         n = X.shape[0]
         P = self.n_parts or max(1, sum(client.nthreads().values()))
         if P > n:

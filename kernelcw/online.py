@@ -197,7 +197,7 @@ def _stream(est, X, y, classes):
     if n == 0:
         raise ValueError("run_online needs at least one example; X and y are empty")
     if hasattr(est, "partial_fit_margins"):  # (kernelcw)
-        check_stream(X, y, est.a)
+        check_stream(X, y, est)
     else:
         _check_targets(y)
     if classes is None and hasattr(est, "classes_"):

@@ -1,6 +1,6 @@
 """Save and load fitted estimators without pickle: plain arrays and one JSON document.
 
-The file format (format version 1; README "Saving and loading") is one zip
+The file format (format version 2; README "Saving and loading") is one zip
 archive, uncompressed (dense float64 factors deflate poorly), holding
 
 - ``kernelcw.json``: a UTF-8 JSON document, the archive's first member, with
@@ -11,9 +11,10 @@ archive, uncompressed (dense float64 factors deflate poorly), holding
   non-finite float is written ``{"float": "inf"}``, ``"-inf"`` or ``"nan"``),
   ``fitted``, and for a fitted model ``n_features_in``, ``n_classes``, ``classes_object``
   (``classes_`` held strings as objects), ``engine`` (``form``, ``n_models``, the ``seed``
-  of the "random" budget policy, the ``block_size``, and since session 26 ``learnt_with``:
-  the parameters that shape the state as the model began, which ``params`` must match)
-  and ``arrays``, the members' names;
+  of the "random" budget policy, the ``block_size``, since session 26 ``learnt_with``:
+  the parameters that shape the state as the model began, which ``params`` must match,
+  and since version 2 ``rule``, the update rule's name, which the estimator and its
+  ``params`` must give) and ``arrays``, the members' names;
 - one ``.npy`` member per array (NumPy's ``.npy`` format, never an object array):
   ``classes_``, ``feature_names_in_`` (when the model saw column names),
   ``n_updates_``, ``n_mistakes_``, ``n_variance_floored_``, and the engine's
@@ -28,6 +29,7 @@ predicts and continues learning bit for bit as the saved one.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -36,23 +38,28 @@ import zlib
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import LinAlgError, cho_factor
 
 from . import __version__
 from ._atomic import write_atomically
+from .engines.saved_state import check_saved_state
 from .estimators._base import STRUCTURAL
 from .estimators._locks import model_lock
 from .estimators._mixins import COUNTERS
 from .registry import ALGORITHMS
+from .rules import Rule
+from .spec import check_params
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "load", "save"]
 
 #: The ``format`` field of every kernelcw model file.
 FORMAT = "kernelcw-model"
 #: The version of the file format this library writes; it reads this one and older.
-FORMAT_VERSION = 1
+#: 2: the dual engine's ``factor_only``, ``nu_pi_models`` and ``kernel_jitter``, members
+#: added to version 1 files over time (where a version 1 file lacks them, their values
+#: before they existed), are required: a file without one is damaged, not old.
+FORMAT_VERSION = 2
 #: The format versions :func:`load` reads.
-READS = (1,)
+READS = (1, 2)
 #: The name of the JSON member.
 META = "kernelcw.json"
 #: The estimator classes a file may name (looked up, never imported from the file).
@@ -228,6 +235,9 @@ def _export_locked(est, name: str) -> tuple[dict, dict[str, np.ndarray]]:
         },
         arrays=sorted(arrays),
     )
+    rule = _rule_of(est)  # (the update rule these params give: load compares)
+    if rule is not None:
+        meta["engine"]["rule"] = rule
     return meta, arrays
 
 
@@ -301,7 +311,14 @@ def _read_array(npz, name: str, target: str) -> np.ndarray:
 
 def _check_header(zf: zipfile.ZipFile, member: str) -> None:
     """ValueError if the .npy header promises more data than the member holds (before
-    any memory is allocated for it)."""
+    any memory is allocated for it). :func:`save` stores members uncompressed: a
+    compressed one (whose stated size nothing bounds: a crafted file asked for 512 GiB)
+    is refused, and a stored one holds at most its stored bytes."""
+    info = zf.getinfo(member)
+    if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
+        raise ValueError("it is compressed; kernelcw saves its arrays uncompressed")
+    if info.compress_size > _archive_size(zf):
+        raise ValueError(f"it claims {info.compress_size} bytes, more than the whole file")
     with zf.open(member) as f:
         fmt = np.lib.format
         header = fmt.read_array_header_1_0 if fmt.read_magic(f) == (1, 0) else None
@@ -311,6 +328,19 @@ def _check_header(zf: zipfile.ZipFile, member: str) -> None:
     need = math.prod(shape) * dtype.itemsize
     if need > zf.getinfo(member).file_size:
         raise ValueError(f"its header promises {need} bytes of data, more than it holds")
+
+
+def _archive_size(zf: zipfile.ZipFile) -> int:
+    """The bytes of the archive ``zf`` reads from."""
+    fp = zf.fp
+    try:
+        return os.fstat(fp.fileno()).st_size
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        at = fp.tell()
+        try:
+            return fp.seek(0, os.SEEK_END)
+        finally:
+            fp.seek(at)
 
 
 def _check_meta(meta, target: str) -> None:
@@ -404,6 +434,14 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
         spec = engine_spec(est, d, n_classes, checked)
     except (ValueError, TypeError) as e:
         raise bad(f"the saved parameters do not fit the data shape: {e}") from e
+    rule = Rule(checked[0].rule).name.lower()
+    if "rule" not in eng and meta["format_version"] >= 2:
+        raise bad("engine field 'rule' is missing")
+    if eng.get("rule", rule) != rule:  # (an edited estimator field: Perceptron as SOP)
+        raise bad(
+            f"its state was learnt by the {eng['rule']!r} rule, but {meta['estimator']} with "
+            f"these parameters learns by {rule!r}: the estimator or its parameters were edited"
+        )
     if eng.get("form") != spec.form or eng.get("n_models") != spec.n_models:
         raise bad(
             f"engine form {eng.get('form')!r} with {eng.get('n_models')!r} model(s) does not fit "
@@ -433,7 +471,7 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
     if names is not None and (names.shape != (d,) or names.dtype.kind != "U"):
         raise bad(f"feature_names_in_ must be {d} strings")
     state = {k[len("engine.") :]: v for k, v in arrays.items() if k.startswith("engine.")}
-    _check_engine_state(spec, state, bad)
+    check_saved_state(spec, state, bad, meta["format_version"])
     try:
         engine = engine_class(spec.form).from_state(spec, state)
         probe = with_intercept(sp.csr_matrix((1, d)), spec)  # the rebuilt engine predicts
@@ -449,6 +487,15 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
     if names is not None:
         est.feature_names_in_ = names.astype(object)
     est._import_state(engine, classes, tuple(counters))
+
+
+def _rule_of(est) -> str | None:
+    """The name of the update rule ``est``'s parameters give, or None if they are not
+    valid (such a file does not load either)."""
+    try:
+        return Rule(check_params(est)[0].rule).name.lower()
+    except (ValueError, TypeError):
+        return None
 
 
 def _check_learnt_with(est, learnt, bad) -> None:
@@ -471,48 +518,3 @@ def _check_learnt_with(est, learnt, bad) -> None:
             "they shape the stored state and cannot be edited in the file: set them "
             "after loading and call fit to learn with them"
         )
-
-
-def _check_engine_state(spec, state: dict[str, np.ndarray], bad) -> None:
-    """Plain numeric arrays whose shapes fit the parameters: the primal forms here, the
-    dual form by :func:`kernelcw.engines.dual.state_check.check_state` (its store,
-    slots, factor forms and counters)."""
-    from .engines.dual.state_check import check_state
-
-    K, d = spec.n_models, spec.n_features
-    for k, v in state.items():
-        if v.dtype.kind not in "biuf":
-            raise bad(f"engine.{k} has dtype {v.dtype}, not a numeric one")
-        if v.dtype.kind == "f" and v.dtype != np.float64:  # (a float16 one loaded rounded)
-            raise bad(f"engine.{k} has dtype {v.dtype}; the model's arrays are float64")
-        if v.dtype.kind == "f" and not np.all(np.isfinite(v)):
-            raise bad(f"engine.{k} holds NaN or infinity")
-    if spec.form == "dual":
-        n_models = state.get("n_models")
-        if n_models is None or n_models.shape != () or int(n_models) != K:
-            raise bad(f"engine.n_models must be {K} (the classes' binary models)")
-        try:
-            check_state(spec, state)
-        except ValueError as e:
-            raise bad(str(e)) from None
-        return
-    shapes = {"mean": (K, d), "variance": (K, d)}
-    if spec.form == "primal_full":
-        shapes = {"mean": (K, d), "covariance": (K, d, d)}
-    for k, shape in shapes.items():
-        if k not in state:
-            raise bad(f"member engine.{k} is missing")
-        if state[k].shape != shape:
-            raise bad(f"engine.{k} has shape {state[k].shape}; the parameters need {shape}")
-        if state[k].dtype != np.float64:
-            raise bad(f"engine.{k} has dtype {state[k].dtype}; the model's arrays are float64")
-    if spec.form == "primal_full":
-        S = state["covariance"]
-        diag = np.diagonal(S, axis1=1, axis2=2)
-        if np.any(diag <= 0.0) or np.abs(S - S.transpose(0, 2, 1)).max() > 1e-10 * diag.max():
-            raise bad("engine.covariance must be symmetric with a positive diagonal")
-        for k in range(K):  # (a learnt covariance is positive definite, to rounding:
-            try:  # a Cholesky factor after a shift of 1e-8 of its largest diagonal entry)
-                cho_factor(S[k] + (1e-8 * diag[k].max()) * np.eye(d), check_finite=False)
-            except LinAlgError:
-                raise bad(f"engine.covariance of model {k} is not positive semi-definite") from None

@@ -61,7 +61,7 @@ from .estimators._input import with_intercept
 from .estimators._mixins import margin_proba
 from .grow import add_models, mirror, widen, wider_margins
 from .rules import VAR_FLOOR
-from .spec import check_memory, check_params, engine_spec
+from .spec import check_memory, check_params, engine_spec, intercept_value
 
 __all__ = ["Classifier"]
 
@@ -262,8 +262,9 @@ class Classifier(_river_base.MiniBatchClassifier):
         if self._fast is not None:
             with deferred_interrupt():  # (taken from the fast path: stored, not lost)
                 est, (u, m, f) = self._model, self._fast.take_counts()
-                u0, m0, f0 = est._counts
-                est._counts = (u0 + u, m0 + m, f0 + f)
+                if u or m or f:  # (else the counters stay the same object: a failed
+                    u0, m0, f0 = est._counts  # learning call tells itself by a new one)
+                    est._counts = (u0 + u, m0 + m, f0 + f)
 
     def _row(self, x: dict) -> tuple[list, np.ndarray]:
         """``x``'s names and ``x`` as a (1, width) row, values checked, its new names
@@ -275,7 +276,7 @@ class Classifier(_river_base.MiniBatchClassifier):
         except KeyError:
             cols, width = columns(index, self._width, names)
         row = dict_row(x, cols, width)
-        bad = check_rows(row, self._a())
+        bad = check_rows(row, *self._scale())
         if bad is not None:  # (NaN, infinity: by name; else the row is too large)
             i, j = bad
             name = names[cols.index(j)] if j >= 0 else None
@@ -290,7 +291,7 @@ class Classifier(_river_base.MiniBatchClassifier):
         cols, width = columns(self._index, self._width, names)
         M = np.zeros((values.shape[0], width))
         M[:, cols] = values
-        bad = check_rows(M, self._a())
+        bad = check_rows(M, *self._scale())
         if bad is not None:  # (NaN, infinity: by row and name; else the row is too large)
             i, j = bad
             if j < 0:
@@ -299,9 +300,14 @@ class Classifier(_river_base.MiniBatchClassifier):
             raise ValueError(f"{where}: remove or impute it first")
         return names, M
 
-    def _a(self) -> float:
-        """The prior scale the rows are checked against (the estimator's)."""
-        return self._template().a if self._model is None else self._model._engine.spec.a
+    def _scale(self) -> tuple[float, float]:
+        """(a, c^2): the prior scale and the intercept's constant feature squared, which
+        the rows are checked against (the estimator's)."""
+        if self._model is None:
+            template = self._template()
+            return template.a, intercept_value(template) ** 2
+        spec = self._model._engine.spec
+        return spec.a, spec.intercept**2
 
     def _commit(self, names: list, M: np.ndarray) -> np.ndarray:
         """Adds the new ``names`` of checked rows ``M`` to the index, widens the model

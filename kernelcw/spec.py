@@ -151,7 +151,13 @@ def check_memory(spec: EngineSpec) -> None:
             f"with {spec.n_features} features, more than half of this machine's memory; use "
             "covariance='diag' for high-dimensional (e.g. text) data"
         )
-    raise ValueError(  # pragma: no cover - a budget of ~40,000 or a billion features
+    if spec.form == "dual" and spec.budget:  # (the state is sized for the budget)
+        raise ValueError(
+            f"budget={spec.budget} needs {need / 2**30:.1f} GiB when the model holds that "
+            "many support vectors, more than half of this machine's memory; lower the "
+            "budget (a stream of n rows never holds more than n)"
+        )
+    raise ValueError(  # pragma: no cover - a billion features
         f"this model needs {need / 2**30:.1f} GiB, more than half of this machine's memory"
     )
 

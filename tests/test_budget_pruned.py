@@ -484,3 +484,35 @@ def test_budget_batch_validation():
     est.budget_batch = 1  # q = 1: the round-by-round policies, as before
     est.fit(X, y)
     assert est._engine.factor_forms() == ["lazy"]
+
+
+def test_the_fallback_converts_a_model_whose_precision_is_below_its_rounding():
+    """CW-Stdev on contradictory labels, "smallest" at B = 20 on a linear kernel of
+    3 features, in calls of 7, 1, 1 and 3 rows: at row 402 the nu/Pi form failed while
+    some zeta were 1e111, and M = diag(1/zeta) + a K (K of rank 3) did not factor, so
+    the call raised where fit and one row per call went on in the factor form."""
+    X, y = _hard_streams()["contradictory"]
+    est = _hard_est("stdev", "smallest", "cholesky", 1)
+    lo, calls = 0, 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (the switch: said, expected)
+        while lo < X.shape[0]:
+            c = (7, 1, 1, 3)[calls % 4]
+            est.partial_fit(X[lo : lo + c], y[lo : lo + c], classes=[0, 1])
+            lo, calls = lo + c, calls + 1
+    assert est._engine.factor_forms() == ["pruned"]
+    assert helpers.all_finite_state(est)
+    assert np.all(np.isfinite(est.decision_function(X)))
+
+
+def test_cholesky_of_precision_lifts_a_diagonal_below_its_rounding():
+    rng = np.random.default_rng(0)
+    V = rng.normal(size=(20, 3))
+    zeta = np.full(20, 8e111)
+    zeta[:5] = 1.0
+    M = 1.3 * (V @ V.T)
+    M[np.diag_indices(20)] += 1.0 / zeta
+    L, z = convert._cholesky_of_precision(M.copy(), zeta)
+    assert L is not None and np.all(z <= zeta) and np.all(z[:5] == pytest.approx(1.0))
+    want = 1.3 * (V @ V.T) + np.diag(1.0 / z)
+    np.testing.assert_allclose(L @ L.T, want, atol=1e-12 * np.abs(want).max())

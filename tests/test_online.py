@@ -227,14 +227,15 @@ def test_the_stream_is_checked_a_piece_at_a_time_and_named_by_its_row():
     from kernelcw.estimators._input import check_stream
 
     X, y = _data(7, n=50)
+    est = SCWClassifier(a=1.0)
     X32 = X.astype(np.float32)
-    check_stream(X32, y, 1.0, rows=7)
+    check_stream(X32, y, est, rows=7)
     X32[20, 3] = np.inf
     with pytest.raises(ValueError, match=r"NaN or infinity in row 20 "):
-        check_stream(X32, y, 1.0, rows=7)
+        check_stream(X32, y, est, rows=7)
     with pytest.raises(ValueError, match=r"NaN or infinity in row 20 "):
-        check_stream(sp.csr_matrix(X32), y, 1.0, rows=7)
+        check_stream(sp.csr_matrix(X32), y, est, rows=7)
     big = X.copy()
     big[33] = 1e200
     with pytest.raises(ValueError, match="row 33 of X is too large"):
-        check_stream(big, y, 1.0, rows=7)
+        check_stream(big, y, est, rows=7)

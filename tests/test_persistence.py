@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 import kernelcw
 from kernelcw import AROWClassifier, SCWClassifier, persistence
+from kernelcw.engines import saved_state
 from kernelcw.registry import ALGORITHMS, make
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -363,8 +364,8 @@ def test_float_arrays_of_another_precision_are_refused(tmp_path, kw, member):
 
 def test_unknown_format_version(tmp_path):
     path = _saved(tmp_path)
-    _rewrite(path, lambda m: m.update(format_version=2))
-    with pytest.raises(ValueError, match=r"format_version 2; this kernelcw .* reads format"):
+    _rewrite(path, lambda m: m.update(format_version=3))
+    with pytest.raises(ValueError, match=r"format_version 3; this kernelcw .* reads format"):
         kernelcw.load(path)
     _rewrite(path, lambda m: m.update(format_version=True))
     with pytest.raises(ValueError, match="format_version True"):
@@ -629,8 +630,13 @@ def test_form_that_the_rule_or_budget_cannot_have_is_refused(tmp_path):
     ZeroDivisionError or TypeError at the next partial_fit; and a counter near int64's
     limit, which wrapped negative while learning."""
     path = _saved(tmp_path, make("scw1", kernel="rbf").fit(*_data()))
-    rename = {"estimator": "PAClassifier", "params": {"kernel": "rbf"}}
-    _rewrite(path, lambda m: m.update(rename) or m["engine"].pop("learnt_with"))
+    rename = {"estimator": "PAClassifier", "params": {"kernel": "rbf"}, "format_version": 1}
+
+    def renamed(meta):  # (a version 1 file edited with care: no learnt_with, no rule)
+        meta.update(rename)
+        del meta["engine"]["learnt_with"], meta["engine"]["rule"]
+
+    _rewrite(path, renamed)
     with pytest.raises(ValueError, match="form 0 is a second-order form; the rule is first"):
         kernelcw.load(path)
     path = _saved(
@@ -761,6 +767,8 @@ LAYOUT_V1 = {
     "lazy": {"L", "r", "qv", "zeta", "G", "counter"},  # (the pruned form's members)
 }
 DUAL_V1 = {"n_models", "store.n", "store.pos", "store.n_seen", "store.kind"}
+#: Version 2: members version 1 files gained over time, now required.
+DUAL_V2 = DUAL_V1 | {"factor_only", "nu_pi_models", "kernel_jitter"}
 SLOTS_V1 = {"form", "idx", "entry", "kap", "clock"}
 
 
@@ -776,7 +784,7 @@ SLOTS_V1 = {"form", "idx", "entry", "kap", "clock"}
         {"kernel": "rbf", "budget": 3, "budget_policy": "random"},
     ],
 )
-def test_engine_state_layout_is_format_version_1(params):
+def test_engine_state_layout_is_format_version_2(params):
     est = make("arow", **params).fit(*_data())
     state = est.engine_.state_dict()
     form = est.engine_.spec.form
@@ -786,8 +794,37 @@ def test_engine_state_layout_is_format_version_1(params):
     (name,) = est.engine_.factor_forms()
     model = {k[len("model0.") :] for k in state if k.startswith("model0.")}
     assert model == LAYOUT_V1[name] | SLOTS_V1, "the state layout changed: see LAYOUT_V1"
-    assert DUAL_V1 <= set(state)
-    assert persistence.FORMAT_VERSION == 1
+    assert DUAL_V2 <= set(state)
+    assert set(saved_state.DUAL_V2) == DUAL_V2 - DUAL_V1
+    assert persistence.FORMAT_VERSION == 2
+
+
+@pytest.mark.parametrize("member", sorted(DUAL_V2 - DUAL_V1))
+def test_a_version_2_file_without_a_member_is_damaged_a_version_1_file_is_old(tmp_path, member):
+    """Version 1 files gained these members over time without a new version, so one
+    without a member loaded as an old file (a "project" model on a precomputed kernel
+    without its jitter then learnt another model)."""
+    X, y = _data()
+    est = make("arow", kernel="rbf", budget=5).fit(X, y)
+    path = tmp_path / "m.kcw"
+    kernelcw.save(est, path)
+
+    def drop(arrays):
+        del arrays["engine." + member]
+
+    def listed(meta):
+        meta["arrays"].remove("engine." + member)
+
+    _rewrite(path, listed, drop)
+    with pytest.raises(ValueError, match=f"member engine.{member} is missing"):
+        kernelcw.load(path)
+    _rewrite(path, lambda m: m.update(format_version=1))
+    if member == "kernel_jitter":  # (a file from before the jitter: its k(x, x) differ)
+        with pytest.raises(ValueError, match="is not k"):
+            kernelcw.load(path)
+        return
+    np.testing.assert_array_equal(kernelcw.load(path).decision_function(X),
+                                  est.decision_function(X))  # fmt: skip
 
 
 # ------------------------------------------------------------------ documentation
@@ -856,3 +893,75 @@ def test_a_save_beside_a_fit_in_another_thread_writes_one_model_whole(tmp_path, 
     loaded = kernelcw.load(tmp_path / "race.kcw")
     assert loaded.classes_.tolist() == [0, 1]
     np.testing.assert_array_equal(loaded.decision_function(X), old)
+
+
+@pytest.mark.parametrize("compress_type", [zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED])
+def test_a_member_claiming_more_than_the_file_is_refused_before_allocating(tmp_path, compress_type):
+    """A 90 KB crafted file whose zip directory and .npy header both claim 512 GiB:
+    MemoryError, not a ValueError saying what is wrong with the file."""
+    path = _saved(tmp_path)
+    with zipfile.ZipFile(path) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    victim = next(n for n in members if n.startswith("engine.") and n.endswith(".npy"))
+    n = 2**36
+    head = f"{{'descr': '<f8', 'fortran_order': False, 'shape': ({n},), }}".encode()
+    payload = b"\x93NUMPY\x01\x00v\x00" + head + b" " * (118 - len(head)) + b"\n" + b"\0" * 64
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            if name != victim:
+                zf.writestr(name, data)
+                continue
+            info = zipfile.ZipInfo(name)
+            info.compress_type = compress_type
+            with zf.open(info, "w", force_zip64=True) as f:
+                f.write(payload)
+            info.file_size = 8 * n + 128  # (the central directory claims 512 GiB)
+            if compress_type == zipfile.ZIP_STORED:
+                info.compress_size = info.file_size
+    with pytest.raises(ValueError, match="compressed|more than the whole file"):
+        kernelcw.load(path)
+
+
+@pytest.mark.parametrize(
+    ("params", "member", "where", "value", "says"),
+    [
+        ({"kernel": "rbf"}, "engine.model0.LK", (0, 0), -1.0, "diagonal .* must be positive"),
+        ({"kernel": "rbf", "budget": 12, "budget_policy": "smallest"}, "engine.model0.zsv", 0,
+         0.0, "zsv must be positive"),
+        ({"kernel": "rbf", "budget": 12, "budget_batch": 3}, "engine.model0.G", (2, 1), 0.0,
+         "G must be symmetric"),
+    ],
+)  # fmt: skip
+def test_edits_that_break_an_invariant_are_refused_at_load(tmp_path, params, member, where,
+                                                          value, says):  # fmt: skip
+    """These loaded, and the next partial_fit blamed the kernel or the data."""
+    X, y = _data(n=100)
+    path = tmp_path / "m.kcw"
+    kernelcw.save(make("arow", **params).fit(X, y), path)
+
+    def edit(arrays):
+        arrays[member] = arrays[member].copy()
+        arrays[member][where] = value
+
+    _rewrite(path, arrays_edit=edit)
+    with pytest.raises(ValueError, match=says):
+        kernelcw.load(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "other"),
+    [("sop", "PerceptronClassifier"), ("perceptron", "SOPClassifier"), ("pa1", "SCWClassifier")],
+)
+def test_a_file_naming_another_estimator_is_refused(tmp_path, name, other):
+    """The primal state holds no trace of its rule: a Perceptron's file with its estimator
+    field edited to SOPClassifier loaded, and learnt on as SOP from a Perceptron's state."""
+    X, y = _data()
+    path = tmp_path / "m.kcw"
+    kernelcw.save(make(name).fit(X, y), path)
+    _rewrite(path, lambda m: m.update(estimator=other))
+    with pytest.raises(ValueError, match="learnt by the .* rule, but .* learns by"):
+        kernelcw.load(path)
+    kernelcw.save(make(name).fit(X, y), path)
+    _rewrite(path, lambda m: m["engine"].pop("rule"))
+    with pytest.raises(ValueError, match="engine field 'rule' is missing"):
+        kernelcw.load(path)

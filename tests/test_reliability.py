@@ -701,3 +701,40 @@ def test_a_step_that_overflows_the_mean_is_refused_and_undone(covariance, sparse
         est.partial_fit(X[1:2], [0])
     np.testing.assert_array_equal(est.coef_, before[0])
     assert (est.n_updates_, est.n_mistakes_) == before[1]
+
+
+@pytest.mark.parametrize("covariance", ["full", "diag"])
+def test_a_row_too_large_with_its_intercept_is_refused(covariance):
+    """a |x|^2 and a c^2 each finite (1e308), their sum not: the rows passed the check
+    (made before the constant feature is appended) and the model learnt nothing, a
+    silent all-zero model. Refused by fit, by a call of one row and by run_online."""
+    from kernelcw import run_online
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 2))
+    X = X / np.linalg.norm(X, axis=1, keepdims=True) * 1e154  # |x|^2 = 1e308
+    y = (X[:, 0] > 0).astype(int)
+    kw = dict(covariance=covariance, fit_intercept=True, intercept_scaling=1e154)
+    with pytest.raises(ValueError, match="row 0 of X is too large: .*intercept_scaling"):
+        AROWClassifier(**kw).fit(X, y)
+    est = AROWClassifier(**kw).fit(X / 1e154, y)
+    for _ in range(2):  # (the second call: the record of the first one's checks)
+        with pytest.raises(ValueError, match="too large"):
+            est.partial_fit(X[:1], y[:1])
+        est.partial_fit(X[:1] / 1e154, y[:1])
+    with pytest.raises(ValueError, match="row 0 of X is too large"):
+        run_online(AROWClassifier(**kw), X, y)
+
+
+def test_an_infinite_precision_step_leaves_untouched_coordinates_at_the_prior():
+    """AROW with r = 1e-310: zeta = 1/r is infinite, and a dense row's zeros computed
+    s / (1 + inf 0) = NaN, stored as 5e-324: their prior variance was lost, silently,
+    where the same row as CSR left them at a."""
+    X = np.array([[1.0, 0.0, 0.0]])
+    got = []
+    for Xin in (X, sp.csr_matrix(X)):
+        est = AROWClassifier(covariance="diag", r=1e-310, fit_intercept=False)
+        est.partial_fit(Xin, [1], classes=[0, 1])
+        got.append(np.ravel(est.covariance_))  # (the diagonal: one value per feature)
+    np.testing.assert_array_equal(got[0], got[1])
+    assert got[0].shape == (3,) and np.all(got[0][1:] == 1.0)  # (a = 1: the prior)

@@ -756,3 +756,29 @@ def test_complex_numbers_dates_and_unusable_labels_are_refused_by_name():
             m.learn_one({"a": 1.0}, label)
     _same_state(_adapter_state(m), before)
     m.learn_one({"a": np.array(2.0), "b": np.float64(1.0)}, "x")  # (0-d arrays: numbers)
+
+
+def test_a_failed_row_with_a_new_feature_is_undone_on_the_fast_path():
+    """A binary diagonal model (the fast path): the row brings a feature and its step
+    fails. Taking the fast path's counters (none) stored a new counter tuple, which the
+    rollback read as "the call went through": the name and the wider model stayed."""
+    clf = Classifier(AROWClassifier(covariance="diag", r=1e-315), classes=(0, 1))
+    clf.learn_one({"a": 1.0}, 0)
+    clf.learn_one({"b": 1e-150}, 1)
+    names, width = list(clf.feature_names), clf.estimator_.n_features_in_
+    coef = clf.estimator_.coef_.copy()
+    with pytest.raises(FloatingPointError):
+        clf.learn_one({"b": 1e-150, "z": 1e-300}, 0)  # (the step overflows: r is tiny)
+    assert list(clf.feature_names) == names and clf.estimator_.n_features_in_ == width
+    np.testing.assert_array_equal(clf.estimator_.coef_, coef)
+
+
+def test_a_failed_row_on_the_fast_path_counts_nothing():
+    """Its floored round was counted before the step was found non-finite."""
+    kw = dict(covariance="diag", r=1e-315, fit_intercept=False)
+    clf = Classifier(AROWClassifier(**kw), classes=(0, 1))
+    clf.learn_one({"b": 1e-150}, 1)
+    before = clf.estimator_._counts
+    with pytest.raises(FloatingPointError):
+        clf.learn_one({"b": 1e-150}, 0)
+    assert clf.estimator_._counts == before

@@ -492,9 +492,11 @@ def test_the_one_row_value_check_never_passes_what_the_full_checks_refuse(a):
             x = rng.normal(size=(1, 6)) * scale
             if rng.random() < 0.2:
                 x[0, rng.integers(6)] = rng.choice([np.nan, np.inf, -np.inf])
-            ok = base_input.row_passes(x[0], a)
-            big = base_input._max_abs(x)
-            full = base_input._finite(big) and base_input._first_overflowing_row(x, a, big) < 0
-            assert full or not ok, (x, a)
-            if full and a * float(np.sum(x * x)) <= 0.25 * limit:
-                assert ok, (x, a)
+            for c2 in (0.0, 0.3 * limit / a):  # (the intercept's c^2: none, or large)
+                ok = base_input.row_passes(x[0], a, c2)
+                big = base_input._max_abs(x)
+                first = base_input._first_overflowing_row(x, a, big, c2)
+                full = base_input._finite(big) and first < 0
+                assert full or not ok, (x, a, c2)
+                if full and a * (float(np.sum(x * x)) + c2) <= 0.25 * limit:
+                    assert ok, (x, a, c2)

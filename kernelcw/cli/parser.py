@@ -174,9 +174,9 @@ output columns:
   support    support vectors kept by the dual (kernel) engine, at the end (summed over the
              one-vs-rest models, each of which keeps its own); "-" for primal
              models, which keep weights instead
-  seconds    wall-clock time of the pass; an untimed warm-up on the first 64
-             examples loads the compiled code first, so the first algorithm
-             is not penalised"""
+  seconds    wall-clock time of the pass, less the time numba spent compiling
+             in it; an untimed warm-up on the first 64 examples loads the
+             compiled code first, so the first algorithm is not penalised"""
 
 _EXAMPLES = """\
 examples:

@@ -9,6 +9,8 @@ it (:func:`kernelcw.online.run_online`). :mod:`kernelcw.cli.report` prints the r
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 import threading
 import time
@@ -62,10 +64,16 @@ def run_command(args: argparse.Namespace) -> int:
 
     data, info = _prepare(_load(args), args)
     _check_classes(data, info, shuffled=args.shuffle)
+    asked = _fit_budgets(estimators, data.n_samples)
     check_memory(estimators, data.n_features, data.classes.size)
     progress = args.progress if args.progress is not None else data.n_samples > PROGRESS_THRESHOLD
     notice = args.progress is not False and (args.progress or sys.stderr.isatty())
-    results = [_learn(name, est, data, progress, notice) for name, est in estimators.items()]
+    lines = _FileLines(data, info)
+    results = [_learn(name, est, data, progress, notice, lines) for name, est in estimators.items()]
+    for r in results:  # (reported as asked: the same model)
+        if r.algorithm in asked:
+            estimators[r.algorithm].set_params(budget=asked[r.algorithm])
+            r.params["budget"] = asked[r.algorithm]
 
     plot, failed = args.plot, None
     if plot:  # a plot that cannot be written fails the run after its results are out
@@ -176,6 +184,21 @@ def check_memory(estimators: dict, n_features: int, n_classes: int) -> None:
             raise CLIError(f"-a {name}: {e}{hint}") from None
 
 
+def _fit_budgets(estimators: dict, n_samples: int) -> dict:
+    """A budget above the stream's length is learnt as the stream's length: one pass
+    holds no more support vectors than it has rows and the model is the same (the
+    budget never binds), but memory is checked, and set aside, for the budget. Returns
+    the budgets as asked, by algorithm, of the estimators changed."""
+    asked = {}
+    for name, est in estimators.items():
+        budget = est.get_params().get("budget")
+        if budget is not None and budget > n_samples:
+            q = est.get_params().get("budget_batch") or 1
+            est.set_params(budget=max(n_samples, q))
+            asked[name] = budget
+    return asked
+
+
 def _spec(est, n_features: int, n_classes: int):
     from ..spec import engine_spec
 
@@ -273,25 +296,58 @@ def _standardise(X, data: Dataset):
 # ------------------------------------------------------------------------------ the online run
 
 
-def _learn(name: str, est, data: Dataset, progress: bool, notice: bool = False) -> RunResult:
+class _FileLines:
+    """The file line of a stream row, for the learners' errors, which name rows of X
+    (0-based, after --shuffle): a data file's line numbers count its comments and blank
+    lines, and the row a shuffle put first is not the file's first."""
+
+    def __init__(self, data: Dataset, info: dict):
+        self.path = data.source if os.path.isfile(data.source) else None
+        self.seed, self.n_total = info.get("seed"), info.get("n_total")
+
+    def named(self, message: str) -> str:
+        """``message`` with its first "row N" followed by the file line, where known."""
+        found = re.search(r"\brow (\d+)\b", message)
+        if self.path is None or found is None:
+            return message
+        row = int(found.group(1))
+        if self.seed is not None:  # (the order _prepare shuffled into)
+            row = int(np.random.default_rng(self.seed).permutation(self.n_total)[row])
+        from ..datasets import _data_lines
+
+        try:
+            line = next(n for i, (n, _) in enumerate(_data_lines(self.path)) if i == row)
+        except (OSError, EOFError, StopIteration, ValueError):
+            return message
+        at = f" (line {line} of {os.path.basename(self.path)})"
+        return message[: found.end()] + at + message[found.end() :]
+
+
+def _learn(
+    name: str, est, data: Dataset, progress: bool, notice: bool = False, lines=None
+) -> RunResult:
     """One algorithm's timed online pass over the stream, after an untimed warm-up.
 
     With ``notice``, a warm-up that takes over :data:`COMPILE_NOTICE_AFTER` seconds (numba
     compiling on a cold cache) says so on stderr rather than looking hung.
     """
+    from numba.core.event import install_timer
+
     from ..online import run_online
 
     classes = data.classes
     with _compile_notice(name, enabled=notice):
         _warm_up(est, data.X, data.y, classes)
+    compiling = [0.0]  # numba's compiling inside the pass (a path the warm-up did not take)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            res = run_online(
-                est, data.X, data.y, classes=classes, progress=name if progress else False
-            )
+            with install_timer("numba:compile", lambda s: compiling.__setitem__(0, s)):
+                res = run_online(
+                    est, data.X, data.y, classes=classes, progress=name if progress else False
+                )
         except (ValueError, FloatingPointError) as e:
-            raise CLIError(f"{name}: {e}") from None
+            raise CLIError(f"{name}: {e if lines is None else lines.named(str(e))}") from None
     for message in dict.fromkeys(str(w.message) for w in caught):  # once each, in order
         print(f"{PROG} run: warning: {name}: {message}", file=sys.stderr)
     return RunResult(
@@ -300,7 +356,7 @@ def _learn(name: str, est, data: Dataset, progress: bool, notice: bool = False) 
         mistake_rate=float(res.mistake_rate),
         updates=_count(res.n_updates),
         support=_support_size(res.estimator),
-        seconds=float(res.seconds),
+        seconds=max(0.0, float(res.seconds) - compiling[0]),
         params=est.get_params(),
         curve=res.cumulative_mistakes,
     )

@@ -131,6 +131,8 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log, ts, tail):
         else:  # (the intercept's entry)
             p = jt
             x = ct
+        if x == 0.0:  # (a dense row's zero changes nothing; 1 + zeta 0 is NaN at zeta = inf)
+            continue
         if logging and math.copysign(1.0, s[0, p]) > 0.0:
             log_coordinate(mu, s, p, log)
         raw = s[k, p]  # its sign bit: the log's mark
@@ -138,8 +140,8 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log, ts, tail):
         mu[k, p] += ay * sp_ * x
         if not abs(mu[k, p]) <= _MAX:  # (inf or NaN: the call is undone from the log)
             finite = False
-        if zeta > 0.0:
-            t = sp_ * x * x
+        t = sp_ * x * x
+        if zeta > 0.0 and t > 0.0:  # (t = 0: s_p unchanged, 1 + zeta t = 1 at a finite zeta)
             if method == _L2:  # the ratio first: sp_ * (1 + zeta (v - t)) overflows at a ~ 1e155
                 nv = sp_ * _l2_ratio(zeta, v, t)
             else:
@@ -173,10 +175,10 @@ def _diag_row(mu, s, idx, val, Yi, out_i, rp, method, counts, log, ts, tail):
     for k in range(mu.shape[0]):
         res = _diag_round(mu, s, k, idx, val, Yi[k], rp, method, log, ts, tail)
         out_i[k] = res.margin
+        if res.alpha != res.alpha:  # (before any count: the river stream keeps its own)
+            return False
         if res.floored:
             counts.n_floored[k] += 1
-        if res.alpha != res.alpha:
-            return False
         if (1.0 if res.margin >= 0.0 else -1.0) != Yi[k]:
             counts.n_mistakes[k] += 1
         if res.alpha > 0.0:

@@ -209,7 +209,7 @@ class CWEstimator(
         memo = d.get("_row_memo")
         if memo is None or type(X) is not np.ndarray or type(y) is not np.ndarray:
             return None
-        params, engine, classes_, width, a, y_dtype, targets, rule = memo
+        params, engine, classes_, width, a, extra, y_dtype, targets, rule = memo
         if X.shape != (1, width) or X.dtype != np.float64 or y.shape != (1,):
             return None
         if y.dtype != y_dtype or d.get("_engine") is not engine or "feature_names_in_" in d:
@@ -218,7 +218,7 @@ class CWEstimator(
             return None
         if not same_objects(param_getter(type(self)), self, params):
             return None
-        if not row_passes(X[0], a):  # finite, and a times its squared norm (the full checks')
+        if not row_passes(X[0], a, extra):  # finite, a (|x|^2 + c^2) too (the full checks')
             return None
         Y = targets.get(y.item())  # None: not a class (or a float class not a label)
         if Y is None:
@@ -253,7 +253,7 @@ class CWEstimator(
             return  # (parameters other than plain values are checked every call)
         memo = d.get("_row_memo")
         if memo is not None and memo[1] is engine and memo[2] is classes_:
-            if memo[5] == y.dtype and all(map(operator.is_, memo[0], params)):
+            if memo[6] == y.dtype and all(map(operator.is_, memo[0], params)):
                 return  # (recorded already)
         Y = self._label_matrix(classes_)  # row i: the targets of class i
         labels = classes_.tolist()
@@ -263,7 +263,8 @@ class CWEstimator(
         targets = {c: Y[i : i + 1] for i, c in enumerate(labels) if ok[i]}
         width = d.get("n_features_in_")  # (a fit's, if any, sets it before both)
         a = float(params[type(self)._get_param_names().index("a")])
-        record = (params, engine, classes_, width, a, y.dtype, targets, checked[0])
+        extra = engine.spec.intercept**2  # (the intercept's constant feature, squared)
+        record = (params, engine, classes_, width, a, extra, y.dtype, targets, checked[0])
         self._row_memo = record
 
     def _checked_params(self):

@@ -12,6 +12,8 @@ from sklearn.utils import check_array
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
+from ..spec import intercept_value
+
 _FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
@@ -128,38 +130,40 @@ def _max_abs_c(v):
 
 
 @njit(cache=True)
-def row_passes(x, a):
+def row_passes(x, a, extra):
     """Whether the full checks surely pass a dense float64 row ``x`` (1-d) for the prior
-    scale ``a`` > 0: ``a |x|^2`` at most half of float64's largest value, which holds
+    scale ``a`` > 0 and the intercept's ``extra = c^2``: ``a (|x|^2 + c^2)`` at most half
+    of float64's largest value, which holds
     only if every value is finite (NaN and inf make it NaN or inf) and a times the
     squared norm does not overflow in any order of summation (what
     :func:`_first_overflowing_row` refuses). One compiled pass for a call of one row,
     where :func:`_max_abs` and that bound took two calls and their Python. False says
     nothing: the full checks then decide, and name what is wrong."""
-    sq = 0.0
+    sq = extra
     for i in range(x.shape[0]):
         sq += x[i] * x[i]
     return a * sq <= 0.5 * _FLOAT_MAX
 
 
-def _first_overflowing_row(X, a: float, big) -> int:
-    """First row whose squared norm times ``a`` overflows float64, or -1.
+def _first_overflowing_row(X, a: float, big, extra: float = 0.0) -> int:
+    """First row whose squared norm, with the intercept's ``extra = c^2``, times ``a``
+    overflows float64, or -1.
 
-    The bound max|x_ij|^2 * (entries per row) * a settles the common case
+    The bound (max|x_ij|^2 * (entries per row) + c^2) * a settles the common case
     without a pass over the rows. ``big``: X's :func:`_max_abs`.
     """
     if big is None:  # no values
         return -1
     per_row = X.shape[1]  # a bound on a row's entries that needs no pass over X
-    if sp.issparse(X) and not math.isfinite(big * big * per_row * a):
+    if sp.issparse(X) and not math.isfinite((big * big * per_row + extra) * a):
         per_row = int(np.diff(X.indptr).max())  # the stored ones
-    if math.isfinite(big * big * per_row * a):
+    if math.isfinite((big * big * per_row + extra) * a):
         return -1
     if sp.issparse(X):
         sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
     else:
         sq = np.einsum("ij,ij->i", X, X)
-    bad = np.flatnonzero(~np.isfinite(sq * a))
+    bad = np.flatnonzero(~np.isfinite((sq + extra) * a))
     return int(bad[0]) if bad.size else -1
 
 
@@ -230,7 +234,7 @@ def validate_X(est, X, reset: bool, engine=None):
     big = _max_abs(X)  # one pass serves both checks
     _check_finite_rows(X, big)
     spec = (est._engine if engine is None else engine).spec
-    _check_not_too_large(X, spec.a, big)
+    _check_not_too_large(X, spec.a, big, extra=spec.intercept**2)
     return with_intercept(X, spec)
 
 
@@ -253,30 +257,35 @@ def with_intercept(X, spec):
     return out
 
 
-def check_stream(X, y, a: float, rows: int = 65536) -> None:
+def check_stream(X, y, est, rows: int = 65536) -> None:
     """The value checks ``fit`` makes, on a whole stream before any of it is learnt (so
     that an error names the row in the stream, not in a part of it): X's rows finite and
-    not too large for ``a``, y (1-d) class labels. X (any array-like or sparse matrix
-    with rows) is read ``rows`` rows at a time, each as ``fit`` converts it (float64,
-    CSR): at most one such piece is held at once, not a float64 copy of the stream."""
+    not too large for the estimator ``est``'s a (and intercept), y (1-d) class labels.
+    X (any array-like or sparse matrix with rows) is read ``rows`` rows at a time, each
+    as ``fit`` converts it (float64, CSR): at most one such piece is held at once, not a
+    float64 copy of the stream."""
     _check_targets(y)
+    a, extra = est.a, intercept_value(est) ** 2
     for lo in range(0, X.shape[0], rows):
         piece = X[lo : lo + rows]
         piece = check_array(piece, accept_sparse="csr", dtype=np.float64, ensure_all_finite=False)
         piece = _canonical(piece, lo)
         big = _max_abs(piece)
         _check_finite_rows(piece, big, lo)
-        _check_not_too_large(piece, a, big, lo)
+        _check_not_too_large(piece, a, big, lo, extra)
 
 
-def _check_not_too_large(X, a: float, big, offset: int = 0) -> None:
-    """The check ``fit`` makes: a row whose squared norm times ``a`` overflows float64
-    would give an infinite margin variance (and ``predict_proba`` a silent 0.5)."""
-    row = _first_overflowing_row(X, float(a), big)
+def _check_not_too_large(X, a: float, big, offset: int = 0, extra: float = 0.0) -> None:
+    """The check ``fit`` makes: a row whose squared norm (with the intercept's constant
+    feature c: ``extra = c^2``) times ``a`` overflows float64 would give an infinite
+    margin variance (and ``predict_proba`` a silent 0.5, or no update at all)."""
+    row = _first_overflowing_row(X, float(a), big, float(extra))
     if row >= 0:
+        alone = extra and _first_overflowing_row(X, float(a), big) == row  # (without c)
+        with_c = " with the intercept's intercept_scaling^2" if extra and not alone else ""
         raise ValueError(
-            f"row {row + offset} of X is too large: its squared norm times a overflows "
-            "float64 (rescale X)"
+            f"row {row + offset} of X is too large: its squared norm{with_c} times a "
+            "overflows float64 (rescale X)"
         )
 
 
@@ -355,7 +364,7 @@ def validate_training(est, X, y, classes, first_call: bool, square: bool = False
             "kernel='precomputed': fit needs the square Gram matrix "
             f"K(X_train, X_train), got X of shape {X.shape}"
         )
-    _check_not_too_large(X, est.a, big)
+    _check_not_too_large(X, est.a, big, extra=intercept_value(est) ** 2)
     _check_targets(y)
     classes_ = resolve_classes(est, y, classes, first_call)
     if then is not None:

@@ -117,6 +117,32 @@ def panels_to_pruned(p: PanelForm, ctx: Context, cls=PrunedForm) -> PrunedForm:
     return x
 
 
+def _cholesky_of_precision(M: np.ndarray, zeta: np.ndarray):
+    """(the lower Cholesky factor of ``M = diag(1/zeta) + a K``, zeta), or (None, zeta).
+
+    M is positive definite, but in float64 not always: CW-Stdev's hard constraint
+    drives some zeta to 1e111 on contradictory labels, and with a Gram matrix of low
+    rank (a linear kernel on 3 features, 20 support vectors) M's smallest pivots are
+    then below its rounding. Where it does not factor, its diagonal gains
+    ``n eps max(diag M)``, its own rounding (the model with each 1/zeta raised by that,
+    returned as the zeta of the factor), once: the model the fallback exists to keep."""
+    n = M.shape[0]
+    if not n:
+        return np.zeros((0, 0)), zeta
+    try:
+        return cholesky(M, lower=True, check_finite=True), zeta
+    except (LinAlgError, ValueError):
+        pass
+    lift = n * np.finfo(float).eps * float(np.max(np.diagonal(M)))
+    if not (np.isfinite(lift) and lift > 0.0):
+        return None, zeta
+    M[np.diag_indices(n)] += lift
+    try:
+        return cholesky(M, lower=True, check_finite=True), 1.0 / (1.0 / zeta + lift)
+    except (LinAlgError, ValueError):
+        return None, zeta
+
+
 def explicit_to_pruned(x: ExplicitForm, ctx: Context, G: np.ndarray) -> PrunedForm | None:
     """The batch-pruned form (q = ``ctx.batch``; the lazy form for "random" with q = 1)
     of an explicit second-order model, on the Gram matrix ``G`` of its support by slot.
@@ -136,10 +162,7 @@ def explicit_to_pruned(x: ExplicitForm, ctx: Context, G: np.ndarray) -> PrunedFo
     else:
         M = ctx.a * G[np.ix_(o, o)]
         M[np.diag_indices(n)] += 1.0 / zeta
-        try:
-            L = cholesky(M, lower=True, check_finite=True) if n else np.zeros((0, 0))
-        except (LinAlgError, ValueError):
-            L = None
+        L, zeta = _cholesky_of_precision(M, zeta)
     if L is None:
         return None
     y = (LazyForm if lazy_form(ctx) else PrunedForm)(ctx.policy, ctx.budget, ctx.batch, ctx.seed)

@@ -171,6 +171,17 @@ def _check_model(spec, state, prefix: str, n_store: int, n_seen: int, block: int
     zeta = state.get(prefix + "zeta") if form != EXPLICIT else None
     if zeta is not None and np.any(zeta < 0.0 if spec.projects else zeta <= 0.0):
         raise ValueError(f"engine.{prefix}zeta must be positive")
+    # the explicit form's zsv likewise, but for models given by nu and Pi (combine's)
+    zsv = state.get(prefix + "zsv") if form == EXPLICIT else None
+    given = int(state.get("nu_pi_models", 0))
+    second = not spec.rule.first_order  # (a first-order rule's zsv are 0: unused)
+    if zsv is not None and second and not spec.projects and not given and np.any(zsv <= 0.0):
+        raise ValueError(f"engine.{prefix}zsv must be positive")
+    for key in ("LK", "L", "LO", "LN"):  # a Cholesky factor's diagonal is positive
+        F = state.get(prefix + key)
+        if F is not None and F.ndim == 2 and F.shape[0] == F.shape[1] and F.shape[0]:
+            if not np.all(np.diagonal(F) > 0.0):
+                raise ValueError(f"engine.{prefix}{key}'s diagonal (a factor's) must be positive")
     if form in (EXPLICIT, PRUNED, LAZY):  # the budget policy's removals so far
         _int(state, prefix + ("policy.counter" if form == EXPLICIT else "counter"), 0, COUNT_MAX)
     for key in ("G", "policy.G"):  # a Gram cache holds k(x, x) on its diagonal
@@ -181,6 +192,8 @@ def _check_model(spec, state, prefix: str, n_store: int, n_seen: int, block: int
                 raise ValueError(f"engine.{prefix}{key}'s diagonal must be the kap of its slots")
             if key == "policy.G" and not np.array_equal(G, G.T):  # (a rollback mirrors it)
                 raise ValueError(f"engine.{prefix}{key} must be exactly symmetric")
+            if not np.allclose(G, G.T, rtol=1e-9, atol=1e-12 * kap.max()):  # (K, to rounding)
+                raise ValueError(f"engine.{prefix}{key} must be symmetric")
     return n
 
 
