@@ -738,3 +738,35 @@ def test_an_infinite_precision_step_leaves_untouched_coordinates_at_the_prior():
         got.append(np.ravel(est.covariance_))  # (the diagonal: one value per feature)
     np.testing.assert_array_equal(got[0], got[1])
     assert got[0].shape == (3,) and np.all(got[0][1:] == 1.0)  # (a = 1: the prior)
+
+
+def test_full_covariance_blocks_split_where_the_variance_cancels(monkeypatch):
+    """CW-Stdev, d = 8, intercept_scaling 1e3: the intercept's prior variance (1e6)
+    collapses inside the first block, and v_t = C0[t, t] - sum beta c^2 cancelled: the
+    mean at block_size 400 was 3.2e-7 off the one at block_size 1 (which matches a
+    60-digit reference to 4e-16). The block now ends before such a row."""
+    from kernelcw.engines import primal_full
+
+    rng = np.random.default_rng(9)
+    n, d = 400, 8
+    X = rng.normal(size=(n, d)) * rng.uniform(0.3, 2, size=d)
+    y = (X @ rng.normal(size=d) + 0.5 * rng.normal(size=n) > 0).astype(int)
+    flip = rng.random(n) < 0.2
+    y[flip] = 1 - y[flip]
+    kw = dict(rule="stdev", covariance="full", fit_intercept=True, intercept_scaling=1e3)
+    one = CWClassifier(block_size=1, **kw).fit(X, y)
+    splits = []
+    real = primal_full._walk_models
+
+    def spy(*args):
+        out, split = real(*args)
+        splits.append(split < args[9])
+        return out, split
+
+    monkeypatch.setattr(primal_full, "_walk_models", spy)
+    big = CWClassifier(block_size=400, **kw).fit(X, y)
+    assert any(splits)
+    want = np.r_[one.coef_[0], one.intercept_]
+    got = np.r_[big.coef_[0], big.intercept_]
+    np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-11 * np.abs(want).max())
+    assert big.n_updates_ == one.n_updates_ and big.n_mistakes_ == one.n_mistakes_

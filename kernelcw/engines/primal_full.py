@@ -20,7 +20,9 @@ R[j, :] C0``, so the whole walk through the block runs in b x b space::
 and the block ends with ``mu += P R' (alpha y)`` and ``Sigma -= W W'``,
 ``W = P R' diag(sqrt(beta))`` (restricted to the rounds that updated). The heavy
 work is three matrix products (``P``, ``C0``, ``W W'``), BLAS-3 and
-compute-bound; the results equal the round-by-round recursion to rounding.
+compute-bound; the results equal the round-by-round recursion to rounding. Where
+``v_t`` cancels (a variance that collapses inside the block) the block ends before
+row t and the next starts there (:data:`SPLIT`), so that holds at any block size.
 
 First-order rules keep ``Sigma = a I``: they learn with the diagonal walk
 (:func:`kernelcw.engines._diag_walk.diag_fit`) and report the full matrix.
@@ -68,6 +70,21 @@ class WalkResult(NamedTuple):
     n_floored: int
     #: the first row (in the block) with a non-finite margin or step, or -1
     bad_row: int
+    #: the row (in the block) before which the walk stopped, its variance lost to
+    #: cancellation (:data:`SPLIT`), or -1
+    split: int
+
+
+#: A row whose margin variance ``v_t = C0[t, t] - sum_j beta_j c_j^2`` keeps less than
+#: this share of ``C0[t, t]`` ends the block before it: the terms cancel, losing up to
+#: log10(1 / SPLIT) digits of v_t. A prior variance that collapses inside one block (a
+#: large intercept_scaling, a block longer than the data's dimension) lost most of them:
+#: CW-Stdev, d = 8, intercept_scaling 1e3, block_size 400 was 3.2e-7 off in the mean
+#: (against a 60-digit reference; 4e-16 at block_size 1), 1.6e-13 with the split and
+#: 1.2e-10 with a threshold of 1e-6. The next block starts there with its products made
+#: afresh, as a block of one row would. No block split on magic or a 100-feature stream
+#: at the default block size, nor at 256 (by hand, ``/tmp/s27/splits.py``).
+SPLIT = 1e-3
 
 
 def default_block_size(d: int) -> int:
@@ -81,17 +98,18 @@ def default_block_size(d: int) -> int:
 
 
 @njit(cache=True)
-def _full_walk(C0, F, sq, y, rp, w):
-    """Walk one block in b x b space (module docstring) for the rule record ``rp``
-    (:class:`kernelcw.rules.RuleParams`), with the scratch ``w`` (:class:`BlockScratch`).
+def _full_walk(C0, F, sq, y, rp, w, b):
+    """Walk the block's first ``b`` rows in b x b space (module docstring) for the rule
+    record ``rp`` (:class:`kernelcw.rules.RuleParams`), with the scratch ``w``
+    (:class:`BlockScratch`).
 
     ``F`` holds ``X_B mu_0``, ``sq`` the rows' |x|^2 (for the variance floor), ``y``
-    their labels in {-1, +1}. Stops at the first non-finite margin or step. Returns a
+    their labels in {-1, +1}. Stops at the first non-finite margin or step, and before
+    a row whose variance cancels (:data:`SPLIT`; not the first to update). Returns a
     :class:`WalkResult`'s fields as a plain tuple: a namedtuple's boxing looks its
     class up in Python code, where a Ctrl-C crashed numba 0.68 (a segmentation fault).
     """
     Q, R, ay, beta, upd = w.Q, w.R, w.ay, w.beta, w.upd
-    b = F.shape[0]
     nu = 0
     nfl = 0
     for t in range(b):
@@ -102,6 +120,8 @@ def _full_walk(C0, F, sq, y, rp, w):
             c = Q[j, t]
             f += ay[j] * c
             v -= beta[j] * c * c
+        if nu > 0 and v < SPLIT * C0[t, t]:
+            return (nu, nfl, -1, t)
         w.f[t] = f
         vmin = VAR_FLOOR * rp.a * sq[t]
         if v < vmin:
@@ -109,7 +129,7 @@ def _full_walk(C0, F, sq, y, rp, w):
             nfl += 1
         alpha, bet, _ = step(rp.rule, y[t] * f, v, rp.phi, rp.C, rp.r)
         if not (math.isfinite(alpha) and math.isfinite(bet) and math.isfinite(f)):
-            return (nu, nfl, t)
+            return (nu, nfl, t, -1)
         if alpha > 0.0 and not negligible(alpha * v, f):
             ay[t] = alpha * y[t]
             # Sigma keeps the floor's variance along x, v - bet v^2 >= vmin: a downdate
@@ -131,13 +151,46 @@ def _full_walk(C0, F, sq, y, rp, w):
                         R[t, s] -= coef * R[j, s]
             upd[nu] = t
             nu += 1
-    return (nu, nfl, -1)
+    return (nu, nfl, -1, -1)
 
 
 def _dense_block(X, start: int, stop: int) -> np.ndarray:
     if sp.issparse(X):
         return X[start:stop].toarray()
     return X[start:stop]
+
+
+def _walk_models(mu, sigma, XB, sq, YB, rp, w, Pbuf, C0, cut: int, start: int):
+    """Every model's walk through the block's first ``cut`` rows (``P`` and ``C0`` for
+    the whole block), nothing changed yet. Returns (each model's pending update: k, P,
+    R of the rounds that updated, their beta, the margins, the WalkResult, the step of
+    the mean; the row before which a walk split the block, or ``cut``)."""
+    K, d = mu.shape
+    m = XB.shape[0]
+    pending, results = [], []
+    for k in range(K):
+        P = np.matmul(sigma[k], XB.T, out=Pbuf[k, : d * m].reshape(d, m))  # d x m
+        np.matmul(XB, P, out=C0)  # m x m
+        F = XB @ mu[k]
+        yk = np.ascontiguousarray(YB[:, k])
+        res = WalkResult._make(_full_walk(C0, F, sq, yk, rp, w, cut))
+        results.append(res)
+        rows = w.upd[: res.n_updated].copy()
+        pending.append((k, P[:, :cut], w.R[rows, :cut].copy(), w.ay[rows].copy(),
+                        w.beta[rows].copy(), w.f[:cut].copy(), res, rows))  # fmt: skip
+    split = min([r.split for r in results if r.split >= 0], default=cut)
+    for res in results:
+        if 0 <= res.bad_row < split:  # (a row past a split walks again in the next block)
+            raise_nonfinite(start + res.bad_row)
+    out = []
+    for k, P, Ru, ayu, betau, f, res, rows in pending:
+        dmu = P @ (ayu @ Ru) if rows.size else None
+        # a finite step can still take the mean out of float64's range (a huge a):
+        # refused before any model changes, as the walk refuses a non-finite step
+        if split == cut and dmu is not None and not np.isfinite(mu[k] + dmu).all():
+            raise_nonfinite(start + int(rows[-1]))
+        out.append((k, P, Ru, betau, f, res, dmu))
+    return out, split
 
 
 def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = None) -> Counts:
@@ -169,41 +222,31 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
     C0buf = np.empty(b * b)
     Wbuf = np.empty(d * b)
     WW = np.empty((d, d))
-    for start in range(0, n, b):
+    start = 0
+    while start < n:
         stop = min(n, start + b)
         XB = np.ascontiguousarray(_dense_block(X, start, stop))
         sq = np.einsum("ij,ij->i", XB, XB)
         m = stop - start
         w = BlockScratch(Q, R, ay[:m], beta[:m], upd[:m], f_blk[:m])
         C0 = C0buf[: m * m].reshape(m, m)
-        pending = []  # every model walks the block before any is changed: a block is all or
-        for k in range(K):  # nothing, also across the one-vs-rest models
-            P = np.matmul(sigma[k], XB.T, out=Pbuf[k, : d * m].reshape(d, m))  # d x m
-            np.matmul(XB, P, out=C0)  # m x m
-            F = XB @ mu[k]
-            yk = np.ascontiguousarray(Y[start:stop, k])
-            res = WalkResult._make(_full_walk(C0, F, sq, yk, rp, w))
-            if res.bad_row >= 0:
-                raise_nonfinite(start + res.bad_row)
-            idx = upd[: res.n_updated].copy()
-            Ru, ayu = R[idx, :m].copy(), ay[idx].copy()
-            dmu = P @ (ayu @ Ru) if idx.size else None
-            # a finite step can still take the mean out of float64's range (a huge a):
-            # refused before any model changes, as the walk refuses a non-finite step
-            if dmu is not None and not np.isfinite(mu[k] + dmu).all():
-                raise_nonfinite(start + int(idx[-1]))
-            pending.append((k, P, Ru, beta[idx].copy(), w.f.copy(), res, dmu))
+        # every model walks the block before any is changed: a block is all or nothing,
+        # also across the one-vs-rest models; a walk that splits it cuts it for all
+        pending, cut = _walk_models(mu, sigma, XB, sq, Y[start:stop], rp, w, Pbuf, C0, m, start)
+        if cut < m:  # (the rows before it walk again: the same rounds, nothing split)
+            pending, _ = _walk_models(mu, sigma, XB, sq, Y[start:stop], rp, w, Pbuf, C0, cut, start)
         for k, P, Ru, betau, f, res, dmu in pending:
-            yk = Y[start:stop, k]
-            out[start:stop, k] = f
+            yk = Y[start : start + cut, k]
+            out[start : start + cut, k] = f
             counts.n_mistakes[k] += np.count_nonzero(np.where(f >= 0.0, 1.0, -1.0) != yk)
             counts.n_updates[k] += Ru.shape[0]
             counts.n_floored[k] += res.n_floored
-            if Ru.shape[0]:  # Ru: (updates, m)
+            if Ru.shape[0]:  # Ru: (updates, cut)
                 mu[k] += dmu
                 u = Ru.shape[0]
                 W = np.matmul(P, Ru.T * np.sqrt(betau), out=Wbuf[: d * u].reshape(d, u))
                 np.subtract(sigma[k], np.matmul(W, W.T, out=WW), out=sigma[k])
+        start += cut
     return counts
 
 
