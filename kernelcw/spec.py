@@ -170,10 +170,15 @@ def _check_batch(est, rule: RuleParams) -> None:
         return
     if est.budget is not None and q > est.budget:
         raise ValueError(f"budget_batch={q!r} must be at most budget={est.budget!r}")
-    if est.solver != "cholesky" or rule.rule in FIRST_ORDER:
+    if est.solver != "cholesky":
         raise ValueError(
-            f"budget_batch={q!r} > 1 needs solver='cholesky' and a second-order rule "
-            "(the explicit nu/Pi form prunes one support vector per round)"
+            f"budget_batch={q!r} > 1 needs solver='cholesky' (the explicit nu/Pi form "
+            "prunes one support vector per round)"
+        )
+    if rule.rule in FIRST_ORDER:
+        raise ValueError(
+            f"budget_batch={q!r} > 1 needs a second-order rule (a first-order one keeps "
+            "no factor to prune several at once from: it prunes one per round)"
         )
 
 

@@ -821,9 +821,10 @@ def test_budget_bounds_the_support_column(capsys):
 
 def test_an_option_every_algorithm_rejects_names_no_algorithm(capsys):
     assert main(["run", "-a", "scw1,arow", "--a", "-1"]) == 2
-    assert_one_line_error(capsys.readouterr().err, "error: a=-1.0 must be a finite number > 0")
+    msg = "error: --a: a=-1.0 must be a finite number > 0"  # (led by the option: --a)
+    assert_one_line_error(capsys.readouterr().err, msg)
     assert main(["run", "-a", "scw1,arow", "--C", "-1"]) == 2  # only scw1 takes C
-    assert_one_line_error(capsys.readouterr().err, "error: scw1: C=-1.0")
+    assert_one_line_error(capsys.readouterr().err, "error: scw1: --C: C=-1.0")
 
 
 def test_plot_onto_the_data_file_is_refused(tmp_path, capsys, monkeypatch):
@@ -931,3 +932,14 @@ def test_a_learner_error_names_the_file_line(tmp_path, capsys, shuffle):
     path.write_text("\n".join(lines) + "\n")
     assert main(["run", "--data", str(path), "-a", "pa1", *shuffle]) == 2
     assert_one_line_error(capsys.readouterr().err, "(line 12 of onebig.svm)")
+
+
+def test_an_algorithm_that_fails_keeps_the_others_results(capsys):
+    """-a pa1,arow:poly --degree 60: AROW's steps overflow at row 795, and the results
+    of pa1, learnt already, were thrown away with it."""
+    argv = ["run", "-a", "pa1,arow:poly,scw1", "--degree", "60"]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert_one_line_error(captured.err, "arow:poly: non-finite")
+    assert {"pa1", "scw1"} <= set(table_rows(captured.out))
+    assert "arow:poly" not in table_rows(captured.out)

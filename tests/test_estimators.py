@@ -817,7 +817,7 @@ def test_an_error_part_way_leaves_the_primal_model_as_it_was(covariance, monkeyp
         def failing_third(*args):
             calls.append(1)
             res = walk(*args)
-            return (*res[:2], 5) if len(calls) == 3 else res  # (n_updated, n_floored, bad_row)
+            return (*res[:2], 5, -1) if len(calls) == 3 else res  # (bad_row 5, no split)
 
         monkeypatch.setattr(primal_full, "_full_walk", failing_third)
     if covariance == "diag":

@@ -965,3 +965,20 @@ def test_a_file_naming_another_estimator_is_refused(tmp_path, name, other):
     _rewrite(path, lambda m: m["engine"].pop("rule"))
     with pytest.raises(ValueError, match="engine field 'rule' is missing"):
         kernelcw.load(path)
+
+
+@pytest.mark.parametrize(
+    ("member", "dtype", "says"),
+    [("engine.model0.r", bool, "has dtype bool; the model's arrays are float64"),
+     ("engine.store.pos", np.float64, "has dtype float64; it holds integers")],
+)  # fmt: skip
+def test_arrays_of_the_wrong_kind_are_refused(tmp_path, member, dtype, says):
+    """A bool array where the model keeps floats loaded as 0/1 (decisions off by 7.8)."""
+    path = _saved(tmp_path, make("arow", kernel="rbf").fit(*_data()))
+
+    def retype(arrays):
+        arrays[member] = arrays[member].astype(dtype)
+
+    _rewrite(path, arrays_edit=retype)
+    with pytest.raises(ValueError, match=says):
+        kernelcw.load(path)

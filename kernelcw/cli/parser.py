@@ -217,7 +217,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_kernel_options(run)
     _add_data_options(run)
     _add_output_options(run)
+    parser.run_parser = run  # (its options by parameter: option_flag)
     return parser
+
+
+def option_flag(dest: str) -> str | None:
+    """The ``run`` option that sets the estimator parameter ``dest`` (``--gamma``), or
+    None."""
+    for action in build_parser().run_parser._actions:
+        if action.dest == dest and action.option_strings:
+            long = [f for f in action.option_strings if f.startswith("--")]
+            return (long or action.option_strings)[0]
+    return None
 
 
 def _add_algorithm_options(run: argparse.ArgumentParser) -> None:

@@ -69,7 +69,14 @@ def run_command(args: argparse.Namespace) -> int:
     progress = args.progress if args.progress is not None else data.n_samples > PROGRESS_THRESHOLD
     notice = args.progress is not False and (args.progress or sys.stderr.isatty())
     lines = _FileLines(data, info)
-    results = [_learn(name, est, data, progress, notice, lines) for name, est in estimators.items()]
+    results, errors = [], []
+    for name, est in estimators.items():
+        try:
+            results.append(_learn(name, est, data, progress, notice, lines))
+        except CLIError as e:  # (the others still run, and their results are printed)
+            errors.append(e)
+    if not results:
+        _raise_all(errors)
     for r in results:  # (reported as asked: the same model)
         if r.algorithm in asked:
             estimators[r.algorithm].set_params(budget=asked[r.algorithm])
@@ -88,9 +95,16 @@ def run_command(args: argparse.Namespace) -> int:
         bases = {s.label: s.name for s in specs}
         covariance = report.covariance_summary(estimators, dual, bases)
         report.print_table(data, info, results, covariance=covariance, plot=plot)
-    if failed is not None:
-        raise failed
+    _raise_all(errors + ([] if failed is None else [failed]))
     return 0
+
+
+def _raise_all(errors: list[CLIError]) -> None:
+    """The errors on stderr, one line each (the last raised, for main to print)."""
+    for e in errors[:-1]:
+        print(f"{PROG} run: error: {e}", file=sys.stderr)
+    if errors:
+        raise errors[-1]
 
 
 # ------------------------------------------------------------------------------ checks
@@ -165,9 +179,20 @@ def check_parameters(estimators: dict) -> None:
             errors[name] = str(e)
     if errors:
         name, message = next(iter(errors.items()))
+        message = _named_option(message)
         if len(errors) == len(estimators) > 1 and len(set(errors.values())) == 1:
             raise CLIError(message)  # an option every algorithm shares: no one to name
         raise CLIError(f"{name}: {message}")
+
+
+def _named_option(message: str) -> str:
+    """The library's message about a parameter (``gamma=0.0 must be ...``) led by the
+    command-line option that sets it (``--gamma: ...``), where one does."""
+    from .parser import option_flag
+
+    found = re.match(r"(\w+)=", message)
+    flag = None if found is None else option_flag(found.group(1))
+    return message if flag is None else f"{flag}: {message}"
 
 
 def check_memory(estimators: dict, n_features: int, n_classes: int) -> None:

@@ -16,6 +16,14 @@ __all__ = ["DUAL_V2", "check_saved_state"]
 #: gained them over time; one without them is from before, with their values then).
 DUAL_V2 = ("factor_only", "nu_pi_models", "kernel_jitter")
 
+#: The state's integer members (a model's without its ``model{k}.`` prefix): counts,
+#: positions, capacities, codes and flags; every other member holds float64 values.
+INTEGER_MEMBERS = frozenset(
+    {"capN", "capO", "capacity", "clock", "counter", "entry", "factor_only", "form", "idx"}
+    | {"nN", "nO", "n_models", "nu_pi_models", "policy.counter", "store.kind", "store.n"}
+    | {"store.n_seen", "store.pos", "store.indices", "store.indptr", "store.shape"}
+)
+
 
 def check_saved_state(spec, state: dict[str, np.ndarray], bad, version: int) -> None:
     """Plain numeric arrays whose shapes fit the parameters: the primal forms here, the
@@ -26,9 +34,13 @@ def check_saved_state(spec, state: dict[str, np.ndarray], bad, version: int) -> 
     for k, v in state.items():
         if v.dtype.kind not in "biuf":
             raise bad(f"engine.{k} has dtype {v.dtype}, not a numeric one")
-        if v.dtype.kind == "f" and v.dtype != np.float64:  # (a float16 one loaded rounded)
+        name = k.split(".", 1)[1] if k.startswith("model") else k
+        if name in INTEGER_MEMBERS:
+            if v.dtype.kind not in "biu":
+                raise bad(f"engine.{k} has dtype {v.dtype}; it holds integers")
+        elif v.dtype != np.float64:  # (a float16 one loaded rounded, a bool one as 0/1)
             raise bad(f"engine.{k} has dtype {v.dtype}; the model's arrays are float64")
-        if v.dtype.kind == "f" and not np.all(np.isfinite(v)):
+        elif not np.all(np.isfinite(v)):
             raise bad(f"engine.{k} holds NaN or infinity")
     if spec.form == "dual":
         if version >= 2:
