@@ -6,7 +6,9 @@ cumulative count of wrong predictions is the online mistake curve the papers plo
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import re
 import time
 from dataclasses import dataclass
 
@@ -145,15 +147,16 @@ def run_online(
             stop = min(n, start + chunk)
             Xc = X[start:stop]
             yc = y[start:stop]
-            if own:
-                F = est.partial_fit_margins(Xc, yc, classes=classes)
-                preds[start:stop] = _predictions_from_decisions(F, est.classes_)
-            else:
-                if hasattr(est, "classes_"):
-                    preds[start:stop] = est.predict(Xc)
-                else:  # the empty model: all scores 0
-                    preds[start:stop] = _empty_model_prediction(classes)
-                est.partial_fit(Xc, yc, classes=classes)
+            with _rows_of_the_stream(start):
+                if own:
+                    F = est.partial_fit_margins(Xc, yc, classes=classes)
+                    preds[start:stop] = _predictions_from_decisions(F, est.classes_)
+                else:
+                    if hasattr(est, "classes_"):
+                        preds[start:stop] = est.predict(Xc)
+                    else:  # the empty model: all scores 0
+                        preds[start:stop] = _empty_model_prediction(classes)
+                    est.partial_fit(Xc, yc, classes=classes)
             if bar is not None:
                 bar.update(stop - start)
     except BaseException:
@@ -210,6 +213,21 @@ def _stream(est, X, y, classes):
                 "two. Pass classes=[...] to declare the others."
             )
     return X, y, np.asarray(classes)
+
+
+@contextlib.contextmanager
+def _rows_of_the_stream(start: int):
+    """A primal engine's FloatingPointError names its row within the call's X ("input
+    row N"); a chunk's is row ``start + N`` of the stream, as every other error of a
+    run names it (the dual engine's "training row" is its stream position already)."""
+    try:
+        yield
+    except FloatingPointError as err:
+        found = re.search(r"\binput row (\d+)\b", str(err))
+        if not start or found is None:
+            raise
+        row = f"input row {start + int(found.group(1))} of the stream"
+        raise FloatingPointError(str(err).replace(found.group(0), row, 1)) from None
 
 
 def _snapshot(est):

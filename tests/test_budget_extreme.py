@@ -111,3 +111,35 @@ def test_lower_from_rows_is_the_factor_of_the_rows_product():
     np.testing.assert_allclose(got @ got.T, F @ F.T, rtol=1e-12, atol=1e-12)
     assert np.all(np.diagonal(got) > 0)
     assert np.all(out[np.triu_indices(n, 1)] == 7.0)  # (the Gram cache's half: untouched)
+
+
+def test_the_panels_factor_is_the_fallback_where_the_budget_first_binds(monkeypatch):
+    """Where the budget first binds, the panels form becomes the queue through a
+    refactorisation of a K + D^-1 from the Gram matrix; on a feature 10^2.5-10^3.5
+    times the others it did not factor and "oldest" raised LinAlgError where every other
+    policy went on (a review found it). It now takes the panels' own factor."""
+    from kernelcw.engines.dual import convert
+
+    used = []
+    real, real_p2q = queue._lower_from_rows, convert.panels_to_queue
+    monkeypatch.setattr(queue, "_lower_from_rows", lambda *a: used.append(1) or real(*a))
+    converted = []
+    monkeypatch.setattr(
+        convert, "panels_to_queue", lambda *a: converted.append(len(used)) or real_p2q(*a)
+    )
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        X = rng.normal(size=(300, 4))
+        y = (X[:, 0] + 0.3 * rng.normal(size=300) > 0).astype(int)
+        X[:, 1] *= 10 ** rng.uniform(2.5, 3.5)
+        for budget in (20, 40):
+            est = AROWClassifier(r=1.0, budget=budget, budget_policy="oldest", random_state=0,
+                                 kernel="poly", degree=3, gamma=1.0, coef0=1.0)  # fmt: skip
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                try:
+                    est.fit(X, y)
+                except FloatingPointError:  # (the panels form itself overflows on some)
+                    continue
+            assert helpers.all_finite_state(est)
+    assert used and converted

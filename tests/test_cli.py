@@ -943,3 +943,14 @@ def test_an_algorithm_that_fails_keeps_the_others_results(capsys):
     assert_one_line_error(captured.err, "arow:poly: non-finite")
     assert {"pa1", "scw1"} <= set(table_rows(captured.out))
     assert "arow:poly" not in table_rows(captured.out)
+
+
+def test_an_error_past_the_first_chunk_names_its_stream_row_and_line(tmp_path, capsys):
+    """run_online learns 1,024 rows a call, and a primal engine names its row within the
+    call: row 1,101 of the stream (line 1,104) was named row 77 (line 80)."""
+    lines = ["# c", "# c"] + ["-1 1:0 2:0", "1 1:0 2:0"] * 550 + ["1 1:1 2:0", "-1 1:1 2:0"]
+    path = tmp_path / "late.svm"
+    path.write_text("\n".join(lines) + "\n")
+    argv = ["run", "--data", str(path), "-a", "pa", "--a", "1e200", "--no-intercept"]
+    assert main(argv) == 2
+    assert_one_line_error(capsys.readouterr().err, "row 1101 of the stream (line 1104 of late.svm)")

@@ -982,3 +982,23 @@ def test_arrays_of_the_wrong_kind_are_refused(tmp_path, member, dtype, says):
     _rewrite(path, arrays_edit=retype)
     with pytest.raises(ValueError, match=says):
         kernelcw.load(path)
+
+
+@pytest.mark.parametrize("params", [{}, {"kernel": "rbf", "budget": 8, "budget_policy": "oldest"}])
+def test_a_file_from_a_big_endian_machine_loads_and_continues(tmp_path, params):
+    """np.save writes native order: '>f8' and '>i8' arrays on a big-endian host. The
+    float64 check refused them (a review found it)."""
+    X, y = _data(60)
+    est = make("arow", **params).fit(X[:40], y[:40])
+    path = _saved(tmp_path, est)
+
+    def big_endian(arrays):
+        for k, v in arrays.items():
+            if v.dtype.kind in "fi" and v.dtype.itemsize > 1:
+                arrays[k] = v.astype(v.dtype.newbyteorder(">"))
+
+    _rewrite(path, arrays_edit=big_endian)
+    back = kernelcw.load(path)
+    est.partial_fit(X[40:], y[40:])
+    back.partial_fit(X[40:], y[40:])
+    np.testing.assert_array_equal(back.decision_function(X), est.decision_function(X))

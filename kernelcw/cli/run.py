@@ -332,7 +332,7 @@ class _FileLines:
 
     def named(self, message: str) -> str:
         """``message`` with its first "row N" followed by the file line, where known."""
-        found = re.search(r"\brow (\d+)\b", message)
+        found = re.search(r"\brow (\d+)( of the stream| of X)?\b", message)
         if self.path is None or found is None:
             return message
         row = int(found.group(1))

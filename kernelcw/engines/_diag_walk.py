@@ -51,6 +51,9 @@ class RoundResult(NamedTuple):
 _TINY = 5e-324
 #: The largest finite float64: a mean beyond it (inf, or NaN) fails the round.
 _MAX = 1.7976931348623157e308
+#: A round's steps of the mean below this in size need no check (its means stay below
+#: 1e300 unless 1e150 such steps add up): :func:`_diag_round`.
+_STEP_SAFE = 1e150
 
 
 @njit(cache=True)
@@ -122,8 +125,15 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log, ts, tail):
         if not (math.isfinite(alpha) and math.isfinite(zeta)):
             return RoundResult(f, np.nan, floored)
     ay = alpha * y
+    # a finite step can still take the mean out of float64's range (PA, a huge a):
+    # |ay s_p x_p| <= |ay| sqrt(a v), so where that bound is small no mean can overflow;
+    # else the new means are checked before any is written (a round that fails leaves
+    # the state untouched, as the river stream, which keeps no undo log, needs)
+    if not abs(ay) * math.sqrt(rp.a * v) <= _STEP_SAFE and not _means_stay_finite(
+        mu, s, k, idx, val, ay, rp.a, jt, ct
+    ):
+        return RoundResult(f, np.nan, floored)
     logging = log.idx.shape[0] != 0
-    finite = True
     for q in range(nnz):
         if q < idx.shape[0]:
             p = idx[q]
@@ -131,25 +141,32 @@ def _diag_round(mu, s, k, idx, val, y, rp, method, log, ts, tail):
         else:  # (the intercept's entry)
             p = jt
             x = ct
-        if x == 0.0:  # (a dense row's zero changes nothing; 1 + zeta 0 is NaN at zeta = inf)
-            continue
         if logging and math.copysign(1.0, s[0, p]) > 0.0:
             log_coordinate(mu, s, p, log)
         raw = s[k, p]  # its sign bit: the log's mark
         sp_ = _var(raw, rp.a)
         mu[k, p] += ay * sp_ * x
-        if not abs(mu[k, p]) <= _MAX:  # (inf or NaN: the call is undone from the log)
-            finite = False
         t = sp_ * x * x
-        if zeta > 0.0 and t > 0.0:  # (t = 0: s_p unchanged, 1 + zeta t = 1 at a finite zeta)
+        # t = 0 (a dense row's zero): s_p stays, as 1 + zeta t = 1 keeps it at a finite
+        # zeta; at an infinite one (r ~ 1e-310) 1 + inf * 0 was NaN, stored as 5e-324
+        if zeta > 0.0 and t > 0.0:
             if method == _L2:  # the ratio first: sp_ * (1 + zeta (v - t)) overflows at a ~ 1e155
                 nv = sp_ * _l2_ratio(zeta, v, t)
             else:
                 nv = sp_ / (1.0 + zeta * t)
             s[k, p] = math.copysign(nv if nv > 0.0 else _TINY, raw)
-    if not finite:  # a finite step that took the mean out of float64's range
-        return RoundResult(f, np.nan, floored)
     return RoundResult(f, alpha, floored)
+
+
+@njit(cache=True)
+def _means_stay_finite(mu, s, k, idx, val, ay, a, jt, ct):
+    """Whether every mean :func:`_diag_round` is about to write is finite: the same
+    expression, in the same order, without writing."""
+    for q in range(idx.shape[0] + (1 if ct != 0.0 else 0)):
+        p, x = (idx[q], val[q]) if q < idx.shape[0] else (jt, ct)
+        if x != 0.0 and not abs(mu[k, p] + ay * _var(s[k, p], a) * x) <= _MAX:
+            return False
+    return True
 
 
 @njit(cache=True)

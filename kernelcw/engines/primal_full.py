@@ -163,34 +163,35 @@ def _dense_block(X, start: int, stop: int) -> np.ndarray:
 def _walk_models(mu, sigma, XB, sq, YB, rp, w, Pbuf, C0, cut: int, start: int):
     """Every model's walk through the block's first ``cut`` rows (``P`` and ``C0`` for
     the whole block), nothing changed yet. Returns (each model's pending update: k, P,
-    R of the rounds that updated, their beta, the margins, the WalkResult, the step of
-    the mean; the row before which a walk split the block, or ``cut``)."""
+    R of the rounds that updated, their beta, the margins, the WalkResult, the new
+    mean or None; the row before which a walk split the block, or ``cut``)."""
     K, d = mu.shape
     m = XB.shape[0]
-    pending, results = [], []
+    pending = []
+    split, bad = cut, cut
     for k in range(K):
         P = np.matmul(sigma[k], XB.T, out=Pbuf[k, : d * m].reshape(d, m))  # d x m
         np.matmul(XB, P, out=C0)  # m x m
         F = XB @ mu[k]
         yk = np.ascontiguousarray(YB[:, k])
         res = WalkResult._make(_full_walk(C0, F, sq, yk, rp, w, cut))
-        results.append(res)
-        rows = w.upd[: res.n_updated].copy()
-        pending.append((k, P[:, :cut], w.R[rows, :cut].copy(), w.ay[rows].copy(),
-                        w.beta[rows].copy(), w.f[:cut].copy(), res, rows))  # fmt: skip
-    split = min([r.split for r in results if r.split >= 0], default=cut)
-    for res in results:
-        if 0 <= res.bad_row < split:  # (a row past a split walks again in the next block)
-            raise_nonfinite(start + res.bad_row)
-    out = []
-    for k, P, Ru, ayu, betau, f, res, rows in pending:
-        dmu = P @ (ayu @ Ru) if rows.size else None
+        if res.split >= 0 or res.bad_row >= 0:
+            split = min(split, cut if res.split < 0 else res.split)
+            bad = min(bad, cut if res.bad_row < 0 else res.bad_row)
+            continue  # (a row past a split walks again in the next block)
+        rows = w.upd[: res.n_updated]  # (indexing by it copies: the walk's scratch is reused)
+        Ru, ayu, betau = w.R[rows, :cut], w.ay[rows], w.beta[rows]
+        if cut < m:
+            P = P[:, :cut]
+        new = mu[k] + P @ (ayu @ Ru) if rows.size else None
         # a finite step can still take the mean out of float64's range (a huge a):
         # refused before any model changes, as the walk refuses a non-finite step
-        if split == cut and dmu is not None and not np.isfinite(mu[k] + dmu).all():
-            raise_nonfinite(start + int(rows[-1]))
-        out.append((k, P, Ru, betau, f, res, dmu))
-    return out, split
+        if new is not None and not math.isfinite(new.sum()):  # (inf or NaN; or near 1e308)
+            bad = min(bad, int(rows[-1]))
+        pending.append((k, P, Ru, betau, w.f[:cut].copy(), res, new))
+    if bad < split:
+        raise_nonfinite(start + bad)
+    return pending, split
 
 
 def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = None) -> Counts:
@@ -235,14 +236,14 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
         pending, cut = _walk_models(mu, sigma, XB, sq, Y[start:stop], rp, w, Pbuf, C0, m, start)
         if cut < m:  # (the rows before it walk again: the same rounds, nothing split)
             pending, _ = _walk_models(mu, sigma, XB, sq, Y[start:stop], rp, w, Pbuf, C0, cut, start)
-        for k, P, Ru, betau, f, res, dmu in pending:
+        for k, P, Ru, betau, f, res, new in pending:
             yk = Y[start : start + cut, k]
             out[start : start + cut, k] = f
             counts.n_mistakes[k] += np.count_nonzero(np.where(f >= 0.0, 1.0, -1.0) != yk)
             counts.n_updates[k] += Ru.shape[0]
             counts.n_floored[k] += res.n_floored
             if Ru.shape[0]:  # Ru: (updates, cut)
-                mu[k] += dmu
+                mu[k] = new  # (mu + P (ay R), checked finite: _walk_models)
                 u = Ru.shape[0]
                 W = np.matmul(P, Ru.T * np.sqrt(betau), out=Wbuf[: d * u].reshape(d, u))
                 np.subtract(sigma[k], np.matmul(W, W.T, out=WW), out=sigma[k])

@@ -38,7 +38,7 @@ def check_saved_state(spec, state: dict[str, np.ndarray], bad, version: int) -> 
         if name in INTEGER_MEMBERS:
             if v.dtype.kind not in "biu":
                 raise bad(f"engine.{k} has dtype {v.dtype}; it holds integers")
-        elif v.dtype != np.float64:  # (a float16 one loaded rounded, a bool one as 0/1)
+        elif not _float64(v):  # (a float16 one loaded rounded, a bool one as 0/1)
             raise bad(f"engine.{k} has dtype {v.dtype}; the model's arrays are float64")
         elif not np.all(np.isfinite(v)):
             raise bad(f"engine.{k} holds NaN or infinity")
@@ -63,7 +63,7 @@ def check_saved_state(spec, state: dict[str, np.ndarray], bad, version: int) -> 
             raise bad(f"member engine.{k} is missing")
         if state[k].shape != shape:
             raise bad(f"engine.{k} has shape {state[k].shape}; the parameters need {shape}")
-        if state[k].dtype != np.float64:
+        if not _float64(state[k]):
             raise bad(f"engine.{k} has dtype {state[k].dtype}; the model's arrays are float64")
     if spec.form == "primal_full":
         S = state["covariance"]
@@ -75,3 +75,8 @@ def check_saved_state(spec, state: dict[str, np.ndarray], bad, version: int) -> 
                 cho_factor(S[k] + (1e-8 * diag[k].max()) * np.eye(d), check_finite=False)
             except LinAlgError:
                 raise bad(f"engine.covariance of model {k} is not positive semi-definite") from None
+
+
+def _float64(v: np.ndarray) -> bool:
+    """Double precision in either byte order (a file written on a big-endian machine)."""
+    return v.dtype.kind == "f" and v.dtype.itemsize == 8

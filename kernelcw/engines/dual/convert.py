@@ -208,4 +208,4 @@ def panels_to_queue(p: PanelForm, ctx: Context, ks: np.ndarray):
     K = p.dense_gram()
     q.zeta = p.zeta
     q.qv = p.unlearning_weights()  # g / zeta = L r
-    return q, q.rebuild(ctx, ks, K)
+    return q, q.rebuild(ctx, ks, K, np.tril(p.LK[: p.n, : p.n]))

@@ -216,10 +216,11 @@ class QueueForm(Form):
             rN[:m] = self.rN[:m]
         self.LNO, self.KNO, self.LN, self.rN = LNO, KNO, LN, rN
 
-    def rebuild(self, ctx, ks: np.ndarray, K: np.ndarray | None = None) -> np.ndarray:
+    def rebuild(self, ctx, ks: np.ndarray, K=None, L=None) -> np.ndarray:
         """All support vectors become O, in reverse entry order (one Cholesky
         factorisation). ``K``: the dense Gram matrix when coming from the panel form
-        (else the queue's own Gram cache is read). Returns ks permuted alike."""
+        (else the queue's own Gram cache is read), ``L`` that form's factor by slot.
+        Returns ks permuted alike."""
         perm = np.argsort(-self.entry, kind="stable")
         kap = self.kap
         self.entry = self.entry[perm]
@@ -235,8 +236,10 @@ class QueueForm(Form):
             M = np.empty_like(K)
             none = np.zeros((0, 0))
             assemble_precision(K, K.shape[0], none, none, 0, kap, perm, ctx.a, self.zeta, M)
-        # (from a queue, its factor is the model's: its rows in the new order)
-        rows = None if K is not None else lambda: self.factor()[0][perm]
+        # (the model's own factor, its rows in the new order: the queue's, or the panels')
+        rows = (lambda: self.factor()[0][perm]) if K is None else None
+        if K is not None and L is not None:
+            rows = lambda: L[perm]  # noqa: E731
         self._factor_from(M, int(QUEUE_REBUILD * ctx.budget) + ctx.block_size + 1, rows)
         self._nu_cache = None
         return ks[perm]
