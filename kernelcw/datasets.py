@@ -166,11 +166,13 @@ def _line_problem(text: str) -> str | None:
     if not math.isfinite(value) or value != round(value):
         return f"the label {label!r} is not a class label (an integer)"
     last = -1
-    for pair in pairs:
+    for k, pair in enumerate(pairs):
         index, sep, val = pair.partition(":")
         if not sep:
             return f"{pair!r} is not index:value"
         if index == "qid":
+            if k:  # (scikit-learn's reader takes it only there, and names no line)
+                return f"{pair!r} is not right after the label, where a qid must be"
             continue
         try:
             i = int(index)
@@ -231,6 +233,30 @@ def _unreadable(path: str, err: BaseException) -> str:
 
 
 def load_svmlight(path: str | os.PathLike) -> Dataset:
+    """:func:`_load_svmlight`; a pipe or a device (``/dev/stdin``), which can be read
+    only once, is copied into a temporary file first, so that a bad line is found and
+    named as in a file."""
+    import shutil
+    import tempfile
+
+    path = os.fspath(path)
+    if not os.path.exists(path) or os.path.isdir(path) or os.path.isfile(path):
+        return _load_svmlight(path)
+    with tempfile.TemporaryDirectory() as folder:
+        copy = os.path.join(folder, os.path.basename(path) or "data")
+        try:
+            with open(path, "rb") as src, open(copy, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        except OSError as e:
+            raise DatasetError(_unreadable(path, e)) from None
+        try:
+            data = _load_svmlight(copy)
+        except DatasetError as e:
+            raise DatasetError(str(e).replace(copy, path)) from None
+    return Dataset(name=data.name, X=data.X, y=data.y, source=path)
+
+
+def _load_svmlight(path: str) -> Dataset:
     """Read a LIBSVM / svmlight file (``label index:value ...`` per line).
 
     Feature indices may be zero- or one-based (detected as scikit-learn does);

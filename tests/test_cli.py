@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -545,6 +546,7 @@ def test_bad_data_file(tmp_path, capsys, content, fragment):
         (b"1 1:0.5\n-1 2:\xff\xfe1\n", "line 2: it holds bytes that are not UTF-8 text"),
         (b"1 1:0.5\n-1 2:1 1:3\n", "line 2: the index in '1:3' is not above the one before"),
         (b"1 1:0.5\n-1 1:1 1:3\n", "line 2: the index in '1:3' is not above the one before"),
+        (b"1 1:0.5 qid:3\n-1 1:2\n", "line 1: 'qid:3' is not right after the label"),
     ],
 )
 def test_bad_data_line_is_named_by_its_line_number(tmp_path, capsys, content, fragment):
@@ -954,3 +956,36 @@ def test_an_error_past_the_first_chunk_names_its_stream_row_and_line(tmp_path, c
     argv = ["run", "--data", str(path), "-a", "pa", "--a", "1e200", "--no-intercept"]
     assert main(argv) == 2
     assert_one_line_error(capsys.readouterr().err, "row 1101 of the stream (line 1104 of late.svm)")
+
+
+def test_a_model_too_wide_for_memory_names_the_widest_line(tmp_path, capsys, monkeypatch):
+    """An index of 2,147,483,000 on one line was reported only as 32 GiB of memory."""
+    import kernelcw.spec
+
+    monkeypatch.setattr(kernelcw.spec, "memory_limit", lambda: 2**30)
+    path = tmp_path / "h.svm"
+    path.write_text("1 1:0.5\n-1 2147483000:0.2\n")
+    assert main(["run", "--data", str(path), "-a", "pa1"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "index 2147483000 on line 2 of h.svm")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_bad_line_read_from_a_pipe_is_named(tmp_path, capsys):
+    """A pipe can be read once: scikit-learn's error named no line, and the line check
+    that names it had nothing left to read. The pipe is now copied to a file first."""
+    import threading
+
+    fifo = tmp_path / "data.svm"
+    os.mkfifo(fifo)
+
+    def feed():
+        with open(fifo, "wb") as f:
+            f.write(b"1 1:0.5\n-1 1:foo\n")
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        assert main(["run", "--data", str(fifo), "-a", "pa1"]) == 2
+    finally:
+        writer.join(timeout=10)
+    assert_one_line_error(capsys.readouterr().err, str(fifo), "line 2: the value in '1:foo'")

@@ -65,7 +65,7 @@ def run_command(args: argparse.Namespace) -> int:
     data, info = _prepare(_load(args), args)
     _check_classes(data, info, shuffled=args.shuffle)
     asked = _fit_budgets(estimators, data.n_samples)
-    check_memory(estimators, data.n_features, data.classes.size)
+    check_memory(estimators, data.n_features, data.classes.size, data.source)
     progress = args.progress if args.progress is not None else data.n_samples > PROGRESS_THRESHOLD
     notice = args.progress is not False and (args.progress or sys.stderr.isatty())
     lines = _FileLines(data, info)
@@ -195,9 +195,10 @@ def _named_option(message: str) -> str:
     return message if flag is None else f"{flag}: {message}"
 
 
-def check_memory(estimators: dict, n_features: int, n_classes: int) -> None:
+def check_memory(estimators: dict, n_features: int, n_classes: int, source: str = "") -> None:
     """The library's one memory limit (:func:`kernelcw.spec.check_memory`), checked
-    for each estimator once the data's shape is known, before any learning."""
+    for each estimator once the data's shape is known, before any learning. ``source``:
+    the data file, whose widest line a primal model's error names."""
     from ..spec import check_memory as check
 
     for name, est in estimators.items():
@@ -206,7 +207,29 @@ def check_memory(estimators: dict, n_features: int, n_classes: int) -> None:
             check(spec)
         except ValueError as e:
             hint = "; on the command line: --covariance diag" if spec.form == "primal_full" else ""
+            if spec.form != "dual":
+                hint += _widest(source, n_features)
             raise CLIError(f"-a {name}: {e}{hint}") from None
+
+
+def _widest(source: str, n_features: int) -> str:
+    """Where a data file's largest feature index is (which sets a primal model's
+    width: a weight per feature), or ""."""
+    from ..datasets import _data_lines
+
+    if not os.path.isfile(source):
+        return ""
+    top = {str(n_features), str(n_features - 1)}  # (one- or zero-based indices)
+    try:
+        for line, text in _data_lines(source):
+            for index in (t.split(":")[0] for t in text.split()[1:]):
+                if index in top:
+                    name = os.path.basename(source)
+                    return (f" (its {n_features:,} features: index {index} on line {line} of "
+                            f"{name}; a kernel model keeps no weight per feature)")  # fmt: skip
+    except (OSError, EOFError, ValueError):
+        pass
+    return ""
 
 
 def _fit_budgets(estimators: dict, n_samples: int) -> dict:
