@@ -56,7 +56,9 @@ def check_parts(estimators, method: str, start) -> list:
 
 def _started_from(ests: list, start) -> None:
     """Each part continues ``start``: its counters include start's (a part that did not
-    start from it gave the combination negative counts, and a model it never was)."""
+    start from it gave the combination negative counts, and a model it never was), and
+    a primal part's covariance is at most start's (learning only adds precision: a part
+    trained from the prior on other rows combined into a wrong model, silently)."""
     for i, est in enumerate(ests):
         for c in COUNTERS:
             if np.any(np.asarray(getattr(est, c)) < np.asarray(getattr(start, c))):
@@ -64,6 +66,36 @@ def _started_from(ests: list, start) -> None:
                     f"estimators[{i}] did not start from start: its {c} "
                     f"{getattr(est, c)!r} are fewer than start's {getattr(start, c)!r}"
                 )
+        grown = _covariance_grown(est._engine, start._engine)
+        if grown is not None:
+            raise ValueError(
+                f"estimators[{i}] did not start from start: its covariance exceeds "
+                f"start's by {grown:.3g} along some direction, and learning only shrinks it"
+            )
+
+
+def _covariance_grown(engine, start) -> float | None:
+    """How far a primal ``engine``'s covariance exceeds ``start``'s (the largest
+    eigenvalue of the difference, per variance for a diagonal one), beyond rounding
+    (1e-8 of start's largest variance), or None."""
+    form = engine.spec.form
+    if form == "dual" or engine.rule.first_order:  # (the dual form: _clean's check)
+        return None
+    if form == "primal_full":  # (start - part positive semi-definite: one Cholesky each)
+        scale = float(np.abs(np.diagonal(start.covariance, axis1=1, axis2=2)).max())
+        for part, s0 in zip(engine.covariance, start.covariance, strict=True):
+            room = s0 - part
+            room[np.diag_indices_from(room)] += 1e-8 * scale
+            try:
+                np.linalg.cholesky(room)
+            except np.linalg.LinAlgError:
+                return float(np.linalg.eigvalsh(part - s0)[-1])
+        return None
+    else:
+        a = engine.spec.a  # (a stored 0 is the prior a)
+        part, s0 = (np.where(e._s == 0.0, a, np.abs(e._s)) for e in (engine, start))
+        grown, scale = float((part - s0).max()), float(s0.max())
+    return grown if grown > 1e-8 * scale else None
 
 
 def _same(ref, est, where: str) -> None:
@@ -91,13 +123,43 @@ def _same(ref, est, where: str) -> None:
             raise ValueError(f"{where} has {name} {y!r} but estimators[0] has {x!r}")
     if s0.form == "dual":
         k0, k1 = s0.kernel, s1.kernel
-        checks = [("kernel", k0.name, k1.name), ("kernel function", k0._f, k1._f)]
+        if not _same_function(k0._f, k1._f):
+            raise ValueError(
+                f"{where} has kernel function {k1._f!r} but estimators[0] has {k0._f!r}"
+            )
+        checks = [("kernel", k0.name, k1.name)]
         for attr in ("gamma", "degree", "coef0"):
             checks.append((f"kernel {attr}", getattr(k0, attr), getattr(k1, attr)))
         for name, x, y in checks:
             if x is not y and x != y:
                 raise ValueError(f"{where} has {name} {y!r} but estimators[0] has {x!r}")
     _same_names(ref, est, where)
+
+
+def _same_function(f, g) -> bool:
+    """Whether two kernel callables are one function: the same object, equal, or copies
+    of one (dask sends each part its own copy of a function defined in a script or a
+    notebook, or of a lambda: the same module, name, code, defaults and closure)."""
+    if f is g:
+        return True
+    try:
+        if f == g:
+            return True
+        c0, c1 = f.__code__, g.__code__
+        same = (f.__module__, f.__qualname__, f.__defaults__) == (
+            g.__module__,
+            g.__qualname__,
+            g.__defaults__,
+        )
+        same = same and (c0.co_code, c0.co_consts, c0.co_names) == (
+            c1.co_code,
+            c1.co_consts,
+            c1.co_names,
+        )
+        cells = [tuple(c.cell_contents for c in h.__closure__ or ()) for h in (f, g)]
+        return bool(same and cells[0] == cells[1])
+    except (AttributeError, ValueError, TypeError):  # (no code; closures of arrays)
+        return False
 
 
 def _same_names(ref, est, where: str) -> None:
@@ -140,6 +202,8 @@ def part_weights(weights, n: int) -> np.ndarray:
     if weights is None:
         return np.ones(n)
     try:
+        if np.asarray(weights).dtype.kind == "b":  # (True is not a weight: a mask?)
+            raise TypeError
         w = np.asarray(weights, dtype=np.float64).ravel()
     except (TypeError, ValueError):  # (strings, objects: numpy's message names no weights)
         w = np.full(0, np.nan)

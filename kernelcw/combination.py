@@ -117,6 +117,8 @@ def combine(estimators: Sequence, method: str = "kl", *, weights=None, start=Non
         w = np.ones(len(ests))
     first = ests[0]
     with _parts_locked(ests + ([start] if start is not None else [])):
+        # again, with no part learning: a fit since the checks may have changed one
+        ests = check_parts(ests, method, start)
         if len(ests) == 1 and start is None:
             return copy.deepcopy(ests[0])
         spec = first._engine.spec
@@ -382,8 +384,8 @@ def _clean(zeta, g, parts, idx, U) -> dict:
     if np.any(zeta < -tol):
         raise ValueError(
             "the combined precision has a negative term: with method='bayes' and "
-            "start=, every part must keep the start's support vectors (no budget "
-            "pruned them)"
+            "start=, every part must have started from start (continued it) and "
+            "kept its support vectors (no budget pruned them)"
         )
     keep = zeta > tol
     return {"zeta": zeta[keep], "g": g[keep], "keep": keep}

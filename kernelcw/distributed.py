@@ -181,6 +181,11 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             state["client"] = _address(client)
         return state
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # (CSR rows in memory: the parts learn them)
+        return tags
+
     def __sklearn_clone__(self):
         """scikit-learn's clone, with ``client`` passed on as it is (a Client holds
         sockets: a deep copy of it fails, and a clone is to use the same cluster)."""
@@ -203,6 +208,7 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             template = clone(self.estimator)
             with _Session(self.client) as client:
                 parts = self._parts(client, X, y)
+                _check_split(self.estimator, len(parts))
                 est = self.estimator
                 rule, form = check_params(est)
                 if self.n_epochs > 1 and self.method == "average" and form == "dual":
@@ -234,6 +240,7 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             validate_data(self, _columns_of(X), reset=not fitted, skip_check_array=True)
             with _Session(self.client) as client:
                 parts = self._parts(client, X, y)
+                _check_split(self.estimator, len(parts))
                 if fitted:  # the parts learn arrays, already checked against the names
                     engine = self.combined_._engine
                     if getattr(engine, "nu_pi_models", False):  # (averaged)
@@ -241,12 +248,29 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
                         self._check_continues("a later partial_fit", len(parts),
                                               spec.rule.first_order, spec.budget,
                                               spec.budget_policy)  # fmt: skip
-                    start = client.scatter(_without_names(self.combined_), hash=False)
+                    start = client.scatter(self._continued(), hash=False)
                     model = self._epoch(client, None, start, parts, self.classes_, False)
                 else:
                     classes = self._classes(client, y, classes)
                     model = self._epoch(client, clone(self.estimator), None, parts, classes, True)
                 self._finish(client.gather(model), len(parts))
+
+    def _continued(self):
+        """``combined_`` (a shallow copy, without names) with ``estimator``'s parameters
+        as they are now: one set_params changed since (C, eta) applies to the next
+        parts, as it would to the estimator; a structural one is refused before any
+        part learns, as the estimator refuses it (the parts went on with the old
+        values, silently)."""
+        model = copy.copy(_without_names(self.combined_))
+        model.set_params(**self.estimator.get_params(deep=False))
+        what = model._structure_changes()
+        if what:
+            raise ValueError(
+                f"set_params changed the estimator's {what} since this model began; these "
+                "shape the combined state, so partial_fit cannot continue it: call fit to "
+                "start over (or set them back)"
+            )
+        return model
 
     def _epoch(self, client, template, start, parts, classes, first: bool):
         fits = [client.submit(fit_part, template, start, Xp, yp, classes, i, pure=False)
@@ -308,8 +332,10 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         check_stream(X, y, self.estimator)
         n = X.shape[0]
         P = self.n_parts or max(1, sum(client.nthreads().values()))
+        if P > n and self.n_parts is None:  # (the cluster's threads: fewer parts then)
+            P = n
         if P > n:
-            raise ValueError(f"n_parts={P} exceeds the {n} rows of X")
+            raise ValueError(f"n_parts={P} exceeds the {n} rows of X (n_samples = {n})")
         bounds = np.linspace(0, n, P + 1).astype(int)
         pieces = [(X[lo:hi], y[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
         # hash=False: identical data scattered by an earlier fit may be released
@@ -367,6 +393,19 @@ def _address(client) -> str:
     return address
 
 
+def _check_split(estimator, n_parts: int) -> None:
+    """Refuse, before any part learns, a precomputed kernel cut into parts: a part's
+    rows of K(X, X) are not its own Gram matrix (it failed part-way, blaming the
+    kernel), and combine refuses such models anyway."""
+    if n_parts > 1 and isinstance(estimator.kernel, str) and estimator.kernel == "precomputed":
+        raise ValueError(
+            f"kernel='precomputed' cannot be split into {n_parts} parts: each part's rows "
+            "of the Gram matrix are not a Gram matrix of its own, and such models keep "
+            "positions in their own streams, which combine cannot merge; use n_parts=1 "
+            "or a kernel kernelcw computes"
+        )
+
+
 def _without_names(model):
     """``model`` (shallow copy) without ``feature_names_in_``, for parts that learn arrays."""
     if not hasattr(model, "feature_names_in_"):
@@ -390,10 +429,14 @@ def _is_dask_collection(x) -> bool:
 
 def _in_memory(X, y):
     import scipy.sparse as sp
+    from sklearn.utils.validation import column_or_1d
 
+    if y is None:  # (scikit-learn's words: its checks look for them)
+        raise ValueError("CombinedClassifier requires y to be passed, but the target y is None")
     X = X.tocsr() if sp.issparse(X) else _as_array(X)
     X = X if sp.issparse(X) else np.asarray(X)
-    y = np.asarray(y).ravel()
+    y = np.asarray(y)
+    y = column_or_1d(y, warn=True) if y.ndim == 2 and y.shape[1] == 1 else y.ravel()
     if X.ndim != 2 or X.shape[0] != y.shape[0]:
         raise ValueError(f"X {X.shape} and y {y.shape} must have one label per row of X")
     return X, y

@@ -854,8 +854,79 @@ def test_what_is_wrong_with_a_part_is_said_of_that_part():
         combine([a, SCWClassifier(kernel="rbf", gamma=0.3)])
     with pytest.raises(ValueError, match="weights must be 2 finite positive numbers"):
         combine([a, b], weights=["a", "b"])
+    with pytest.raises(ValueError, match="weights must be 2 finite positive numbers"):
+        combine([a, b], weights=[True, True])  # (a mask, not weights)
     other = SCWClassifier(variant=2, kernel="rbf", gamma=0.3).fit(X[:60], y[:60])
     with pytest.raises(ValueError, match=r"has rule 'SCW2' but estimators\[0\] has 'SCW1'"):
         combine([a, other])
     with pytest.raises(ValueError, match="too small for float64"):
         combine([a, b], "kl", weights=[1e-310, 1.0])
+
+
+def test_a_full_covariance_part_that_did_not_start_from_start_is_refused():
+    """Parts trained from the prior (not from start) with a start fitted on 20 other
+    rows combined into a worse model, silently: a part's covariance is at most its
+    start's, since learning only adds precision."""
+    from kernelcw import SCWClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 4))
+    y = (X[:, 0] > 0).astype(int)
+    start = SCWClassifier(covariance="full").fit(-X[:20], y[:20])
+    parts = [SCWClassifier(covariance="full").fit(X[20 + i :: 2], y[20 + i :: 2]) for i in (0, 1)]
+    with pytest.raises(ValueError, match=r"estimators\[0\] did not start from start: its cov"):
+        combine(parts, "bayes", start=start)
+    good = [copy.deepcopy(start).partial_fit(X[20 + i :: 2], y[20 + i :: 2]) for i in (0, 1)]
+    combine(good, "bayes", start=start)  # (parts that continued it)
+
+
+def test_the_parts_are_checked_again_under_their_locks(monkeypatch):
+    """A fit of a part between the checks and the locks (another thread) combined
+    models of prior scales 1 and 50."""
+    import kernelcw.combination as kc
+    from kernelcw import SCWClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 4))
+    y = (X[:, 0] > 0).astype(int)
+    a = SCWClassifier(covariance="full").fit(X[:50], y[:50])
+    b = SCWClassifier(covariance="full").fit(X[50:], y[50:])
+    real, calls = kc.check_parts, []
+
+    def refit_meanwhile(*args):
+        out = real(*args)
+        if not calls:
+            calls.append(1)
+            b.set_params(a=50.0).fit(-X[50:], y[50:])
+        return out
+
+    monkeypatch.setattr(kc, "check_parts", refit_meanwhile)
+    with pytest.raises(ValueError, match=r"estimators\[1\] has a 50.0"):
+        combine([a, b], "kl")
+
+
+def _quadratic(A, B):
+    return (A @ B.T + 1.0) ** 2
+
+
+def test_copies_of_one_kernel_function_combine():
+    """dask sends each part its own copy of a kernel function defined in a script (or
+    a lambda): the copies were refused as different functions after every part had
+    trained. Copies combine; another function is still refused."""
+    import types
+
+    from kernelcw import SCWClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((80, 3))
+    y = (X[:, 0] > 0).astype(int)
+    f = _quadratic
+    twin = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__)
+    twin.__qualname__ = f.__qualname__
+    a = SCWClassifier(kernel=f).fit(X[:40], y[:40])
+    b = SCWClassifier(kernel=twin).fit(X[40:], y[40:])
+    want = combine([a, SCWClassifier(kernel=f).fit(X[40:], y[40:])])
+    np.testing.assert_array_equal(combine([a, b]).decision_function(X), want.decision_function(X))
+    other = SCWClassifier(kernel=lambda A, B: (A @ B.T) ** 2).fit(X[40:], y[40:])
+    with pytest.raises(ValueError, match=r"estimators\[1\] has kernel function"):
+        combine([a, other])

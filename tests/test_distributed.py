@@ -437,3 +437,50 @@ def test_pickling_leaves_it_as_it_is_and_a_clone_keeps_its_requests(client):
         twin = clone(asks)
         assert twin.client is client
         assert twin.get_metadata_routing().fit.requests == {"classes": True}
+
+
+def test_set_params_of_the_estimator_reaches_partial_fit_or_is_refused(client):
+    """partial_fit went on from combined_ with its old parameters: a structural change
+    (gamma, budget) was ignored, silently, where the estimator refuses it; a rule
+    parameter (C) now applies to the next parts, as it would to the estimator."""
+    X, y = data(n=200)
+    clf = CombinedClassifier(SCWClassifier(kernel="rbf", gamma=0.5), n_parts=2).fit(X, y)
+    before = clf.combined_
+    clf.set_params(estimator__gamma=5.0, estimator__budget=3)
+    with pytest.raises(ValueError, match="changed the estimator's gamma from 0.5 to 5.0"):
+        clf.partial_fit(X, y)
+    assert clf.combined_ is before
+    clf.set_params(estimator__gamma=0.5, estimator__budget=None, estimator__C=0.125)
+    clf.partial_fit(X, y)
+    assert clf.combined_.C == 0.125
+
+
+def test_a_precomputed_kernel_is_not_split_into_parts(client):
+    """A part's rows of K(X, X) are not its own Gram matrix: it failed part-way,
+    blaming the kernel."""
+    X, y = data(n=80)
+    K = X @ X.T
+    clf = CombinedClassifier(SCWClassifier(kernel="precomputed"), n_parts=2)
+    with pytest.raises(ValueError, match="cannot be split into 2 parts"):
+        clf.fit(K, y)
+    assert not hasattr(clf, "combined_")
+
+
+def test_scikit_learn_conventions_of_the_wrapper(client):
+    """Its tags said no sparse input (which it takes), y=None was "X (40, 3) and y (1,)
+    must have one label per row", a column of labels raised no DataConversionWarning,
+    and a stream shorter than the cluster's threads was refused for n_parts."""
+    import scipy.sparse as sp
+    from sklearn.exceptions import DataConversionWarning
+    from sklearn.utils import get_tags
+
+    X, y = data(n=40)
+    clf = CombinedClassifier(SCWClassifier())
+    assert get_tags(clf).input_tags.sparse
+    clf.fit(sp.csr_matrix(X), y)
+    with pytest.raises(ValueError, match="requires y to be passed"):
+        CombinedClassifier(SCWClassifier()).fit(X, None)
+    with pytest.warns(DataConversionWarning):
+        CombinedClassifier(SCWClassifier()).fit(X, y[:, None])
+    one = CombinedClassifier(SCWClassifier()).partial_fit(X[:1], y[:1], classes=[0, 1])
+    assert one.n_parts_ == 1
