@@ -448,6 +448,9 @@ def _dask_parts(client, X, y) -> list:
     if hasattr(X, "chunks"):  # dask array
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D, got a dask array of {X.ndim} dimensions")
+        n, m = X.shape[0], y.shape[0]
+        if n == n and m == m and n != m:  # (known lengths: NaN where chunks are unknown)
+            raise ValueError(f"X has {n} rows but y {m} labels: one label per row of X")
         X = X.rechunk({1: -1})
         y = y.rechunk((X.chunks[0],))
         xs, ys = list(X.to_delayed().ravel()), list(y.to_delayed().ravel())

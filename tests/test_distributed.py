@@ -484,3 +484,12 @@ def test_scikit_learn_conventions_of_the_wrapper(client):
         CombinedClassifier(SCWClassifier()).fit(X, y[:, None])
     one = CombinedClassifier(SCWClassifier()).partial_fit(X[:1], y[:1], classes=[0, 1])
     assert one.n_parts_ == 1
+
+
+def test_dask_labels_of_another_length_are_named(client):
+    """dask's own "Chunks do not add up to shape" before."""
+    da = pytest.importorskip("dask.array")
+    X, y = data(n=60)
+    clf = CombinedClassifier(SCWClassifier())
+    with pytest.raises(ValueError, match="X has 60 rows but y 50 labels"):
+        clf.fit(da.from_array(X, chunks=(30, 5)), da.from_array(y[:50], chunks=25))
