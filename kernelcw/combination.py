@@ -22,7 +22,14 @@ import scipy.sparse as sp
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from sklearn.base import clone
 
-from ._combine_checks import METHODS, check_parts, continues_nu_pi, part_weights
+from ._combine_checks import (
+    METHODS,
+    _same_value,
+    check_parts,
+    check_started_covariance,
+    continues_nu_pi,
+    part_weights,
+)
 from .engines import engine_class
 from .engines.dual.combine_state import (
     build_engine,
@@ -119,6 +126,8 @@ def combine(estimators: Sequence, method: str = "kl", *, weights=None, start=Non
     with _parts_locked(ests + ([start] if start is not None else [])):
         # again, with no part learning: a fit since the checks may have changed one
         ests = check_parts(ests, method, start)
+        if start is not None:
+            check_started_covariance(ests, start)
         if len(ests) == 1 and start is None:
             return copy.deepcopy(ests[0])
         spec = first._engine.spec
@@ -157,7 +166,13 @@ def _assemble(first, ests, engine, start):
     for k, v in vars(first).items():
         if k.endswith("_") and not k.startswith("_"):
             setattr(new, k, copy.deepcopy(v))
-    new._began_with = copy.copy(first._began_with)
+    # the values it began with are first's, as the clone's own objects where they are
+    # the same values (clone copies a kernel object: an identity check saw a change)
+    began = copy.copy(first._began_with)
+    for k, v in began.items():
+        if _same_value(getattr(new, k), v):
+            began[k] = getattr(new, k)
+    new._began_with = began
     new._engine = engine
     totals = [sum(getattr(e, k) for e in ests) for k in COUNTERS]
     if start is not None:  # (start's rows, which every part's counters include)

@@ -23,11 +23,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clo
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._combine_checks import check_parts, continues_nu_pi
+from ._combine_checks import _same_value, check_parts, continues_nu_pi
 from ._interrupt import restore_on_error
 from ._validation import check_option, check_positive_int
 from .combination import METHODS, combine
-from .estimators._base import CWEstimator
+from .estimators._base import STRUCTURAL, CWEstimator
 from .estimators._input import check_same_classes, check_stream
 from .estimators._locks import model_lock
 from .spec import check_params
@@ -260,16 +260,23 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         as they are now: one set_params changed since (C, eta) applies to the next
         parts, as it would to the estimator; a structural one is refused before any
         part learns, as the estimator refuses it (the parts went on with the old
-        values, silently)."""
+        values, silently). A kernel function counts as unchanged if it is a copy of
+        the model's (a process cluster hands back copies: ``_same_function``)."""
         model = copy.copy(_without_names(self.combined_))
-        model.set_params(**self.estimator.get_params(deep=False))
-        what = model._structure_changes()
-        if what:
+        params = self.estimator.get_params(deep=False)
+        began = model._began_with
+        changed = [
+            f"{k} from {began[k]!r} to {params[k]!r}"
+            for k in STRUCTURAL
+            if not _same_value(params[k], began[k])
+        ]
+        if changed:
             raise ValueError(
-                f"set_params changed the estimator's {what} since this model began; these "
-                "shape the combined state, so partial_fit cannot continue it: call fit to "
-                "start over (or set them back)"
+                f"set_params changed the estimator's {', '.join(changed)} since this model "
+                "began; these shape the combined state, so partial_fit cannot continue "
+                "it: call fit to start over (or set them back)"
             )
+        model.set_params(**{k: v for k, v in params.items() if k not in STRUCTURAL})
         return model
 
     def _epoch(self, client, template, start, parts, classes, first: bool):

@@ -964,9 +964,9 @@ def test_a_model_too_wide_for_memory_names_the_widest_line(tmp_path, capsys, mon
 
     monkeypatch.setattr(kernelcw.spec, "memory_limit", lambda: 2**30)
     path = tmp_path / "h.svm"
-    path.write_text("1 1:0.5\n-1 2147483000:0.2\n")
+    path.write_text("1 1:0.5\n1 2147482999:0.3\n-1 2147483000:0.2\n")  # (n - 1 first)
     assert main(["run", "--data", str(path), "-a", "pa1"]) == 2
-    assert_one_line_error(capsys.readouterr().err, "index 2147483000 on line 2 of h.svm")
+    assert_one_line_error(capsys.readouterr().err, "index 2147483000 on line 3 of h.svm")
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")

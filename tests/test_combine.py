@@ -872,8 +872,9 @@ def test_a_full_covariance_part_that_did_not_start_from_start_is_refused():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((300, 4))
     y = (X[:, 0] > 0).astype(int)
-    start = SCWClassifier(covariance="full").fit(-X[:20], y[:20])
-    parts = [SCWClassifier(covariance="full").fit(X[20 + i :: 2], y[20 + i :: 2]) for i in (0, 1)]
+    make = lambda: SCWClassifier(covariance="full", fit_intercept=True)  # noqa: E731
+    start = make().fit(-X[:20], y[:20])  # (its counters: no more than the parts')
+    parts = [make().fit(X[20 + i :: 2], y[20 + i :: 2]) for i in (0, 1)]
     with pytest.raises(ValueError, match=r"estimators\[0\] did not start from start: its cov"):
         combine(parts, "bayes", start=start)
     good = [copy.deepcopy(start).partial_fit(X[20 + i :: 2], y[20 + i :: 2]) for i in (0, 1)]
@@ -909,6 +910,13 @@ def _quadratic(A, B):
     return (A @ B.T + 1.0) ** 2
 
 
+_SCALE = 1.0
+
+
+def _scaled(A, B):
+    return _SCALE * (A @ B.T)
+
+
 def test_copies_of_one_kernel_function_combine():
     """dask sends each part its own copy of a kernel function defined in a script (or
     a lambda): the copies were refused as different functions after every part had
@@ -930,3 +938,43 @@ def test_copies_of_one_kernel_function_combine():
     other = SCWClassifier(kernel=lambda A, B: (A @ B.T) ** 2).fit(X[40:], y[40:])
     with pytest.raises(ValueError, match=r"estimators\[1\] has kernel function"):
         combine([a, other])
+
+
+def test_same_function_tells_copies_from_other_functions():
+    """Copies of one function (dask's, of a closure over an array or a partial) are one
+    function; kwdefaults or the globals the code reads make another (a review found both
+    taken as the same kernel)."""
+    import functools
+    import types
+
+    from kernelcw._combine_checks import _same_function
+
+    def copy_of(f):
+        g = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__,
+                               f.__closure__)  # fmt: skip
+        g.__kwdefaults__, g.__qualname__ = f.__kwdefaults__, f.__qualname__
+        return g
+
+    def make(gamma):
+        def k(A, B, *, g=gamma):
+            return np.exp(-g * ((A[:, None] - B[None]) ** 2).sum(-1))
+
+        return k
+
+    assert _same_function(make(0.1), copy_of(make(0.1)))
+    assert not _same_function(make(0.1), make(50.0))
+
+    def weighting(w):
+        def weighted(A, B):
+            return (A * w) @ B.T
+
+        return weighted
+
+    assert _same_function(weighting(np.arange(3.0)), copy_of(weighting(np.arange(3.0))))
+    assert not _same_function(weighting(np.arange(3.0)), weighting(np.ones(3)))
+    part = functools.partial(_quadratic)
+    assert _same_function(part, functools.partial(copy_of(_quadratic)))
+    assert _same_function(_scaled, copy_of(_scaled))
+    moved = types.FunctionType(_scaled.__code__, {**_scaled.__globals__, "_SCALE": 100.0})
+    moved.__qualname__ = _scaled.__qualname__
+    assert not _same_function(_scaled, moved)  # (reads another _SCALE)

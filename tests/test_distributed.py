@@ -4,6 +4,7 @@ the same tree of kernelcw.combine run here, bit for bit."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import subprocess
 import sys
 
@@ -493,3 +494,27 @@ def test_dask_labels_of_another_length_are_named(client):
     clf = CombinedClassifier(SCWClassifier())
     with pytest.raises(ValueError, match="X has 60 rows but y 50 labels"):
         clf.fit(da.from_array(X, chunks=(30, 5)), da.from_array(y[:50], chunks=25))
+
+
+@dataclasses.dataclass
+class _Poly:
+    c: float = 1.0
+
+    def __call__(self, A, B):
+        return (np.asarray(A @ B.T) + self.c) ** 2
+
+
+def test_partial_fit_continues_a_copied_kernel_and_a_deep_tree(client):
+    """A kernel object (copied by clone) or a function copy (a process cluster's) counted
+    as "set_params changed the kernel"; a tree of 4 parts on features of very different
+    scales was refused as "did not start from start" by rounding (a review found both)."""
+    X, y = data(n=120, d=3)
+    clf = CombinedClassifier(CWClassifier(kernel=_Poly()), method="bayes", n_parts=2)
+    clf.partial_fit(X[:60], y[:60], classes=[0, 1]).partial_fit(X[60:], y[60:])
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(1000, 3))
+    W = np.column_stack([Z, Z[:, 2] * (1 + 1e-9) + 1e-9 * rng.normal(size=1000), Z[:, 0] * 1e3])
+    t = (Z[:, 0] + 0.3 * rng.normal(size=1000) > 0).astype(int)
+    deep = CombinedClassifier(CWClassifier(), n_parts=4)
+    deep.partial_fit(W[:500], t[:500], classes=[0, 1]).partial_fit(W[500:], t[500:])
+    assert deep.score(W, t) > 0.8

@@ -219,17 +219,20 @@ def _widest(source: str, n_features: int) -> str:
 
     if not os.path.isfile(source):
         return ""
-    top = {str(n_features), str(n_features - 1)}  # (one- or zero-based indices)
+    best = (-1, 0)  # (the largest index, its line): the width is it or it + 1
     try:
         for line, text in _data_lines(source):
-            for index in (t.split(":")[0] for t in text.split()[1:]):
-                if index in top:
-                    name = os.path.basename(source)
-                    return (f" (its {n_features:,} features: index {index} on line {line} of "
-                            f"{name}; a kernel model keeps no weight per feature)")  # fmt: skip
+            for token in text.split()[1:]:
+                index = token.split(":")[0]
+                if index.isdigit() and int(index) > best[0]:
+                    best = (int(index), line)
     except (OSError, EOFError, ValueError):
-        pass
-    return ""
+        return ""
+    if best[0] < 0:
+        return ""
+    name = os.path.basename(source)
+    return (f" (its {n_features:,} features: index {best[0]} on line {best[1]} of {name}; "
+            "a kernel model keeps no weight per feature)")  # fmt: skip
 
 
 def _fit_budgets(estimators: dict, n_samples: int) -> dict:
