@@ -207,7 +207,7 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             validate_data(self, _columns_of(X), reset=True, skip_check_array=True)
             template = clone(self.estimator)
             with _Session(self.client) as client:
-                parts = self._parts(client, X, y)
+                parts = self._parts(client, X, y, classes)
                 _check_split(self.estimator, len(parts))
                 est = self.estimator
                 rule, form = check_params(est)
@@ -239,7 +239,7 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         with restore_on_error(self):  # a failed first call records no names
             validate_data(self, _columns_of(X), reset=not fitted, skip_check_array=True)
             with _Session(self.client) as client:
-                parts = self._parts(client, X, y)
+                parts = self._parts(client, X, y, self.classes_ if fitted else classes)
                 _check_split(self.estimator, len(parts))
                 if fitted:  # the parts learn arrays, already checked against the names
                     engine = self.combined_._engine
@@ -327,8 +327,9 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------ data
 
-    def _parts(self, client, X, y) -> list:
-        """[(X part, y part)] as futures on the cluster."""
+    def _parts(self, client, X, y, classes=None) -> list:
+        """[(X part, y part)] as futures on the cluster; labels in memory outside
+        ``classes`` (if given) are named by their row in y (a part named its own)."""
         if _is_dask_collection(X) != _is_dask_collection(y):
             raise TypeError("X and y must both be dask collections or both in memory")
         if _is_dask_collection(X):
@@ -337,6 +338,14 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         # the value checks of fit on the whole X first: an error names the row in X (a
         # part's call would name one within its part)
         check_stream(X, y, self.estimator)
+        if classes is not None:
+            known, labels = set(np.asarray(classes).tolist()), y.tolist()
+            i = next((i for i, v in enumerate(labels) if v not in known), None)
+            if i is not None:
+                raise ValueError(
+                    f"y holds the label {labels[i]!r} at row {i}, not one of the classes "
+                    f"{sorted(known, key=str)!r}"
+                )
         n = X.shape[0]
         P = self.n_parts or max(1, sum(client.nthreads().values()))
         if P > n and self.n_parts is None:  # (the cluster's threads: fewer parts then)

@@ -518,3 +518,15 @@ def test_partial_fit_continues_a_copied_kernel_and_a_deep_tree(client):
     deep = CombinedClassifier(CWClassifier(), n_parts=4)
     deep.partial_fit(W[:500], t[:500], classes=[0, 1]).partial_fit(W[500:], t[500:])
     assert deep.score(W, t) > 0.8
+
+
+def test_labels_outside_the_classes_are_named_by_their_row(client):
+    """In memory, a part named the labels of its own rows ("part 2 ... labels [7]")."""
+    X, y = data(n=60)
+    clf = CombinedClassifier(SCWClassifier(), n_parts=2).fit(X, y)
+    y2 = y.copy()
+    y2[41] = 7
+    with pytest.raises(ValueError, match=r"y holds the label 7 at row 41, not one of"):
+        clf.partial_fit(X, y2)
+    with pytest.raises(ValueError, match=r"label 7 at row 41"):
+        CombinedClassifier(SCWClassifier(), n_parts=2).fit(X, y2, classes=[0, 1])
