@@ -770,3 +770,29 @@ def test_full_covariance_blocks_split_where_the_variance_cancels(monkeypatch):
     got = np.r_[big.coef_[0], big.intercept_]
     np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-11 * np.abs(want).max())
     assert big.n_updates_ == one.n_updates_ and big.n_mistakes_ == one.n_mistakes_
+
+
+def test_a_refit_changes_the_columns_only_with_its_engine(monkeypatch):
+    """fit wrote n_features_in_ and feature_names_in_ at its first check, long before it
+    installed its engine: a predict in another thread checked X against the new columns
+    and computed with the old engine (an audit saw 20,099 wrong answers, no error)."""
+    pd = pytest.importorskip("pandas")
+    from kernelcw.estimators import _base
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 4))
+    y = (X[:, 0] > 0).astype(int)
+    est = AROWClassifier().fit(pd.DataFrame(X, columns=list("abcd")), y)
+    seen = []
+    real = _base.CWEstimator._start
+
+    def start(self, *args, **kw):  # (where the new engine is built, before _install)
+        seen.append((self.n_features_in_, list(self.feature_names_in_)))
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(_base.CWEstimator, "_start", start)
+    est.fit(pd.DataFrame(np.hstack([X, X[:, :2]]), columns=list("dcbaef")), y)
+    assert seen == [(4, list("abcd"))]  # (the old columns until the engine changes)
+    assert est.n_features_in_ == 6 and list(est.feature_names_in_) == list("dcbaef")
+    est.fit(X, y)  # (no names now: the attribute goes with the new engine)
+    assert not hasattr(est, "feature_names_in_") and est.n_features_in_ == 4

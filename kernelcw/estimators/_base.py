@@ -294,7 +294,17 @@ class CWEstimator(
                 check_memory(spec)
                 specs.append(spec)
 
-        X, y, classes_ = validate_training(self, X, y, classes, first_call, square, make_spec)
+        # a first call's checks record the feature count and names (scikit-learn's
+        # validate_data): on a bare copy, which _install makes the model's together with
+        # its engine, under the old engine's lock (a predict in another thread during a
+        # refit checked X against the new names and width, then used the old engine)
+        target = self
+        if first_call:
+            target = type(self).__new__(type(self))
+            target.__dict__.update(self.__dict__)
+        X, y, classes_ = validate_training(target, X, y, classes, first_call, square, make_spec)
+        if first_call:
+            self._meta_next = (target.n_features_in_, target.__dict__.get("feature_names_in_"))
         spec = specs[0] if specs else self._engine.spec
         return with_intercept(X, spec), y, classes_, specs[0] if specs else None
 
@@ -333,10 +343,17 @@ class CWEstimator(
         engine's lock: a call learning into that one stores its counters first.
         ``replaced``: a list that gets the replaced model's counters first."""
         old = self.__dict__.get("_engine")
+        meta = self.__dict__.pop("_meta_next", None)  # (_validate's: the columns)
         with old.lock if old is not None else _NO_GUARD:
             if replaced is not None:  # (before anything changes: ._locks.put_back_model)
                 replaced.append(self.__dict__.get("_counts"))
             self.__dict__.pop("_row_memo", None)  # (the last engine's: let it go)
+            if meta is not None:
+                self.n_features_in_ = meta[0]
+                if meta[1] is None:
+                    self.__dict__.pop("feature_names_in_", None)
+                else:
+                    self.feature_names_in_ = meta[1]
             # the engine before the classes: a call that sees classes_ continues the
             # model (partial_fit_margins), and finds its engine
             self._engine = engine
