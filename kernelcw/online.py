@@ -212,7 +212,25 @@ def _stream(est, X, y, classes):
                 f"y contains only one class ({classes.tolist()[0]!r}); a classifier needs "
                 "two. Pass classes=[...] to declare the others."
             )
-    return X, y, np.asarray(classes)
+    classes = np.asarray(classes)
+    _labels_in(y, classes)
+    return X, y, classes
+
+
+def _labels_in(y: np.ndarray, classes: np.ndarray) -> None:
+    """A label outside ``classes`` named by its row, before any of the stream is learnt
+    (the chunk's call refused it after the chunks before it, naming no row)."""
+    if y.dtype.kind in "biuf" and classes.dtype.kind in "biuf":
+        outside = np.flatnonzero(~np.isin(y, classes))
+        i = int(outside[0]) if outside.size else None
+    else:
+        known = set(classes.tolist())
+        i = next((i for i, v in enumerate(y.tolist()) if v not in known), None)
+    if i is not None:
+        raise ValueError(
+            f"y holds the label {y.tolist()[i]!r} at row {i}, not one of the classes "
+            f"{classes.tolist()!r}"
+        )
 
 
 @contextlib.contextmanager

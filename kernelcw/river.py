@@ -56,7 +56,7 @@ from ._river_input import (
     too_large,
 )
 from .estimators import CWClassifier
-from .estimators._base import _FLOOR_WARNING, CWEstimator, warn_stabilised
+from .estimators._base import _FLOOR_WARNING, CWEstimator, user_stacklevel, warn_stabilised
 from .estimators._input import with_intercept
 from .estimators._mixins import margin_proba
 from .grow import add_models, mirror, widen, wider_margins
@@ -425,7 +425,7 @@ class Classifier(_river_base.MiniBatchClassifier):
                 return  # a row that changes nothing (kernelcw.engines.dual.quiet)
             res, failed = est._learn_locked(engine, X, T)
         if failed is not None:
-            warn_stabilised(est, failed, stacklevel=4)
+            warn_stabilised(est, failed, stacklevel=user_stacklevel())
         if not self._floored and res.n_floored.any():
             self._warn_floor(int(res.n_floored.sum()))
 
@@ -434,7 +434,9 @@ class Classifier(_river_base.MiniBatchClassifier):
         self._floored = True
         name = type(self._model).__name__
         warnings.warn(
-            _FLOOR_WARNING.format(name=name, floor=VAR_FLOOR, n=n), RuntimeWarning, stacklevel=4
+            _FLOOR_WARNING.format(name=name, floor=VAR_FLOOR, n=n),
+            RuntimeWarning,
+            stacklevel=user_stacklevel(),
         )
 
     def _new_label(self, y) -> None:

@@ -239,3 +239,15 @@ def test_the_stream_is_checked_a_piece_at_a_time_and_named_by_its_row():
     big[33] = 1e200
     with pytest.raises(ValueError, match="row 33 of X is too large"):
         check_stream(big, y, est, rows=7)
+
+
+def test_a_label_outside_the_classes_is_named_by_its_row_before_learning():
+    """y[2500] = 7 with classes=[0, 1]: refused when its chunk reached partial_fit, after
+    the chunks before it were learnt, naming no row."""
+    X, y = _data(7, n=3000)
+    y = y.copy()
+    y[2500] = 7
+    est = SCWClassifier()
+    with pytest.raises(ValueError, match=r"label 7 at row 2500, not one of the classes \[0, 1\]"):
+        run_online(est, X, y, classes=[0, 1])
+    assert not hasattr(est, "classes_")  # (nothing learnt)

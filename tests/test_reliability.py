@@ -796,3 +796,16 @@ def test_a_refit_changes_the_columns_only_with_its_engine(monkeypatch):
     assert est.n_features_in_ == 6 and list(est.feature_names_in_) == list("dcbaef")
     est.fit(X, y)  # (no names now: the attribute goes with the new engine)
     assert not hasattr(est, "feature_names_in_") and est.n_features_in_ == 4
+
+
+def test_the_floor_warning_points_at_the_callers_line():
+    """Its stacklevel was fixed at 3: fit's warning pointed into kernelcw/_interrupt.py,
+    partial_fit's into kernelcw/estimators/_base.py."""
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(2000, 3), rng.randint(0, 2, 2000)  # (noise: CW-Stdev floors)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        CWClassifier().fit(X, y)
+        CWClassifier().partial_fit(X, y, classes=[0, 1])
+    floors = [w for w in caught if "variance fell below" in str(w.message)]
+    assert len(floors) == 2 and all(w.filename == __file__ for w in floors)

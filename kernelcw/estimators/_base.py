@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import math
 import operator
+import os
+import sys
 import warnings
 
 import numpy as np
@@ -71,6 +73,21 @@ _STABILISED = (
     "scores of every support vector, from the inverse factor); budget_batch > 1 pays "
     "that once per budget_batch removals."
 )
+
+
+#: The package's folder: frames in it are the library's, not the user's.
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def user_stacklevel() -> int:
+    """``warnings.warn``'s stacklevel, for the function that calls this, of the first
+    frame outside kernelcw: a warning points at the user's line whichever path led
+    there (fit through its interrupt wrapper, partial_fit, run_online, the river
+    adapter; a fixed stacklevel pointed into the library)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def warn_stabilised(est, message: str, stacklevel: int) -> None:
@@ -425,14 +442,14 @@ class CWEstimator(
             if first_floor:  # none before: the counters now hold this call's alone
                 first_floor = _any(self.n_variance_floored_)
         if failed is not None:
-            warn_stabilised(self, failed, stacklevel=3)
+            warn_stabilised(self, failed, stacklevel=user_stacklevel())
         if first_floor:
             warnings.warn(
                 _FLOOR_WARNING.format(
                     name=type(self).__name__, floor=VAR_FLOOR, n=int(res.n_floored.sum())
                 ),
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
         return res.margins
 
