@@ -138,7 +138,7 @@ def _same(ref, est, where: str) -> None:
             raise ValueError(f"{where} has {name} {y!r} but estimators[0] has {x!r}")
     if s0.form == "dual":
         k0, k1 = s0.kernel, s1.kernel
-        if not _same_function(k0._f, k1._f):
+        if not same_value(k0._f, k1._f):
             raise ValueError(
                 f"{where} has kernel function {k1._f!r} but estimators[0] has {k0._f!r}"
             )
@@ -151,17 +151,12 @@ def _same(ref, est, where: str) -> None:
     _same_names(ref, est, where)
 
 
-def _same_function(f, g) -> bool:
-    """Whether two kernel callables are one function: the same object, equal, or copies
-    of one (dask sends each part its own copy of a function defined in a script or a
-    notebook, of a lambda or a partial): the same module, name and code, and equal
-    defaults, closure, and globals the code reads (:func:`_same_value`)."""
-    return _same_value(f, g)
-
-
-def _same_value(x, y, depth: int = 0) -> bool:
+def same_value(x, y, depth: int = 0) -> bool:
     """``x`` and ``y`` the same value: the same object; equal arrays; copies of one
-    function (:func:`_same_function`) or partial; else ``==``. False where unsure."""
+    function or partial (dask sends each part its own copy of a kernel function defined
+    in a script or a notebook, of a lambda or a partial: the same module, name and code,
+    and equal defaults, closure, and globals the code reads); else ``==``. False where
+    unsure."""
     if x is y:
         return True
     if depth > 8:  # (a function that reaches itself through its globals)
@@ -195,15 +190,15 @@ def _same_value(x, y, depth: int = 0) -> bool:
 
 
 def _same_sequence(xs, ys, depth: int) -> bool:
-    """Element by element :func:`_same_value` of tuples, lists and dicts (None alike)."""
+    """Element by element :func:`same_value` of tuples, lists and dicts (None alike)."""
     if isinstance(xs, dict) and isinstance(ys, dict):
-        return xs.keys() == ys.keys() and all(_same_value(xs[k], ys[k], depth + 1) for k in xs)
+        return xs.keys() == ys.keys() and all(same_value(xs[k], ys[k], depth + 1) for k in xs)
     if isinstance(xs, tuple | list) and isinstance(ys, tuple | list):
         return len(xs) == len(ys) and all(
             _same_sequence(a, b, depth + 1) if isinstance(a, tuple | list | dict) else
-            _same_value(a, b, depth + 1) for a, b in zip(xs, ys, strict=True)
+            same_value(a, b, depth + 1) for a, b in zip(xs, ys, strict=True)
         )  # fmt: skip
-    return _same_value(xs, ys, depth + 1)
+    return same_value(xs, ys, depth + 1)
 
 
 def _same_names(ref, est, where: str) -> None:

@@ -24,11 +24,11 @@ from sklearn.base import clone
 
 from ._combine_checks import (
     METHODS,
-    _same_value,
     check_parts,
     check_started_covariance,
     continues_nu_pi,
     part_weights,
+    same_value,
 )
 from .engines import engine_class
 from .engines.dual.combine_state import (
@@ -170,7 +170,7 @@ def _assemble(first, ests, engine, start):
     # the same values (clone copies a kernel object: an identity check saw a change)
     began = copy.copy(first._began_with)
     for k, v in began.items():
-        if _same_value(getattr(new, k), v):
+        if same_value(getattr(new, k), v):
             began[k] = getattr(new, k)
     new._began_with = began
     new._engine = engine

@@ -23,12 +23,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clo
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._combine_checks import _same_value, check_parts, continues_nu_pi
+from ._combine_checks import check_parts, continues_nu_pi, same_value
 from ._interrupt import restore_on_error
 from ._validation import check_option, check_positive_int
 from .combination import METHODS, combine
 from .estimators._base import STRUCTURAL, CWEstimator
-from .estimators._input import check_same_classes, check_stream
+from .estimators._input import check_labels_in, check_same_classes, check_stream
 from .estimators._locks import model_lock
 from .spec import check_params
 
@@ -261,14 +261,14 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         parts, as it would to the estimator; a structural one is refused before any
         part learns, as the estimator refuses it (the parts went on with the old
         values, silently). A kernel function counts as unchanged if it is a copy of
-        the model's (a process cluster hands back copies: ``_same_function``)."""
+        the model's (a process cluster hands back copies: ``same_value``)."""
         model = copy.copy(_without_names(self.combined_))
         params = self.estimator.get_params(deep=False)
         began = model._began_with
         changed = [
             f"{k} from {began[k]!r} to {params[k]!r}"
             for k in STRUCTURAL
-            if not _same_value(params[k], began[k])
+            if not same_value(params[k], began[k])
         ]
         if changed:
             raise ValueError(
@@ -339,13 +339,7 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         # part's call would name one within its part)
         check_stream(X, y, self.estimator)
         if classes is not None:
-            known, labels = set(np.asarray(classes).tolist()), y.tolist()
-            i = next((i for i, v in enumerate(labels) if v not in known), None)
-            if i is not None:
-                raise ValueError(
-                    f"y holds the label {labels[i]!r} at row {i}, not one of the classes "
-                    f"{sorted(known, key=str)!r}"
-                )
+            check_labels_in(y, np.asarray(classes))
         n = X.shape[0]
         P = self.n_parts or max(1, sum(client.nthreads().values()))
         if P > n and self.n_parts is None:  # (the cluster's threads: fewer parts then)

@@ -19,7 +19,7 @@ from sklearn.utils.validation import column_or_1d
 
 from ._interrupt import put_back
 from ._validation import check_positive_int
-from .estimators._input import _check_targets, _unique_labels, check_stream
+from .estimators._input import _check_targets, _unique_labels, check_labels_in, check_stream
 
 __all__ = ["OnlineResult", "run_online"]
 
@@ -213,24 +213,8 @@ def _stream(est, X, y, classes):
                 "two. Pass classes=[...] to declare the others."
             )
     classes = np.asarray(classes)
-    _labels_in(y, classes)
+    check_labels_in(y, classes)
     return X, y, classes
-
-
-def _labels_in(y: np.ndarray, classes: np.ndarray) -> None:
-    """A label outside ``classes`` named by its row, before any of the stream is learnt
-    (the chunk's call refused it after the chunks before it, naming no row)."""
-    if y.dtype.kind in "biuf" and classes.dtype.kind in "biuf":
-        outside = np.flatnonzero(~np.isin(y, classes))
-        i = int(outside[0]) if outside.size else None
-    else:
-        known = set(classes.tolist())
-        i = next((i for i, v in enumerate(y.tolist()) if v not in known), None)
-    if i is not None:
-        raise ValueError(
-            f"y holds the label {y.tolist()[i]!r} at row {i}, not one of the classes "
-            f"{classes.tolist()!r}"
-        )
 
 
 @contextlib.contextmanager

@@ -947,7 +947,7 @@ def test_same_function_tells_copies_from_other_functions():
     import functools
     import types
 
-    from kernelcw._combine_checks import _same_function
+    from kernelcw._combine_checks import same_value as _same_function
 
     def copy_of(f):
         g = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__,

@@ -275,6 +275,23 @@ def check_stream(X, y, est, rows: int = 65536) -> None:
         _check_not_too_large(piece, a, big, lo, extra)
 
 
+def check_labels_in(y: np.ndarray, classes: np.ndarray) -> None:
+    """ValueError naming the row of the first label in ``y`` outside ``classes``: for a
+    whole stream checked before any of it is learnt (run_online, CombinedClassifier),
+    where a chunk's or a part's call would refuse it later and name no row."""
+    if y.dtype.kind in "biuf" and classes.dtype.kind in "biuf":
+        outside = np.flatnonzero(~np.isin(y, classes))
+        i = int(outside[0]) if outside.size else None
+    else:
+        known = set(classes.tolist())
+        i = next((i for i, v in enumerate(y.tolist()) if v not in known), None)
+    if i is not None:
+        raise ValueError(
+            f"y holds the label {y.tolist()[i]!r} at row {i}, not one of the classes "
+            f"{classes.tolist()!r}"
+        )
+
+
 def _check_not_too_large(X, a: float, big, offset: int = 0, extra: float = 0.0) -> None:
     """The check ``fit`` makes: a row whose squared norm (with the intercept's constant
     feature c: ``extra = c^2``) times ``a`` overflows float64 would give an infinite
