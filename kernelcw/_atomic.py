@@ -5,6 +5,7 @@ there as it was (:func:`kernelcw.save`)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Callable
@@ -17,12 +18,18 @@ def write_atomically(target: str, write: Callable) -> None:
     ``target`` with the old file's permissions (else 0o666 minus the umask); the
     temporary file is removed on any error or interrupt. A symbolic link is followed:
     the file it points to is replaced, the link stays a link."""
-    target = os.path.realpath(target)
+    given, target = target, os.path.realpath(target)
     directory = os.path.dirname(target)
+    if os.path.isdir(target):  # (else the rename's error, naming the temporary file)
+        raise IsADirectoryError(errno.EISDIR, "is a directory, not a file to write", given)
     mode = _file_mode(target)
-    tmp = tempfile.NamedTemporaryFile(
-        dir=directory, prefix="." + os.path.basename(target) + ".", suffix=".tmp", delete=False
-    )
+    try:
+        tmp = tempfile.NamedTemporaryFile(
+            dir=directory, prefix="." + os.path.basename(target) + ".", suffix=".tmp",
+            delete=False,
+        )  # fmt: skip
+    except OSError as e:  # (a missing folder, no permission: named as the caller gave it)
+        raise _named(e, given) from None
     try:
         with tmp:
             write(tmp)
@@ -30,11 +37,21 @@ def write_atomically(target: str, write: Callable) -> None:
             os.fsync(tmp.fileno())
         os.chmod(tmp.name, mode)
         os.replace(tmp.name, target)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp.name)
+        if isinstance(e, OSError) and e.filename == tmp.name:  # (a full disk, ...)
+            raise _named(e, given) from None
         raise
     _sync_directory(directory)
+
+
+def _named(err: OSError, path: str) -> OSError:
+    """``err`` of the same kind and errno, naming ``path`` (the file the caller asked
+    for) instead of the temporary file it was about."""
+    if err.errno is None:
+        return err
+    return type(err)(err.errno, err.strerror, path)
 
 
 def _file_mode(target: str) -> int:

@@ -14,14 +14,18 @@ import numbers
 from collections import Counter
 
 import numpy as np
+from sklearn.base import clone
 
 from ._diag_stream import _PLAIN, is_number, sum_of_squares
+from .estimators._base import CWEstimator
 from .estimators._input import _unique_labels
+from .spec import inert_parameters
 
 __all__ = [
     "TEXT",
     "check_labels",
     "check_rows",
+    "checked_template",
     "columns",
     "too_large",
     "declared_labels",
@@ -31,6 +35,7 @@ __all__ = [
     "label_rows",
     "not_a_number",
     "repeated",
+    "template",
 ]
 
 #: Values refused as text, whatever numpy would make of them.
@@ -61,14 +66,17 @@ def not_a_number(where: str, value) -> TypeError:
 
 def dict_row(x: dict, cols: list[int], width: int) -> np.ndarray:
     """A (1, width) row holding ``x``'s values at ``cols``; TypeError naming a value
-    that is text or no number. (None reads as NaN: the caller's check names it.)"""
+    that is text or no number. (None and pandas' NA read as NaN: the caller's check
+    names it.)"""
     text = [k for k, v in x.items() if isinstance(v, TEXT)]
     if text:
         raise not_a_number(f"feature {text[0]!r}", x[text[0]])
     values = list(x.values())
     if not _PLAIN.issuperset(map(type, values)):  # (a list [1.0] once read as 1.0)
-        for k, v in zip(x, values, strict=True):
-            if type(v) not in _PLAIN and not is_number(v):
+        for i, (k, v) in enumerate(zip(x, values, strict=True)):
+            if _missing(v):  # (pandas' NA: missing, as None is)
+                values[i] = math.nan
+            elif type(v) not in _PLAIN and not is_number(v):
                 raise not_a_number(f"feature {k!r}", v)
     row = np.zeros((1, width))
     try:
@@ -198,3 +206,35 @@ def check_rows(M: np.ndarray, a: float, extra: float = 0.0) -> tuple[int, int] |
 
 def too_large(i: int) -> str:
     return f"row {i} is too large: its squared norm times a overflows float64"
+
+
+def template(estimator):
+    """The adapter's ``estimator`` (None: ``AROWClassifier(covariance="diag")``), or a
+    TypeError if it is not a kernelcw estimator."""
+    if estimator is None:
+        from .estimators import AROWClassifier
+
+        return AROWClassifier(covariance="diag")
+    if not isinstance(estimator, CWEstimator):
+        raise TypeError(
+            f"estimator={estimator!r} is not a kernelcw estimator (CWClassifier, "
+            "SCWClassifier, AROWClassifier, PAClassifier, PerceptronClassifier, "
+            "SOPClassifier); river's own learners need no adapter"
+        )
+    return estimator
+
+
+def checked_template(estimator, width: int = 1):
+    """(a clone of the adapter's ``estimator`` for a model of ``width`` features, its
+    checked parameters): its errors at a stream's first row, not at its second label.
+    A ``gamma=None`` its kernel reads becomes the value it is fixed to, 1 / width (the
+    kernel's own for None), so that the model's estimator says it (saved, cloned) after
+    the model widens."""
+    est = clone(template(estimator))
+    if isinstance(est.kernel, str) and est.kernel == "precomputed":
+        raise ValueError("kernel='precomputed' has no features: a river stream cannot use it")
+    checked = est._checked_params()
+    if est.gamma is None and "gamma" not in inert_parameters(est.get_params(), checked[1]):
+        est.gamma = 1.0 / width
+        checked = est._checked_params()
+    return est, checked

@@ -30,7 +30,7 @@ from .combination import METHODS, combine
 from .estimators._base import STRUCTURAL, CWEstimator
 from .estimators._input import check_labels_in, check_same_classes, check_stream
 from .estimators._locks import model_lock
-from .spec import check_params
+from .spec import check_params, inert_parameters
 
 __all__ = ["CombinedClassifier", "tree_combine"]
 
@@ -265,10 +265,11 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         model = copy.copy(_without_names(self.combined_))
         params = self.estimator.get_params(deep=False)
         began = model._began_with
+        inert = inert_parameters(began, model.engine_.spec.form)  # (never read: may change)
         changed = [
             f"{k} from {began[k]!r} to {params[k]!r}"
             for k in STRUCTURAL
-            if not same_value(params[k], began[k])
+            if k not in inert and not same_value(params[k], began[k])
         ]
         if changed:
             raise ValueError(
@@ -308,6 +309,12 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         check_positive_int("n_parts", self.n_parts, allow_none=True)
         if not isinstance(self.estimator, CWEstimator):
             raise TypeError(f"estimator must be a kernelcw estimator, not {type(self.estimator)}")
+        client = self.client  # (a Client, an address, None: the current client)
+        if not (client is None or isinstance(client, str) or hasattr(client, "scheduler_info")):
+            raise TypeError(
+                f"client={client!r} must be a dask.distributed Client, a scheduler address "
+                "(str) or None (the current client)"
+            )
 
     def _check_continues(self, why: str, n_parts: int, first_order, budget, policy) -> None:
         """Refuse, before any part learns, what the shared-prior rule cannot continue: a

@@ -21,7 +21,14 @@ from sklearn.metrics.pairwise import manhattan_distances
 from ._validation import check_finite, check_positive
 from .options import KERNELS
 
-__all__ = ["KERNELS", "Kernel", "kernel_diag", "kernel_matrix", "schwarz_violation"]
+__all__ = [
+    "KERNELS",
+    "Kernel",
+    "NonFiniteKernel",
+    "kernel_diag",
+    "kernel_matrix",
+    "schwarz_violation",
+]
 
 
 def _dot(A, B) -> np.ndarray:
@@ -299,6 +306,16 @@ def kernel_diag(A, kernel: str, gamma: float, degree: float, coef0: float) -> np
     raise ValueError(f"unknown kernel {kernel!r}")
 
 
+class NonFiniteKernel(ValueError):
+    """Kernel values that are NaN or infinite. ``column``: the first column of the block
+    K(A, B) holding one (a row of B; -1 if unknown), which the dual engine names by its
+    training row."""
+
+    def __init__(self, message: str, column: int):
+        super().__init__(message)
+        self.column = column
+
+
 class Kernel:
     """A validated kernel: ``block(A, B)`` and ``diag(A)``.
 
@@ -404,9 +421,11 @@ class Kernel:
         else:
             finite = _all_finite(K)
         if not finite:
-            raise ValueError(
+            bad = ~np.isfinite(K)
+            raise NonFiniteKernel(
                 f"kernel {self.name!r} returned NaN or infinity (e.g. a poly kernel whose "
-                "values overflow: rescale X or lower gamma/degree)"
+                "values overflow: rescale X or lower gamma/degree)",
+                int(np.flatnonzero(bad.any(axis=0))[0]) if K.ndim == 2 else -1,
             )
         return K
 

@@ -41,13 +41,14 @@ import scipy.sparse as sp
 
 from . import __version__
 from ._atomic import write_atomically
+from ._saved_values import json_param, plain_classes
 from .engines.saved_state import check_saved_state
 from .estimators._base import STRUCTURAL
 from .estimators._locks import model_lock
 from .estimators._mixins import COUNTERS
 from .registry import ALGORITHMS
 from .rules import Rule
-from .spec import check_params
+from .spec import check_params, inert_parameters
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "load", "save"]
 
@@ -134,7 +135,7 @@ def load(path: str | os.PathLike):
     ----------
     path : str or os.PathLike
         A file written by :func:`save` (any kernelcw version writing format
-        version 1).
+        version 1 or 2).
 
     Returns
     -------
@@ -194,11 +195,13 @@ def _export(est) -> tuple[dict, dict[str, np.ndarray]]:
 
 def _export_locked(est, name: str) -> tuple[dict, dict[str, np.ndarray]]:
     est._check_structure("save")  # not a state paired with parameters it never had
-    params = {k: _json_param(k, v) for k, v in est.get_params(deep=False).items()}
+    params = {k: json_param(k, v) for k, v in est.get_params(deep=False).items()}
     began = est.__dict__.get("_began_with")
     if began is not None:  # the values the state was learnt with: set_params may have set
-        # equal ones of another type since (np.float32(0.1) == 0.1 to numpy, not as gamma)
-        params.update({k: _json_param(k, began[k]) for k in STRUCTURAL})
+        # equal ones of another type since (np.float32(0.1) == 0.1 to numpy, not as gamma);
+        # those it never reads (a linear model's gamma) as they are now
+        inert = inert_parameters(began, est.engine_.spec.form)
+        params.update({k: json_param(k, began[k]) for k in STRUCTURAL if k not in inert})
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -213,7 +216,7 @@ def _export_locked(est, name: str) -> tuple[dict, dict[str, np.ndarray]]:
     engine = est.engine_
     with engine.lock:
         state = engine.state_dict()
-        arrays = {"classes_": _plain_classes(est.classes_)}
+        arrays = {"classes_": plain_classes(est.classes_)}
         for c in COUNTERS:
             arrays[c] = np.asarray(getattr(est, c), dtype=np.int64)
     if hasattr(est, "feature_names_in_"):
@@ -239,33 +242,6 @@ def _export_locked(est, name: str) -> tuple[dict, dict[str, np.ndarray]]:
     if rule is not None:
         meta["engine"]["rule"] = rule
     return meta, arrays
-
-
-def _json_param(name: str, value):
-    """A parameter as JSON: None, bool, int, str, float (non-finite as {"float": ...})."""
-    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
-        value = value.item()
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else {"float": repr(value)}
-    raise ValueError(
-        f"cannot save {name}={value!r}: a saved model's parameters must be None, bool, "
-        "int, float or str (kernelcw files hold no code or objects); set a plain value, "
-        "e.g. an integer random_state or a kernel by name, before saving"
-    )
-
-
-def _plain_classes(classes: np.ndarray) -> np.ndarray:
-    """classes_ as an array .npy holds without pickle (object arrays of str as str)."""
-    if classes.dtype != object:
-        return classes
-    if all(isinstance(c, str) for c in classes):
-        return classes.astype(str)
-    raise ValueError(
-        f"cannot save classes_ {classes.tolist()!r}: labels held as Python objects must all "
-        "be strings (numbers, booleans and strings in numpy arrays save as they are)"
-    )
 
 
 # ------------------------------------------------------------------ loading
@@ -419,9 +395,9 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
     classes = arrays.get("classes_")
     if classes is None or classes.shape != (n_classes,) or n_classes < 2:
         raise bad(f"classes_ must hold the {n_classes} (>= 2) classes")
-    if meta["classes_object"]:
-        if classes.dtype.kind != "U":
-            raise bad("classes_ saved as strings must have a str dtype")
+    if meta["classes_object"]:  # (Python objects, saved as an array of their kind)
+        if classes.dtype.kind not in "Ubif":
+            raise bad("classes_ saved as Python objects must be strings, booleans or numbers")
         classes = classes.astype(object)
     # sorted by fit, in order of first appearance by the river adapter (both learn); a
     # repeated label or a NaN predicts wrongly
@@ -508,9 +484,9 @@ def _check_learnt_with(est, learnt, bad) -> None:
     if type(learnt) is not dict:
         raise bad("the engine's learnt_with must be a dict of parameters")
     edited = [
-        f"{k}={_json_param(k, getattr(est, k))!r} (learnt with {v!r})"
+        f"{k}={json_param(k, getattr(est, k))!r} (learnt with {v!r})"
         for k, v in learnt.items()
-        if k in STRUCTURAL and _json_param(k, getattr(est, k)) != v
+        if k in STRUCTURAL and json_param(k, getattr(est, k)) != v
     ]
     if edited:
         raise bad(

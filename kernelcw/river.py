@@ -40,23 +40,24 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
     ) from exc
 
 import numpy as np
-from sklearn.base import clone
 
 from ._diag_stream import DiagStream, fast_engine
 from ._interrupt import deferred_interrupt, surface_interrupt, surfaces_interrupts
 from ._river_input import (
     check_labels,
     check_rows,
+    checked_template,
     columns,
     declared_labels,
     dict_row,
     frame_values,
     label_array,
     label_rows,
+    template,
     too_large,
 )
 from .estimators import CWClassifier
-from .estimators._base import _FLOOR_WARNING, CWEstimator, user_stacklevel, warn_stabilised
+from .estimators._base import _FLOOR_WARNING, user_stacklevel, warn_stabilised
 from .estimators._input import with_intercept
 from .estimators._mixins import margin_proba
 from .grow import add_models, mirror, widen, wider_margins
@@ -70,12 +71,6 @@ __all__ = ["Classifier"]
 #: labels, pending rows and feature index in place (only at their ends), which
 #: :meth:`Classifier._learn_whole` cuts back to their sizes before the call.
 _PUT_BACK = ("_width", "_rows_y", "_floored", "_labels", "_pending", "_index")
-
-
-def _default_estimator():
-    from .estimators import AROWClassifier
-
-    return AROWClassifier(covariance="diag")
 
 
 class Classifier(_river_base.MiniBatchClassifier):
@@ -99,7 +94,10 @@ class Classifier(_river_base.MiniBatchClassifier):
     ----------
     estimator_ : kernelcw estimator or None
         The fitted estimator holding the model (its engine, counters
-        ``n_updates_``, ``n_mistakes_``), None before the model starts.
+        ``n_updates_``, ``n_mistakes_``), None before the model starts. Its columns
+        are ``feature_names`` then spare ones (0 for every row: the width grows by
+        half), ``n_features_in_`` of them; a ``gamma=None`` is the value it was fixed
+        to at the start. It pickles, saves (:func:`kernelcw.save`) and predicts alone.
     feature_names : list
         The feature names seen so far, in column order.
     labels : list
@@ -333,15 +331,7 @@ class Classifier(_river_base.MiniBatchClassifier):
     # ------------------------------------------------------------ learning
 
     def _template(self):
-        if self.estimator is None:
-            return _default_estimator()
-        if not isinstance(self.estimator, CWEstimator):
-            raise TypeError(
-                f"estimator={self.estimator!r} is not a kernelcw estimator (CWClassifier, "
-                "SCWClassifier, AROWClassifier, PAClassifier, PerceptronClassifier, "
-                "SOPClassifier); river's own learners need no adapter"
-            )
-        return self.estimator
+        return template(self.estimator)
 
     def _learn_whole(self, names: list, M: np.ndarray, labels: list) -> None:
         """Checked rows ``M`` (``names``) learnt all or nothing: a failed or interrupted
@@ -403,7 +393,8 @@ class Classifier(_river_base.MiniBatchClassifier):
         if self._model is None:
             if self._declared is not None:
                 self._start(self._declared)
-            else:  # one label so far: kept until the second
+            else:  # one label so far: kept until the second (the parameters checked now)
+                checked_template(self.estimator)
                 self._pending.extend(r.copy() for r in X)
                 return
         if X.shape[1] < self._width:  # rows made before the model started (width 0)
@@ -473,11 +464,8 @@ class Classifier(_river_base.MiniBatchClassifier):
 
     def _start(self, labels: list) -> None:
         """The estimator and its engine at the prior, for ``labels`` (>= 2)."""
-        est = clone(self._template())
-        if isinstance(est.kernel, str) and est.kernel == "precomputed":
-            raise ValueError("kernel='precomputed' has no features: a river stream cannot use it")
-        checked = est._checked_params()
         self._width = max(self._width, 1)
+        est, checked = checked_template(self.estimator, self._width)
         spec = engine_spec(est, self._width, len(labels), checked)
         check_memory(spec)
         est._start(label_array(labels), spec)

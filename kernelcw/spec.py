@@ -237,6 +237,36 @@ def check_params(est) -> tuple[RuleParams, str]:
     return rule, "primal_full" if est.covariance == "full" else "primal_diag"
 
 
+def inert_parameters(params: dict, form: str) -> frozenset:
+    """The structural parameters (``kernelcw.estimators._base.STRUCTURAL``) that cannot
+    reach the state of a model of engine ``form`` that began with ``params`` (values by
+    name): a kernel's gamma, degree and coef0 where its kernel does not read them, the
+    budget's policy and batch without a budget, ``diag_method`` outside the diagonal
+    engine, ``solver`` outside the dual one, the dual engine's ``covariance`` (a
+    second-order rule needs "full" there, which its checks say) and
+    ``intercept_scaling`` without an intercept. ``set_params`` may change these
+    between ``partial_fit`` calls: the model is the same."""
+    kernel = params["kernel"]
+    named = kernel if isinstance(kernel, str) else None
+    dual = form == "dual"
+    inert = set()
+    if not (dual and named in ("rbf", "poly", "laplacian")):
+        inert.add("gamma")
+    if not (dual and named == "poly"):
+        inert.update(("degree", "coef0"))
+    if not (dual and params["budget"] is not None):
+        inert.update(("budget_policy", "budget_batch"))
+    if form != "primal_diag":
+        inert.add("diag_method")
+    if dual:
+        inert.add("covariance")
+    else:
+        inert.add("solver")
+    if not params["fit_intercept"]:
+        inert.add("intercept_scaling")
+    return frozenset(inert)
+
+
 def _check_intercept(est, a: float) -> None:
     if not isinstance(est.fit_intercept, bool | np.bool_):
         raise ValueError(f"fit_intercept={est.fit_intercept!r} must be True or False")

@@ -143,3 +143,69 @@ def test_the_panels_factor_is_the_fallback_where_the_budget_first_binds(monkeypa
                     continue
             assert helpers.all_finite_state(est)
     assert used and converted
+
+
+def _linear(A, B):
+    return np.asarray(A @ B.T)
+
+
+@pytest.mark.parametrize("kernel", ["linear", "callable", "precomputed"])
+def test_a_kernel_not_known_psd_gets_the_factor_form_where_nu_pi_drifts(kernel):
+    """CW-Stdev under "smallest" on contradictory labels: Pi's recursion drifts below
+    zero. The built-in kernel floored it and moved to the factor form; the same values
+    from a callable or a precomputed Gram matrix were "not positive semi-definite", the
+    call refused and the model stuck in the nu/Pi form, refusing most later calls."""
+    from kernelcw import CWClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = (X[:, 0] + 0.8 * rng.normal(size=600) > 0).astype(int)
+    Xin, kern = {"linear": (X, "linear"), "callable": (X, _linear),
+                 "precomputed": (X @ X.T, "precomputed")}[kernel]  # fmt: skip
+    m = CWClassifier(rule="stdev", eta=0.95, kernel=kern, mode="dual", budget=20,
+                     budget_policy="smallest", random_state=0)  # fmt: skip
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for i in range(0, 600, 30):
+            m.partial_fit(Xin[i : i + 30], y[i : i + 30], classes=[0, 1])
+    assert m.engine_.factor_forms() == ["pruned"]
+    assert any("learned again" in str(w.message) for w in seen)
+    assert np.all(np.isfinite(m.decision_function(Xin[:50])))
+
+
+def test_a_kernel_that_is_not_psd_is_still_named_in_the_factor_form():
+    """The retry in the factor form tells drift from a kernel that is not positive
+    semi-definite: the latter is still refused, the model as before the call."""
+    from kernelcw import CWClassifier
+
+    def bad(A, B):  # 1 - |a - b|^2: not a Mercer kernel
+        return 1.0 - ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(120, 2))
+    y = (X[:, 0] > 0).astype(int)
+    m = CWClassifier(rule="stdev", kernel=bad, budget=10, budget_policy="smallest")
+    with pytest.raises(ValueError, match="not positive semi-definite|Cauchy"):
+        for i in range(0, 120, 20):
+            m.partial_fit(X[i : i + 20], y[i : i + 20], classes=[0, 1])
+
+
+@pytest.mark.parametrize("rows", [None, 1])
+def test_a_kernel_value_that_overflows_is_named_by_its_training_row(rows):
+    """"kernel 'poly' returned NaN or infinity" named no row, where a NaN in X does."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 3)
+    y = (X[:, 0] > 0).astype(int)
+    m = AROWClassifier(kernel="poly", degree=3, gamma=1.0, coef0=1.0, budget=10)
+    m.fit(X[:40], y[:40])
+    before = m.decision_function(X).copy()
+    Xc = X[40:50].copy()
+    Xc[6] = [3e60, 0.0, 0.0]  # |x|^2 finite, k(x, x) overflows
+    with pytest.raises(ValueError, match=r"returned NaN or infinity at training row 46 \("):
+        if rows is None:
+            m.partial_fit(Xc, y[40:50])
+        else:
+            for i in range(10):
+                m.partial_fit(Xc[i : i + 1], y[40 + i : 41 + i])
+    if rows is None:
+        np.testing.assert_array_equal(m.decision_function(X), before)

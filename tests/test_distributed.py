@@ -224,6 +224,7 @@ def test_a_scheduler_address_works_the_same(client):
     assert distributed.get_client() is client  # the call's own client is closed again
 
 
+@pytest.mark.shipped_defaults  # (the README's code runs with the defaults a user gets)
 @pytest.mark.filterwarnings("ignore:Port .* is already in use")  # the example's dashboard
 def test_readme_combination_example_runs_and_prints_its_comments():
     """The README's "Combining models" block, its printed lines against its comments.
@@ -454,6 +455,29 @@ def test_set_params_of_the_estimator_reaches_partial_fit_or_is_refused(client):
     clf.set_params(estimator__gamma=0.5, estimator__budget=None, estimator__C=0.125)
     clf.partial_fit(X, y)
     assert clf.combined_.C == 0.125
+
+
+def test_a_parameter_the_model_never_reads_may_change_between_partial_fits(client):
+    """As the estimator's own partial_fit: a linear model's gamma was refused."""
+    X, y = data(n=120)
+    clf = CombinedClassifier(SCWClassifier(), n_parts=2).fit(X[:60], y[:60])
+    ref = copy.deepcopy(clf)
+    clf.set_params(estimator__gamma=0.5, estimator__budget_policy="oldest")
+    clf.partial_fit(X[60:], y[60:])
+    ref.partial_fit(X[60:], y[60:])
+    np.testing.assert_array_equal(clf.decision_function(X), ref.decision_function(X))
+
+
+def test_a_client_of_another_type_is_named():
+    """client=42 raised AttributeError: 'int' object has no attribute 'nthreads'."""
+    X, y = data(n=40)
+    for bad in (42, object()):
+        clf = CombinedClassifier(SCWClassifier(), n_parts=2, client=bad)
+        with pytest.raises(TypeError, match="client=.* must be a dask.distributed Client"):
+            clf.fit(X, y)
+        with pytest.raises(TypeError, match="client="):
+            clf.partial_fit(X, y)
+        assert not hasattr(clf, "combined_")
 
 
 def test_a_precomputed_kernel_is_not_split_into_parts(client):

@@ -713,19 +713,21 @@ def test_precomputed_kernel_has_no_predict_proba(cls):
 
 
 @pytest.mark.parametrize(
-    "change",
+    "start, change",
     [
-        dict(budget=10),
-        dict(budget_policy="oldest"),
-        dict(gamma=0.3),
-        dict(kernel="laplacian"),
-        dict(degree=2),
-        dict(solver="explicit"),
+        ({}, dict(budget=10)),
+        ({}, dict(budget_policy="oldest")),
+        ({}, dict(gamma=0.3)),
+        ({}, dict(kernel="laplacian")),
+        (dict(kernel="poly"), dict(degree=2)),
+        (dict(kernel="poly"), dict(coef0=0.5)),
+        ({}, dict(solver="explicit")),
+        (dict(fit_intercept=True), dict(intercept_scaling=2.0)),
     ],
 )
-def test_partial_fit_refuses_a_structural_change_made_by_set_params(change):
+def test_partial_fit_refuses_a_structural_change_made_by_set_params(start, change):
     X, y = make_blobs(80, 3, centers=2, random_state=1)
-    m = AROWClassifier(kernel="rbf", budget=50).partial_fit(X[:40], y[:40])
+    m = AROWClassifier(**{"kernel": "rbf", "budget": 50, **start}).partial_fit(X[:40], y[:40])
     before = m.decision_function(X).copy()
     m.set_params(**change)
     key = next(iter(change))
@@ -733,6 +735,35 @@ def test_partial_fit_refuses_a_structural_change_made_by_set_params(change):
         m.partial_fit(X[40:], y[40:])
     np.testing.assert_array_equal(m.decision_function(X), before)
     m.fit(X, y)  # fit starts over with the new value
+
+
+@pytest.mark.parametrize(
+    "start, change",
+    [
+        (dict(), dict(gamma=0.5, degree=2, coef0=1.0, budget_policy="oldest", budget_batch=4)),
+        (dict(covariance="diag"), dict(gamma=0.5, solver="explicit")),
+        (dict(), dict(diag_method="l2", intercept_scaling=3.0)),  # (no intercept here)
+        (dict(kernel="rbf"), dict(degree=3, coef0=2.0, budget_batch=2)),
+        (dict(kernel="rbf", budget=30), dict(diag_method="l2", degree=4)),
+    ],
+)
+def test_parameters_a_model_never_reads_may_change_between_calls(start, change, tmp_path):
+    """A linear primal model refused set_params(gamma=0.5) (or a budget's policy) at
+    the next partial_fit, "these shape the stored state", though it never reads them;
+    they now change nothing, and save writes them as they are."""
+    import kernelcw
+
+    X, y = make_blobs(80, 3, centers=2, random_state=1)
+    ref = AROWClassifier(**start).partial_fit(X[:40], y[:40]).partial_fit(X[40:], y[40:])
+    m = AROWClassifier(**start).partial_fit(X[:40], y[:40])
+    m.set_params(**change)
+    m.partial_fit(X[40:], y[40:])
+    np.testing.assert_array_equal(m.decision_function(X), ref.decision_function(X))
+    kernelcw.save(m, tmp_path / "m.kcw")
+    back = kernelcw.load(tmp_path / "m.kcw")
+    assert {k: back.get_params()[k] for k in change} == change
+    np.testing.assert_array_equal(back.decision_function(X), ref.decision_function(X))
+    back.partial_fit(X[:10], y[:10])  # and it goes on
 
 
 def test_primal_partial_fit_refuses_a_covariance_change_and_takes_a_new_eta():

@@ -53,6 +53,8 @@ def test_rbf_nonlinear_beats_linear_and_writes_the_figure(tmp_path, monkeypatch,
     assert (rbf, lin) == (round(res["accuracy_rbf"], 3), round(res["accuracy_linear"], 3))
     assert rbf >= 0.9, out
     assert rbf >= lin + 0.05, out  # two moons are not linearly separable
+    # the README's figures are these defaults' (they once quoted a run without intercept)
+    assert f"(test accuracy {rbf:.3f} against {lin:.3f})" in _readme_examples()
     png = tmp_path / "rbf_nonlinear.png"
     assert res["figure"] == Path("rbf_nonlinear.png") and f"figure: {res['figure']}" in out
     assert png.stat().st_size > 10_000
@@ -97,6 +99,23 @@ def test_dual_primal_equivalence_prints_tiny_differences(capsys, solver):
         got = (res[name]["mistakes_primal"], res[name]["mistakes_dual"])
         assert got == (int(mis_p), int(mis_d))
         assert int(n_sv) > 0
+
+
+def _readme_examples() -> str:
+    """The README's "Examples" section, its lines joined (a figure may wrap)."""
+    text = (EXAMPLES.parent / "README.md").read_text()
+    section = re.search(r"\n## Examples\n(.*?)\n## ", text, re.S).group(1)
+    return " ".join(section.split())
+
+
+def test_budgeted_stream_defaults_print_the_readme_support_count(capsys):
+    """The README quotes the unbudgeted model's support vectors at the script's defaults
+    (20,000 rounds): that count, from the default run (a few seconds)."""
+    res = load("budgeted_stream").main([])
+    n = res["unbudgeted"][-1]["n_support"]
+    assert all(r["n_support"] == 200 for r in res["budgeted"])
+    assert f"grows to {n:,} support vectors" in _readme_examples()
+    capsys.readouterr()
 
 
 def test_budgeted_stream_stays_within_the_budget_in_flat_memory(capsys):

@@ -34,6 +34,7 @@ LAYERS = [
         "_diag_stream",
         "_river_input",
         "persistence",
+        "_saved_values",
         "combination",
         "_combine_checks",
     },

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 import kernelcw
 from kernelcw import AROWClassifier, SCWClassifier, persistence
+from kernelcw._saved_values import json_param
 from kernelcw.engines import saved_state
 from kernelcw.registry import ALGORITHMS, make
 
@@ -199,9 +200,9 @@ def test_unfitted_model_saves_its_parameters(tmp_path):
 
 def test_non_finite_floats_are_written_as_strict_json():
     for value in (np.inf, -np.inf):
-        text = json.dumps(persistence._json_param("C", value), allow_nan=False)
+        text = json.dumps(json_param("C", value), allow_nan=False)
         assert persistence._param_value("C", json.loads(text), "f") == value
-    nan = persistence._param_value("C", persistence._json_param("C", np.nan), "f")
+    nan = persistence._param_value("C", json_param("C", np.nan), "f")
     assert np.isnan(nan)
 
 
@@ -830,6 +831,7 @@ def test_a_version_2_file_without_a_member_is_damaged_a_version_1_file_is_old(tm
 # ------------------------------------------------------------------ documentation
 
 
+@pytest.mark.shipped_defaults  # (the README's code, as a user runs it)
 def test_readme_saving_and_loading_example_runs(tmp_path, monkeypatch):
     text = README.read_text()
     code = re.search(r"## Saving and loading\n.*?```python\n(.*?)```", text, re.S).group(1)
@@ -1002,3 +1004,41 @@ def test_a_file_from_a_big_endian_machine_loads_and_continues(tmp_path, params):
     est.partial_fit(X[40:], y[40:])
     back.partial_fit(X[40:], y[40:])
     np.testing.assert_array_equal(back.decision_function(X), est.decision_function(X))
+
+
+def test_save_errors_name_the_path_given_not_the_temporary_file(tmp_path):
+    """A missing folder or a directory as the path raised with the temporary file's
+    name (".model.kcw.x1y2.tmp")."""
+    clf = AROWClassifier().fit([[0.0, 1.0], [1.0, 0.0]], [0, 1])
+    target = tmp_path / "no_such_dir" / "model.kcw"
+    with pytest.raises(FileNotFoundError) as err:
+        kernelcw.save(clf, target)
+    assert err.value.filename == str(target) and ".tmp" not in str(err.value)
+    with pytest.raises(IsADirectoryError) as err:
+        kernelcw.save(clf, tmp_path)
+    assert err.value.filename == str(tmp_path) and ".tmp" not in str(err.value)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "labels, ok",
+    [
+        ([True, False], True),
+        ([np.int64(3), 1], True),
+        ([0.5, 2.0], True),
+        ([True, 2], False),  # (True == 1: it would load as 1)
+        ([1, "a"], False),
+        ([2**70, 1], False),
+        ([None, 1], False),
+    ],
+)
+def test_labels_held_as_python_objects_save_when_all_of_one_kind(labels, ok):
+    from kernelcw._saved_values import plain_classes
+
+    classes = np.array(labels, dtype=object)
+    if not ok:
+        with pytest.raises(ValueError, match="cannot save classes_"):
+            plain_classes(classes)
+        return
+    out = plain_classes(classes)
+    assert out.dtype != object and out.astype(object).tolist() == labels

@@ -599,7 +599,13 @@ def test_a_model_that_fails_to_start_leaves_the_adapter_as_it_was():
     later call did nothing, silently. Now the adapter is as before, and it starts once
     the parameter is set right."""
     m = Classifier(SCWClassifier(eta=5.0))
+    before = _adapter_state(m)
+    with pytest.raises(ValueError, match="eta"):  # (since session 28: at the first row)
+        m.learn_one({"a": 1.0}, "x")
+    _same_state(_adapter_state(m), before)
+    m.estimator.set_params(eta=0.8)
     m.learn_one({"a": 1.0}, "x")
+    m.estimator.set_params(eta=5.0)  # (the second label starts the model: refused there)
     before = _adapter_state(m)
     with pytest.raises(ValueError, match="eta"):
         m.learn_one({"a": -1.0, "b": 2.0}, "y")
@@ -782,3 +788,73 @@ def test_a_failed_row_on_the_fast_path_counts_nothing():
     with pytest.raises(FloatingPointError):
         clf.learn_one({"b": 1e-150}, 0)
     assert clf.estimator_._counts == before
+
+
+def test_the_model_estimator_saves_and_loads_with_the_gamma_it_learnt_with(tmp_path):
+    """gamma=None is 1 / width when the model starts, then fixed; the model widened to
+    6 columns and its estimator_ (gamma None) saved as "1 / 6": the file loaded with
+    another kernel and predicted otherwise, silently. The fixed value is now the
+    estimator's own."""
+    import kernelcw
+
+    rng = np.random.RandomState(0)
+    m = Classifier(SCWClassifier(kernel="rbf"))
+    for i in range(60):
+        d = {f"f{j}": rng.randn() for j in range(1 + i // 10)}  # f1..f5 appear later
+        m.learn_one(d, "x" if d["f0"] + 0.5 * d.get("f1", 0.0) > 0 else "y")
+    e = m.estimator_
+    assert e.gamma == 1.0 and e.n_features_in_ >= len(m.feature_names) > 1
+    X = rng.randn(5, e.n_features_in_)
+    X[:, len(m.feature_names) :] = 0.0
+    kernelcw.save(e, tmp_path / "m.kcw")
+    loaded = kernelcw.load(tmp_path / "m.kcw")
+    np.testing.assert_array_equal(loaded.decision_function(X), e.decision_function(X))
+    rows = [{k: float(v) for k, v in zip(m.feature_names, x, strict=False)} for x in X]
+    assert [m.predict_one(r) for r in rows] == loaded.predict(X).tolist()
+    # a linear model keeps gamma=None (it reads none)
+    lin = Classifier(AROWClassifier(covariance="diag"), classes=(0, 1))
+    lin.learn_one({"a": 1.0}, 1)
+    assert lin.estimator_.gamma is None
+
+
+@pytest.mark.parametrize("labels", [(True, False), (0, 1), (2, 7, 5), (0.5, 1.5), ("a", "b")])
+def test_a_model_with_python_labels_saves_and_loads_them_as_they_were(labels, tmp_path):
+    """The adapter keeps labels as Python objects (an object array): a model of
+    booleans or integers, the README's Phishing stream's, could not be saved."""
+    import kernelcw
+
+    m = Classifier()
+    for i in range(30):
+        m.learn_one({"a": float(i % 3), "b": 1.0}, labels[i % len(labels)])
+    kernelcw.save(m.estimator_, tmp_path / "m.kcw")
+    back = kernelcw.load(tmp_path / "m.kcw")
+    assert back.classes_.dtype == object
+    assert [(type(c), c) for c in back.classes_] == [(type(c), c) for c in m.labels]
+    X = np.array([[0.0, 1.0], [2.0, 1.0]])
+    assert back.predict(X).tolist() == m.estimator_.predict(X).tolist()
+
+
+def test_an_invalid_estimator_is_refused_at_the_first_row():
+    """Rows of a single label are kept until the second: an invalid gamma, or the
+    precomputed kernel the docstring says is refused, went through 1,000 rows and
+    failed at the second label."""
+    for est, match in [
+        (SCWClassifier(kernel="rbf", gamma=-1.0), "gamma=-1.0"),
+        (SCWClassifier(kernel="precomputed"), "precomputed"),
+        (AROWClassifier(a=-1.0), "a="),
+    ]:
+        m = Classifier(est)
+        with pytest.raises(ValueError, match=match):
+            m.learn_one({"x": 1.0}, "a")
+        assert m.feature_names == [] and m.labels == [] and m._pending == []
+
+
+def test_pandas_na_in_a_dict_is_a_missing_value():
+    """pd.NA was "kernelcw learns from numbers only (encode categories first)"; None
+    and NaN say "remove or impute it first", and now so does NA."""
+    pd = pytest.importorskip("pandas")
+    m = Classifier()
+    m.learn_one({"a": 1.0}, 0)
+    for value in (None, float("nan"), pd.NA):
+        with pytest.raises(ValueError, match="feature 'a' is .*remove or impute it first"):
+            m.learn_one({"a": value}, 1)

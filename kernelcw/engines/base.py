@@ -19,12 +19,26 @@ __all__ = [
     "EveryRowLearns",
     "LearnResult",
     "Locked",
+    "MaybeDrift",
     "check_shapes",
     "check_width",
     "finite_margins",
     "learn_or_stabilise",
     "nonfinite_prediction",
 ]
+
+
+class MaybeDrift(ValueError):
+    """The error of a numerically weak form that cannot tell its own drift from bad
+    input: a margin variance below zero in the nu/Pi recursion for a kernel not known
+    to be positive semi-definite (a callable, a precomputed matrix). As for a
+    FloatingPointError, :func:`learn_or_stabilise` learns the call again in the stronger
+    form where the engine has one, which tells them apart; else the caller gets it.
+    ``what``: the failure alone, for the warning of a call learned again."""
+
+    def __init__(self, message: str, what: str):
+        super().__init__(message)
+        self.what = what
 
 
 class LearnResult(NamedTuple):
@@ -202,16 +216,16 @@ def check_width(X, n_features: int) -> None:
 
 
 def learn_or_stabilise(engine, checkpoint, X, Y, positions=None):
-    """:meth:`Engine.learn`; should it raise FloatingPointError, the state restored from
-    ``checkpoint`` (taken before this call), :meth:`Engine.stabilise`, and, if that
-    moved the models to a stronger form, the call learned once more. Returns (the
-    :class:`LearnResult`, the first error's message when the call was learned again,
-    else None). An error raised from here may leave the state part-way: the caller
-    restores ``checkpoint``, as after :meth:`Engine.learn`."""
+    """:meth:`Engine.learn`; should it raise FloatingPointError or :class:`MaybeDrift`,
+    the state restored from ``checkpoint`` (taken before this call),
+    :meth:`Engine.stabilise`, and, if that moved the models to a stronger form, the call
+    learned once more. Returns (the :class:`LearnResult`, what the first try met when
+    the call was learned again, else None). An error raised from here may leave the
+    state part-way: the caller restores ``checkpoint``, as after :meth:`Engine.learn`."""
     try:
         return engine.learn(X, Y, positions), None
-    except FloatingPointError as err:
+    except (FloatingPointError, MaybeDrift) as err:
         engine.restore(checkpoint)
         if not engine.stabilise():
             raise
-        return engine.learn(X, Y, positions), str(err)
+        return engine.learn(X, Y, positions), getattr(err, "what", str(err))

@@ -23,7 +23,7 @@ from .._interrupt import deferred_interrupt, put_back, surface_interrupt, surfac
 from ..engines import build_engine
 from ..engines.base import learn_or_stabilise
 from ..rules import VAR_FLOOR
-from ..spec import check_memory, check_params, engine_spec
+from ..spec import check_memory, check_params, engine_spec, inert_parameters
 from ._input import _same_classes, row_passes, validate_training, with_intercept
 from ._locks import model_lock, put_back_model, release
 from ._mixins import COUNTERS, CountersMixin, DualAttributesMixin, PredictionMixin
@@ -107,8 +107,6 @@ class CWEstimator(
     ``_rule_params()``, which validates the rule's own parameters and returns a
     :class:`kernelcw.rules.RuleParams`.
     """
-
-    # ------------------------------------------------------------ training
 
     @surfaces_interrupts
     def fit(self, X, y):
@@ -382,18 +380,20 @@ class CWEstimator(
         return {k: getattr(self, k) for k in STRUCTURAL}
 
     def _structure_changes(self) -> str:
-        """The structural parameters set_params changed since the model began, as
-        "name from old to new, ..." ("" if none, or if the model has not begun)."""
+        """Structural parameters changed since the model began, "name from old to new, ..."
+        ("" if none or not begun; :func:`~kernelcw.spec.inert_parameters` never count)."""
         began = self.__dict__.get("_began_with")
         if began is None:
             return ""
         if tuple(began) == STRUCTURAL and same_objects(_STRUCTURE, self, _STRUCTURE(began)):
             return ""  # the same objects (every call of a stream): nothing changed
         now = self._structure()
+        inert = inert_parameters(began, self._engine.spec.form)  # (never read: may change)
         changed = [
             k
             for k in STRUCTURAL
-            if not (now[k] is began[k] or (not callable(now[k]) and now[k] == began[k]))
+            if k not in inert
+            and not (now[k] is began[k] or (not callable(now[k]) and now[k] == began[k]))
         ]
         return ", ".join(f"{k} from {began[k]!r} to {now[k]!r}" for k in changed)
 
@@ -492,8 +492,7 @@ class CWEstimator(
         super().__setstate__(state)
 
     def __getstate__(self):
-        # (scikit-learn's may return the instance's own __dict__: a copy, not the model)
-        state = dict(super().__getstate__())
+        state = dict(super().__getstate__())  # (scikit-learn's may be __dict__ itself)
         state.pop("_row_memo", None)  # (a cache of this process's objects, made again)
         state.pop("_model_lock", None)  # (a lock, not the model: ._locks)
         return state

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._threads import BlasThreads
+from ...kernels import NonFiniteKernel
 from ...rules import RuleParams
 from ..base import LearnResult, Locked, check_shapes, check_width, finite_margins
 from .convert import explicit_to_pruned, initial_form, lazy_form, on_budget
@@ -37,7 +38,7 @@ from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
 from .quiet import quiet_row, stashed_block, stashed_column, stashed_row
-from .status import OK, STOP, check_mercer, raise_for, unusable
+from .status import OK, STOP, check_mercer, kernel_error_at, raise_for, unusable
 from .store import SupportStore, jitter_saved, kernel_jitter, store_rows
 
 __all__ = ["DualEngine"]
@@ -165,16 +166,18 @@ class DualEngine(Locked):
         """One block of :meth:`learn` (its BLAS threads chosen): the kernel block, each
         model's walk, the new support inputs placed. Returns (the (b, K) margins, the
         counts: updates, mistakes and floored rounds of each model, in that order).
-        ``quiet_k0``: (XB, each model's slots, its kernel row or None, the column
-        against the store or None) that :meth:`quiet_row` made for this row and left to
-        the walks."""
+        ``quiet_k0``: the kernel values :meth:`quiet_row` made for this row (quiet.py)."""
         store = self.store
         b, K = YB.shape
         mercer = not self._ctx.known_psd  # (a callable, or a precomputed matrix)
-        Kbb, kap = stashed_block(quiet_k0, XB, store, cols)
-        # one model learning one input (a call per row): its rows of the kernel block
-        # by slot, which a row against a small store computes alone (store.kernel_rows)
-        Ks = None if b == 1 and K == 1 and not mercer else stashed_column(quiet_k0, XB, store)
+        # one model learning one input (a call per row): its rows of the kernel block by
+        # slot, which a row against a small store computes alone (store.kernel_rows)
+        one = b == 1 and K == 1 and not mercer
+        try:  # (NaN or infinity named by the row it came from)
+            Kbb, kap = stashed_block(quiet_k0, XB, store, cols)
+            Ks = None if one else stashed_column(quiet_k0, XB, store)
+        except NonFiniteKernel as err:
+            raise kernel_error_at(err, cols) from None
         if mercer:
             self._check_mercer(Kbb, kap, Ks, cols)
         out = np.empty((b, K))
@@ -189,7 +192,10 @@ class DualEngine(Locked):
             form = self.forms[k]
             K0 = stashed_row(quiet_k0, XB, k, form)  # (None: quiet_row made none)
             if K0 is None:
-                K0 = store.kernel_rows(XB, form.idx) if Ks is None else _rows(Ks, form)
+                try:
+                    K0 = store.kernel_rows(XB, form.idx) if one else _rows(Ks, form)
+                except NonFiniteKernel as err:
+                    raise kernel_error_at(err, cols) from None
             f_blk, src, ks, nfl = self._walk_model(k, BlockData(K0, Kbb, kap, yk), cols,
                                                     rows_after, threads)  # fmt: skip
             switched = self.forms[k] is not form

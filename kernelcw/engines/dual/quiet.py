@@ -62,7 +62,7 @@ import numpy as np
 from numba import njit
 
 from ..._threads import BlasThreads
-from ...kernels import SMALL_BLOCK
+from ...kernels import SMALL_BLOCK, NonFiniteKernel
 from ...rules import VAR_FLOOR, rule_from_plain, update_condition
 from .status import OK
 from .steps import checked_step
@@ -212,11 +212,14 @@ def quiet_row(engine, X, Y):
     # nu/Pi, queue and lazy forms' tries (loops) call no BLAS; else BLAS's threads as
     # the learning call sets them
     direct = not blas and spec.kernel.name == "rbf" and type(X) is np.ndarray
-    if direct and store.n * X.shape[1] <= SMALL_BLOCK:
-        taken, f, K0, Ks, Kbb, kap = _quiet_models(engine, X, Y, cols, one)
-    else:
-        with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)):
+    try:
+        if direct and store.n * X.shape[1] <= SMALL_BLOCK:
             taken, f, K0, Ks, Kbb, kap = _quiet_models(engine, X, Y, cols, one)
+        else:
+            with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)):
+                taken, f, K0, Ks, Kbb, kap = _quiet_models(engine, X, Y, cols, one)
+    except NonFiniteKernel:  # (the learning call names the row)
+        return None
     engine._quiet_rate = rate + ((1.0 if taken else 0.0) - rate) / QUIET_SPAN
     if not taken:  # (the learning call's kernel values)
         engine._quiet_k0 = (X, [m.idx for m in forms], K0, Ks, Kbb, kap)

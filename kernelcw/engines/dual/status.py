@@ -14,6 +14,7 @@ import numpy as np
 
 from ...kernels import schwarz_violation
 from ...rules import STDEV, VAR
+from ..base import MaybeDrift
 
 __all__ = [
     "NONFINITE",
@@ -72,11 +73,14 @@ def raise_for(
             if explicit
             else ""
         )
-        raise ValueError(
+        message = (
             f"kernel {kernel_name!r} is not positive semi-definite: at training "
             f"row {row} the margin variance a k(x,x) + k' Pi k came out below "
             f"-{PSD_TOL:g} a k(x,x) (or k(x,x) < 0). CW needs a Mercer kernel.{hint}"
         )
+        if explicit:  # (the engine's factor form, where it has one, tells which)
+            raise MaybeDrift(message, f"a negative margin variance at training row {row}")
+        raise ValueError(message)
     if explicit and not first_order:
         advice = (
             "in the explicit nu/Pi form (solver='explicit', or budget_policy "
@@ -93,6 +97,14 @@ def raise_for(
         f"non-finite margin or step at training row {row}: the model left float64's "
         f"range ({advice})"
     )
+
+
+def kernel_error_at(err, cols) -> ValueError:
+    """A :class:`kernelcw.kernels.NonFiniteKernel` of a block's kernel values K(., XB),
+    naming the training row of its column (``cols``: the block's stream positions)."""
+    where = f" at training row {int(cols[err.column])}" if 0 <= err.column < len(cols) else ""
+    what, sep, advice = str(err).partition(" (")
+    return ValueError(what + where + sep + advice)
 
 
 def unusable(reason: str) -> RuntimeError:
