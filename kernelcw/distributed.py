@@ -310,10 +310,10 @@ class CombinedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         if not isinstance(self.estimator, CWEstimator):
             raise TypeError(f"estimator must be a kernelcw estimator, not {type(self.estimator)}")
         client = self.client  # (a Client, an address, None: the current client)
-        if not (client is None or isinstance(client, str) or hasattr(client, "scheduler_info")):
+        if not (client is None or isinstance(client, str | _distributed().Client)):
             raise TypeError(
                 f"client={client!r} must be a dask.distributed Client, a scheduler address "
-                "(str) or None (the current client)"
+                "(str) or None (the current client); for a cluster, Client(cluster)"
             )
 
     def _check_continues(self, why: str, n_parts: int, first_order, budget, policy) -> None:

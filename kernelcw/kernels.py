@@ -307,13 +307,16 @@ def kernel_diag(A, kernel: str, gamma: float, degree: float, coef0: float) -> np
 
 
 class NonFiniteKernel(ValueError):
-    """Kernel values that are NaN or infinite. ``column``: the first column of the block
-    K(A, B) holding one (a row of B; -1 if unknown), which the dual engine names by its
-    training row."""
+    """Kernel values that are NaN or infinite. ``column``: the column of the block
+    K(A, B) holding the most (a row of B; -1 if unknown), which the dual engine names by
+    its training row."""
 
     def __init__(self, message: str, column: int):
         super().__init__(message)
         self.column = column
+
+    def __reduce__(self):  # (pickled by joblib and dask: both arguments)
+        return type(self), (self.args[0], self.column)
 
 
 class Kernel:
@@ -420,12 +423,13 @@ class Kernel:
             finite = _offset_all_finite(K, offset)
         else:
             finite = _all_finite(K)
-        if not finite:
-            bad = ~np.isfinite(K)
+        if not finite:  # (the column with the most: one huge row of B fills its column,
+            # and in K(B, B) a single entry of every other column)
+            column = int(np.argmax((~np.isfinite(K)).sum(axis=0))) if K.ndim == 2 else -1
             raise NonFiniteKernel(
                 f"kernel {self.name!r} returned NaN or infinity (e.g. a poly kernel whose "
                 "values overflow: rescale X or lower gamma/degree)",
-                int(np.flatnonzero(bad.any(axis=0))[0]) if K.ndim == 2 else -1,
+                column,
             )
         return K
 

@@ -195,6 +195,10 @@ def _export(est) -> tuple[dict, dict[str, np.ndarray]]:
 
 def _export_locked(est, name: str) -> tuple[dict, dict[str, np.ndarray]]:
     est._check_structure("save")  # not a state paired with parameters it never had
+    try:  # (a file load refuses would replace the one at the path)
+        check_params(est)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"cannot save: {e}") from e
     params = {k: json_param(k, v) for k, v in est.get_params(deep=False).items()}
     began = est.__dict__.get("_began_with")
     if began is not None:  # the values the state was learnt with: set_params may have set
@@ -395,15 +399,15 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
     classes = arrays.get("classes_")
     if classes is None or classes.shape != (n_classes,) or n_classes < 2:
         raise bad(f"classes_ must hold the {n_classes} (>= 2) classes")
+    # sorted by fit, in order of first appearance by the river adapter (both learn); a
+    # repeated label or a NaN predicts wrongly (checked before labels become objects)
+    distinct = np.unique(classes).shape[0] == classes.shape[0]
+    if not distinct or (classes.dtype.kind == "f" and not np.all(np.isfinite(classes))):
+        raise bad(f"classes_ {classes.tolist()!r} must be distinct, finite labels")
     if meta["classes_object"]:  # (Python objects, saved as an array of their kind)
         if classes.dtype.kind not in "Ubif":
             raise bad("classes_ saved as Python objects must be strings, booleans or numbers")
         classes = classes.astype(object)
-    # sorted by fit, in order of first appearance by the river adapter (both learn); a
-    # repeated label or a NaN predicts wrongly
-    distinct = np.unique(classes).shape[0] == classes.shape[0]
-    if not distinct or (classes.dtype.kind == "f" and not np.all(np.isfinite(classes))):
-        raise bad(f"classes_ {classes.tolist()!r} must be distinct, finite labels")
     if d < 1:
         raise bad(f"n_features_in = {d} must be >= 1")
     try:

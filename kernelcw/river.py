@@ -30,7 +30,6 @@ it would have seen as negatives); declare ``classes`` when the labels are known 
 from __future__ import annotations
 
 import copy
-import warnings
 
 try:
     from river import base as _river_base
@@ -57,11 +56,10 @@ from ._river_input import (
     too_large,
 )
 from .estimators import CWClassifier
-from .estimators._base import _FLOOR_WARNING, user_stacklevel, warn_stabilised
 from .estimators._input import with_intercept
 from .estimators._mixins import margin_proba
+from .estimators._warnings import user_stacklevel, warn_floor, warn_stabilised
 from .grow import add_models, mirror, widen, wider_margins
-from .rules import VAR_FLOOR
 from .spec import check_memory, check_params, engine_spec, intercept_value
 
 __all__ = ["Classifier"]
@@ -414,6 +412,11 @@ class Classifier(_river_base.MiniBatchClassifier):
         with engine.lock:  # (the estimator's own all-or-nothing learning and counting)
             if X.shape[0] == 1 and est._learn_quiet(engine, X, T) is not None:
                 return  # a row that changes nothing (kernelcw.engines.dual.quiet)
+            row = est._learn_row(engine, X, T) if X.shape[0] == 1 else None
+            if row is not None:  # (one row into one model: estimators._one_row)
+                if not self._floored and row[1]:
+                    self._warn_floor(row[1])
+                return
             res, failed = est._learn_locked(engine, X, T)
         if failed is not None:
             warn_stabilised(est, failed, stacklevel=user_stacklevel())
@@ -423,12 +426,7 @@ class Classifier(_river_base.MiniBatchClassifier):
     def _warn_floor(self, n: int) -> None:
         """The estimator's warning, the first time a round's variance is floored."""
         self._floored = True
-        name = type(self._model).__name__
-        warnings.warn(
-            _FLOOR_WARNING.format(name=name, floor=VAR_FLOOR, n=n),
-            RuntimeWarning,
-            stacklevel=user_stacklevel(),
-        )
+        warn_floor(self._model, n)
 
     def _new_label(self, y) -> None:
         if self._declared is not None:  # checked on entry; the model starts on first rows

@@ -173,26 +173,69 @@ def test_a_kernel_not_known_psd_gets_the_factor_form_where_nu_pi_drifts(kernel):
     assert np.all(np.isfinite(m.decision_function(Xin[:50])))
 
 
-def test_a_kernel_that_is_not_psd_is_still_named_in_the_factor_form():
+def test_a_kernel_that_is_not_psd_is_still_named_in_the_factor_form(monkeypatch):
     """The retry in the factor form tells drift from a kernel that is not positive
-    semi-definite: the latter is still refused, the model as before the call."""
-    from kernelcw import CWClassifier
+    semi-definite: a callable that turns indefinite once the budget has bound (within
+    the blocks' Cauchy-Schwarz check) is refused after the retry, and the model is as
+    before the call."""
+    import copy
 
-    def bad(A, B):  # 1 - |a - b|^2: not a Mercer kernel
-        return 1.0 - ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
+    from kernelcw.engines.dual.engine import DualEngine
 
-    rng = np.random.default_rng(1)
-    X = rng.normal(size=(120, 2))
-    y = (X[:, 0] > 0).astype(int)
-    m = CWClassifier(rule="stdev", kernel=bad, budget=10, budget_policy="smallest")
-    with pytest.raises(ValueError, match="not positive semi-definite|Cauchy"):
-        for i in range(0, 120, 20):
+    bad = [False]
+
+    def kern(A, B):
+        K = A @ B.T
+        if bad[0]:  # (cosines mapped to 0.5 c - 0.45: indefinite, |k| within bounds)
+            na, nb = np.sqrt((A * A).sum(1))[:, None], np.sqrt((B * B).sum(1))[None, :]
+            K = (0.5 * K / (na * nb) - 0.45) * (na * nb)
+            if A.shape == B.shape and np.array_equal(A, B):
+                np.fill_diagonal(K, na[:, 0] ** 2)
+        return K
+
+    tries = []
+    real = DualEngine.stabilise
+    monkeypatch.setattr(DualEngine, "stabilise", lambda self: tries.append(1) or real(self))
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    y = (X[:, 0] + 0.3 * rng.normal(size=400) > 0).astype(int)
+    m = AROWClassifier(kernel=kern, budget=20, budget_policy="smallest")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(0, 200, 20):
             m.partial_fit(X[i : i + 20], y[i : i + 20], classes=[0, 1])
+    assert m.engine_.factor_forms() == ["explicit"]
+    twin = copy.deepcopy(m)
+    bad[0] = True
+    with pytest.raises(ValueError, match="not positive semi-definite") as err:
+        for i in range(200, 400, 20):
+            m.partial_fit(X[i : i + 20], y[i : i + 20])
+    assert type(err.value) is ValueError and tries  # (the factor form's own refusal)
+    bad[0] = False
+    m.partial_fit(X[200:220], y[200:220])
+    twin.partial_fit(X[200:220], y[200:220])
+    np.testing.assert_array_equal(m.decision_function(X), twin.decision_function(X))
 
 
+def test_the_new_errors_pickle_as_they_were():
+    """joblib and dask send errors between processes: MaybeDrift and NonFiniteKernel,
+    with a second argument, failed to unpickle ("A result has failed to
+    un-serialize") and the error was lost."""
+    import pickle
+
+    from kernelcw.engines.base import MaybeDrift
+    from kernelcw.kernels import NonFiniteKernel
+
+    for err in (MaybeDrift("message", "what"), NonFiniteKernel("message", 3)):
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err) and str(back) == "message"
+        assert back.__dict__ == err.__dict__
+
+
+@pytest.mark.parametrize("big", [3e60, 1e110])
 @pytest.mark.parametrize("rows", [None, 1])
-def test_a_kernel_value_that_overflows_is_named_by_its_training_row(rows):
-    """"kernel 'poly' returned NaN or infinity" named no row, where a NaN in X does."""
+def test_a_kernel_value_that_overflows_is_named_by_its_training_row(rows, big):
+    """ "kernel 'poly' returned NaN or infinity" named no row, where a NaN in X does."""
     rng = np.random.RandomState(0)
     X = rng.randn(60, 3)
     y = (X[:, 0] > 0).astype(int)
@@ -200,7 +243,7 @@ def test_a_kernel_value_that_overflows_is_named_by_its_training_row(rows):
     m.fit(X[:40], y[:40])
     before = m.decision_function(X).copy()
     Xc = X[40:50].copy()
-    Xc[6] = [3e60, 0.0, 0.0]  # |x|^2 finite, k(x, x) overflows
+    Xc[6] = [big, 0.0, 0.0]  # k(x, x) overflows (and for 1e110 every k(., x): the column)
     with pytest.raises(ValueError, match=r"returned NaN or infinity at training row 46 \("):
         if rows is None:
             m.partial_fit(Xc, y[40:50])

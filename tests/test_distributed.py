@@ -471,6 +471,12 @@ def test_a_parameter_the_model_never_reads_may_change_between_partial_fits(clien
 def test_a_client_of_another_type_is_named():
     """client=42 raised AttributeError: 'int' object has no attribute 'nthreads'."""
     X, y = data(n=40)
+    from distributed import LocalCluster
+
+    with LocalCluster(processes=False, n_workers=1, dashboard_address=None) as cluster:
+        clf = CombinedClassifier(SCWClassifier(), n_parts=2, client=cluster)
+        with pytest.raises(TypeError, match=r"Client\(cluster\)"):
+            clf.fit(X, y)  # (a cluster passed where its Client goes: 'no attribute scatter')
     for bad in (42, object()):
         clf = CombinedClassifier(SCWClassifier(), n_parts=2, client=bad)
         with pytest.raises(TypeError, match="client=.* must be a dask.distributed Client"):

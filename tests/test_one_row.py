@@ -152,3 +152,66 @@ def test_kappa_of_one_row_is_a_writeable_array(kernel):
         Kbb, kap = store.kernel_block(rows[i : i + 1], np.array([i]))
         assert kap.flags.writeable and kap.flags.c_contiguous and kap.shape == (1,)
         est.partial_fit(rows[i : i + 1], y[i : i + 1])
+
+
+@pytest.mark.parametrize("policy", ["oldest", "random", "smallest", "project", None])
+def test_one_row_calls_take_the_lean_way_and_the_general_call_where_it_must(policy, monkeypatch):
+    """The engine's learn_row (kernelcw.engines.dual.one_row) learns the one-row calls
+    that update; where the budget binds inside one (the form switches) it hands the row
+    to the general call (OtherPath), and the model is the block loop's all the same."""
+    import kernelcw.estimators._one_row as one_row_module
+
+    seen = {"rows": 0, "other": 0}
+    real = engine_module.DualEngine.learn_row
+
+    def spy(self, X, Y):
+        try:
+            out = real(self, X, Y)
+        except one_row_module.OtherPath:
+            seen["other"] += 1
+            raise
+        seen["rows"] += out is not None
+        return out
+
+    monkeypatch.setattr(engine_module.DualEngine, "learn_row", spy)
+    X, y = stream(120, d=4)
+    make = lambda: SCWClassifier(kernel="rbf", gamma=0.3, budget=policy and 30,  # noqa: E731
+                                 budget_policy=policy or "project", block_size=1,
+                                 random_state=0)  # fmt: skip
+    fast, slow = make(), make()
+    for i in range(X.shape[0]):
+        fast.partial_fit(X[i : i + 1], y[i : i + 1], classes=[0, 1])
+    slow.partial_fit(X, y, classes=[0, 1])
+    np.testing.assert_array_equal(fast.decision_function(X), slow.decision_function(X))
+    np.testing.assert_array_equal(fast.dual_coef_, slow.dual_coef_)
+    assert fast._counts == slow._counts
+    assert seen["rows"] >= fast.n_updates_ // 2
+    assert seen["other"] == (0 if policy is None else 1)  # (the budget binds once)
+
+
+def test_a_ctrl_c_after_the_lean_way_changed_the_model_puts_it_back(monkeypatch):
+    """A KeyboardInterrupt as the row's new support vector enters the store (the walk
+    has changed the model in place): model and counters as before the call."""
+    X, y = stream(80, d=4)
+    est = SCWClassifier(kernel="rbf", gamma=0.3, budget=20, budget_policy="project")
+    est.fit(X[:40], y[:40])
+    real = engine_module.DualEngine._place
+    for i in range(40, 80):
+        twin = copy.deepcopy(est)
+        hit = []
+
+        def place(self, *args, hit=hit):
+            hit.append(1)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(engine_module.DualEngine, "_place", place)
+        try:
+            est.partial_fit(X[i : i + 1], y[i : i + 1])
+        except KeyboardInterrupt:
+            pass
+        monkeypatch.setattr(engine_module.DualEngine, "_place", real)
+        if hit:
+            _assert_same_state(est, twin)
+            est.partial_fit(X[i : i + 1], y[i : i + 1])
+        twin.partial_fit(X[i : i + 1], y[i : i + 1])
+        _assert_same_state(est, twin)

@@ -1042,3 +1042,40 @@ def test_labels_held_as_python_objects_save_when_all_of_one_kind(labels, ok):
         return
     out = plain_classes(classes)
     assert out.dtype != object and out.astype(object).tolist() == labels
+
+
+def test_save_refuses_parameters_load_would_refuse(tmp_path):
+    """A parameter the model never reads may change (set_params), but an invalid value
+    was written, and the file at the path replaced by one that does not load."""
+    X, y = _data()
+    est = SCWClassifier(kernel="rbf").fit(X, y)
+    path = tmp_path / "m.kcw"
+    kernelcw.save(est, path)
+    before = path.read_bytes()
+    for bad in (dict(degree=2.5), dict(budget_policy="bogus"), dict(C=-1.0)):
+        est.set_params(**bad)
+        with pytest.raises(ValueError, match="cannot save: "):
+            kernelcw.save(est, path)
+        est.set_params(**SCWClassifier(kernel="rbf").get_params())
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("edited", [[1.0, np.nan], [np.nan, np.nan], [np.inf, 1.0]])
+def test_labels_saved_as_objects_are_checked_as_the_others(edited, tmp_path):
+    """Float labels held as Python objects (the river adapter's) skipped load's check
+    for NaN and repeated labels: an edited file loaded classes_ [nan, nan]."""
+    X, y = _data()
+    est = AROWClassifier().fit(X, np.where(y == 1, 2.0, 1.0))
+    est.classes_ = est.classes_.astype(object)  # (as the river adapter keeps them)
+    path = tmp_path / "m.kcw"
+    kernelcw.save(est, path)
+    with zipfile.ZipFile(path) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.array(edited), allow_pickle=False)
+    members["classes_.npy"] = buf.getvalue()
+    with zipfile.ZipFile(path, "w") as zf:
+        for n, data in members.items():
+            zf.writestr(zipfile.ZipInfo(n, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    with pytest.raises(ValueError, match="must be distinct, finite labels"):
+        kernelcw.load(path)

@@ -20,12 +20,20 @@ __all__ = [
     "LearnResult",
     "Locked",
     "MaybeDrift",
+    "OtherPath",
     "check_shapes",
     "check_width",
     "finite_margins",
     "learn_or_stabilise",
     "nonfinite_prediction",
 ]
+
+
+class OtherPath(Exception):
+    """Raised by :meth:`Engine.learn_row` where its row needs what only
+    :meth:`Engine.learn` does (a budget that binds and switches the model's form, an
+    error to report or to learn again in a stronger form), with the state part-way:
+    the caller restores its checkpoint and calls :meth:`Engine.learn`."""
 
 
 class MaybeDrift(ValueError):
@@ -39,6 +47,9 @@ class MaybeDrift(ValueError):
     def __init__(self, message: str, what: str):
         super().__init__(message)
         self.what = what
+
+    def __reduce__(self):  # (pickled by joblib and dask: both arguments)
+        return type(self), (self.args[0], self.what)
 
 
 class LearnResult(NamedTuple):
@@ -94,7 +105,8 @@ class Engine(Protocol):
         two share their work (the dual engine's kernel rows)."""
 
     def stabilise(self) -> bool:
-        """After a :meth:`learn` call raised FloatingPointError and was restored: move
+        """After a :meth:`learn` call raised FloatingPointError or :class:`MaybeDrift`
+        and was restored: move
         the models to a numerically stronger form of the same model, if the engine has
         one it has not used yet. True if it did (the caller may then try the call once
         more), False if there is nothing stronger."""
@@ -128,6 +140,12 @@ class Engine(Protocol):
         """Continue the stream from ``position`` (after a :meth:`quiet_row`, or to put
         it back); engines that keep no stream position ignore it."""
 
+    def learn_row(self, X, Y: np.ndarray) -> tuple[float, int, int, int] | None:
+        """:meth:`learn` of one row X (1, d) into one model, where the engine has a
+        leaner way for it: (the margin, updates, mistakes, floored rounds) as Python
+        numbers. None: nothing done, the caller calls :meth:`learn` (the default).
+        Raises :class:`OtherPath` where it cannot finish the row."""
+
     def state_dict(self) -> dict[str, np.ndarray]:
         """The fitted state as plain numpy arrays (scalars as 0-d arrays), enough for
         :meth:`from_state` to rebuild an engine that continues bit for bit."""
@@ -138,14 +156,17 @@ class Engine(Protocol):
 
 
 class EveryRowLearns:
-    """:meth:`Engine.quiet_row` and :meth:`Engine.seek` of an engine whose rows all go
-    to :meth:`Engine.learn` and that keeps no stream position (the primal engines:
-    their one-row calls are already cheap)."""
+    """:meth:`Engine.quiet_row`, :meth:`Engine.seek` and :meth:`Engine.learn_row` of an
+    engine whose rows all go to :meth:`Engine.learn` and that keeps no stream position
+    (the primal engines: their one-row calls are already cheap)."""
 
     def quiet_row(self, X, Y: np.ndarray) -> None:
         return None
 
     def seek(self, position: int) -> None:
+        return None
+
+    def learn_row(self, X, Y: np.ndarray) -> None:
         return None
 
 

@@ -11,9 +11,6 @@ from __future__ import annotations
 import contextlib
 import math
 import operator
-import os
-import sys
-import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -22,12 +19,13 @@ from sklearn.utils import check_random_state
 from .._interrupt import deferred_interrupt, put_back, surface_interrupt, surfaces_interrupts
 from ..engines import build_engine
 from ..engines.base import learn_or_stabilise
-from ..rules import VAR_FLOOR
 from ..spec import check_memory, check_params, engine_spec, inert_parameters
 from ._input import _same_classes, row_passes, validate_training, with_intercept
 from ._locks import model_lock, put_back_model, release
 from ._mixins import COUNTERS, CountersMixin, DualAttributesMixin, PredictionMixin
+from ._one_row import OneRowMixin
 from ._params import param_getter, param_values, params_key, same_objects
+from ._warnings import user_stacklevel, warn_floor, warn_stabilised
 
 __all__ = ["CWEstimator"]
 
@@ -54,52 +52,9 @@ STRUCTURAL = (
 _STRUCTURE = operator.itemgetter(*STRUCTURAL)
 _NO_GUARD = contextlib.nullcontext()  # (a call whose engine can undo it after it returned)
 
-_FLOOR_WARNING = (
-    "{name}: the margin variance fell below {floor:g} * a * |x|^2 on {n} round(s) of this "
-    "call and was raised to that floor (n_variance_floored_ counts them; this warns once "
-    "per model). The model is certain to "
-    "12 digits where it still errs: a hard-constraint rule on a non-separable "
-    "stream (a soft rule, SCW or AROW, or a smaller eta avoids it), features of "
-    "very different scales (standardise X), or, in the dual's explicit nu/Pi "
-    "form (solver='explicit', or budget_policy 'smallest' or 'project'), Pi's "
-    "recursion drifting in floating point."
-)
-
-_STABILISED = (
-    "{name}: with budget_policy={policy!r} the explicit nu/Pi form failed ({what}). The "
-    "call was undone and learned again with the model kept as a Cholesky factor (the "
-    "batch-pruned form with the same budget_batch: the same policy and model, without "
-    "nu/Pi's drift), which it keeps from now on. That form costs more per removal (the "
-    "scores of every support vector, from the inverse factor); budget_batch > 1 pays "
-    "that once per budget_batch removals."
-)
-
-
-#: The package's folder: frames in it are the library's, not the user's.
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-def user_stacklevel() -> int:
-    """``warnings.warn``'s stacklevel, for the function that calls this, of the first
-    frame outside kernelcw: a warning points at the user's line whichever path led
-    there (fit through its interrupt wrapper, partial_fit, run_online, the river
-    adapter; a fixed stacklevel pointed into the library)."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-def warn_stabilised(est, message: str, stacklevel: int) -> None:
-    """The RuntimeWarning of a call learned again in the factor form (``message``: the
-    first try's FloatingPointError, its remedies left out: they no longer apply)."""
-    what = message.split(" (", 1)[0]
-    text = _STABILISED.format(name=type(est).__name__, policy=est.budget_policy, what=what)
-    warnings.warn(text, RuntimeWarning, stacklevel=stacklevel + 1)
-
 
 class CWEstimator(
-    PredictionMixin, DualAttributesMixin, CountersMixin, ClassifierMixin, BaseEstimator
+    PredictionMixin, DualAttributesMixin, CountersMixin, OneRowMixin, ClassifierMixin, BaseEstimator
 ):
     """Shared machinery of every estimator (not public).
 
@@ -433,24 +388,23 @@ class CWEstimator(
                 raise _Dropped  # (a failed first call, waited for, left it unfitted; or
                 # a fit or load replaced the engine the rows were checked for)
             engine.set_rule(rule)  # eta, C, r may be set_params'd between calls
+            first_floor = not _any(self._counts[2])
             if positions is None and X.shape[0] == 1:  # a row that surely changes nothing
                 quiet = self._learn_quiet(engine, X, Y)
                 if quiet is not None:
                     return quiet
-            first_floor = not _any(self.n_variance_floored_)
+                row = self._learn_row(engine, X, Y)  # (None: the general call)
+                if row is not None:
+                    if first_floor and row[1]:
+                        warn_floor(self, row[1])
+                    return row[0]
             res, failed = self._learn_locked(engine, X, Y, positions)
             if first_floor:  # none before: the counters now hold this call's alone
-                first_floor = _any(self.n_variance_floored_)
+                first_floor = _any(self._counts[2])
         if failed is not None:
             warn_stabilised(self, failed, stacklevel=user_stacklevel())
         if first_floor:
-            warnings.warn(
-                _FLOOR_WARNING.format(
-                    name=type(self).__name__, floor=VAR_FLOOR, n=int(res.n_floored.sum())
-                ),
-                RuntimeWarning,
-                stacklevel=user_stacklevel(),
-            )
+            warn_floor(self, int(res.n_floored.sum()))
         return res.margins
 
     def _learn_locked(self, engine, X, Y, positions=None):

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from .._interrupt import deferred_interrupt, surfaces_interrupts
+from .._interrupt import surfaces_interrupts
 from ._input import validate_X
 from ._proba import binary_proba, multiclass_proba
 
@@ -54,30 +54,6 @@ class CountersMixin:
     n_updates_ = _counter(0)
     n_mistakes_ = _counter(1)
     n_variance_floored_ = _counter(2)
-
-    def _learn_quiet(self, engine, X, Y):
-        """A one-row call whose row ``engine`` shows changes nothing but the stream
-        position (:meth:`kernelcw.engines.Engine.quiet_row`), done without a learning
-        call: the stream moves on and the mistakes are counted, both or neither (an
-        error or a Ctrl-C between them puts the position back). Returns its margins,
-        or None (the row must be learnt). The engine's lock is held."""
-        quiet = engine.quiet_row(X, Y)
-        if quiet is None:
-            return None
-        margins, mistakes, position = quiet
-        u, m, f = self._counts
-        counts = (u, m + mistakes, f)
-        d = self.__dict__
-        try:
-            engine.seek(position + 1)
-            if d.get("_engine") is engine:  # (else a fit dropped it: as _learn_locked)
-                self._counts = counts
-        except BaseException:
-            if d.get("_counts") is not counts:  # (as _learn_locked restores)
-                with deferred_interrupt():
-                    engine.seek(position)
-            raise
-        return margins
 
 
 def _check_fitted(est) -> None:

@@ -7,19 +7,19 @@ By the representer theorem (``doc/dual-form.md`` section 1) each binary model is
 over its support set S; with ``k = K(S, x)``, ``kappa = k(x, x)``:
 ``f = mu . x = nu . k`` and ``v = a kappa + k' Pi k``. :class:`DualEngine` is the
 :class:`kernelcw.engines.Engine` face to the estimators: it runs the block loop
-(one kernel block per block of inputs, shared by the models), lets each model's
-factor form walk the block (:mod:`.panels`, :mod:`.explicit`, :mod:`.queue`,
-:mod:`.lazy`, :mod:`.pruned`),
-switches forms when a budget binds (:mod:`.convert`), raises the walks' errors
+(one kernel block per block of inputs, shared by the models; a call of one row for one
+model in :mod:`.one_row`), lets each model's factor form walk the block (:mod:`.panels`,
+:mod:`.explicit`, :mod:`.queue`, :mod:`.lazy`, :mod:`.pruned`), switches forms when a
+budget binds (:mod:`.convert`), raises the walks' errors
 (:mod:`.status`), and gives rollback, prediction, the dual attributes in the order
 the support vectors entered, and the fitted state as plain arrays.
 
 Margin variance. Rounding can push v below zero. A v under ``VAR_FLOOR * a * kappa``
 is raised to it and counted. For a kernel not known to be positive semi-definite (a
 callable, a precomputed matrix), a v under ``-PSD_TOL * a * kappa`` (or kappa < 0)
-means it is not, and learning raises a ``ValueError`` naming it; the built-in kernels
-are, so there every negative v is rounding, floored in every form
-(:func:`.status.walk_psd_tol`; before session 27 the Cholesky forms blamed the kernel).
+means it is not, and learning raises a ``ValueError`` naming it (in the nu/Pi form
+after a retry in a factor form, which tells Pi's drift apart); the built-in kernels are,
+so there every negative v is rounding, floored in every form (:func:`.status.walk_psd_tol`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from .convert import explicit_to_pruned, initial_form, lazy_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form, entered_inputs, for_call
 from .lazy import LazyForm
+from .one_row import learn_row
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
@@ -102,6 +103,7 @@ class DualEngine(Locked):
             raise unusable(self.broken)
 
     quiet_row = quiet_row  # a row that surely changes nothing, without the walk (.quiet)
+    learn_row = learn_row  # a call of one row for one model, without the block loop (.one_row)
 
     def seek(self, position: int) -> None:
         """The stream continues from ``position`` (the next row's, in ``support_``)."""
@@ -212,9 +214,8 @@ class DualEngine(Locked):
         return out, counts
 
     def _check_mercer(self, Kbb, kap, Ks, cols) -> None:
-        """:func:`.status.check_mercer` on a block's own kernel and, once for every
-        model, on its kernel against the stored support vectors (their k(x, x) from the
-        models' slots; a row no model holds is not read)."""
+        """:func:`.status.check_mercer` on a block's own kernel and, once for all models,
+        against the stored support vectors (k(x, x) from the models' slots)."""
         name = self.spec.kernel.name
         check_mercer(Kbb, kap, kap, cols, cols, name)
         n = Ks.shape[0]
@@ -323,16 +324,15 @@ class DualEngine(Locked):
 
     def stabilise(self) -> bool:
         """The nu/Pi recursion of a budget policy ("random", "smallest", "project";
-        solver "cholesky", second-order rule) left float64's range and the call was
-        restored: from now on its models are kept in the batch-pruned Cholesky form
-        with the same q, or "random" with q = 1 in its lazy form
-        (:func:`.convert.explicit_to_pruned`; a model saved in the nu/Pi form by an
-        earlier version), the same model without Pi's drift, and a budget that binds
-        later binds into it. False (nothing changed) for the explicit solver, a
-        first-order rule, or when no model's Gram matrix is at hand (a "precomputed"
-        kernel under "random") or factors, and for a removing policy's models given by
-        nu and Pi (``nu_pi_models``: rebuilt from zeta, g and K they would become
-        another model; "project"'s factor comes from nu and Pi)."""
+        solver "cholesky", second-order rule) failed and the call was restored: from now
+        on its models are kept in the batch-pruned Cholesky form with the same q, or
+        "random" (q = 1, saved in the nu/Pi form by an earlier version) in its lazy form
+        (:func:`.convert.explicit_to_pruned`), the same model without Pi's drift, where a
+        budget that binds later binds too. False (nothing changed) for the explicit
+        solver, a first-order rule, where no Gram matrix is at hand ("precomputed" under
+        "random") or none factors, and for a removing policy's models given by nu and Pi
+        (``nu_pi_models``: rebuilt from zeta, g and K they would be another model; not
+        "project", whose factor comes from nu and Pi)."""
         ctx = self._ctx
         policies = ("random", "smallest", "project")
         if ctx.budget is None or ctx.policy not in policies:

@@ -1,0 +1,73 @@
+"""A learning call of one row into one model: the common call of a stream, without the
+block loop's set-up (:meth:`kernelcw.engines.dual.DualEngine.learn_row`).
+
+A one-row ``partial_fit`` whose row updates the model went through every layer a block of
+many rows needs: the estimator's error handling and stronger-form retry
+(:func:`kernelcw.engines.base.learn_or_stabilise`), the engine's shape checks and
+:class:`~kernelcw.engines.base.LearnResult`, the block step's loop over one-vs-rest
+models and the walk loop that switches a model's form where its budget binds. For one
+row of one model whose kernel is known to be positive semi-definite, :func:`learn_row`
+makes the same calls on the same arrays (the kernel values :func:`.quiet.quiet_row` made
+for the row, or the store's; the form's ``walk``; :meth:`DualEngine._place`), so the
+model is the same bit for bit (``tests/test_one_row.py``). What only the general call
+does it leaves to it: where the walk does not go through (a budget that binds and
+switches the form, an error to report, or to learn again in a stronger form) it raises
+:class:`~kernelcw.engines.base.OtherPath`, and the caller restores its checkpoint and
+calls ``learn``. SCW-I, B = 200 "project" on magic, a row that updates: median 73 -> 63
+us a call, by hand (doc/dual-form.md section 9).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..._threads import BlasThreads
+from ...kernels import NonFiniteKernel
+from ..base import OtherPath
+from .form import BlockData, for_call
+from .quiet import stashed_block, stashed_row
+from .status import OK, kernel_error_at
+
+__all__ = ["learn_row"]
+
+
+def learn_row(engine, X, Y):
+    """:meth:`DualEngine.learn_row`: (the margin, updates, mistakes, floored rounds) of
+    row X (1, d) with target Y (1, 1), learnt into the engine's one model; None (nothing
+    done) for several models, a kernel not known to be positive semi-definite (its rows
+    are checked in ``learn``), an input of another kind or width, or an unusable model.
+    Raises OtherPath (the state part-way) where the walk does not go through."""
+    forms = engine.forms
+    ctx = engine._ctx
+    spec = engine.spec
+    if len(forms) != 1 or not ctx.known_psd or engine.broken is not None:
+        return None
+    if type(X) is not np.ndarray or X.shape != (1, spec.n_features) or Y.shape != (1, 1):
+        return None
+    if ctx.nu_pi != bool(engine.nu_pi_models):  # (set by combine and from_state)
+        return None
+    stash = engine.__dict__.pop("_quiet_k0", None)  # (quiet_row's, just before)
+    store = engine.store
+    form = forms[0]
+    cols = np.array([store.n_seen])
+    try:  # (NaN or infinity named by the row it came from)
+        Kbb, kap = stashed_block(stash, X, store, cols)
+        K0 = stashed_row(stash, X, 0, form)
+        if K0 is None:
+            K0 = store.kernel_rows(X, form.idx)
+    except NonFiniteKernel as err:
+        raise kernel_error_at(err, cols) from None
+    store.n_seen += 1
+    y = Y[:, 0]
+    f_blk = np.empty(1)
+    ks0 = np.arange(form.n, dtype=np.int64)
+    with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)) as threads:
+        try:
+            w = form.walk(for_call(ctx, 0, threads), BlockData(K0, Kbb, kap, y), 0, ks0, f_blk)
+        except Exception:  # (the general call raises it as it should, or learns again)
+            raise OtherPath from None
+        if w.status != OK:  # (a budget that binds, an error: the general call's)
+            raise OtherPath
+        engine._place(X, cols, [w.entered], [None if w.ks is ks0 else w.ks])
+    f = f_blk.item(0)
+    return f, w.entered.shape[0], int((f >= 0.0) != (y.item(0) > 0.0)), w.n_floored

@@ -1,0 +1,73 @@
+"""The two ways of a call of one row that skip the general learning call's layers
+(``CWEstimator._learn_locked``): a row that changes nothing (:meth:`OneRowMixin._learn_quiet`,
+:func:`kernelcw.engines.dual.quiet.quiet_row`), and one row learnt into one model by the
+engine's ``learn_row`` (:meth:`OneRowMixin._learn_row`, :mod:`kernelcw.engines.dual.one_row`).
+Both all or nothing, counters included, as the general call is."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._interrupt import deferred_interrupt
+from ..engines.base import OtherPath
+
+__all__ = ["OneRowMixin"]
+
+
+class OneRowMixin:
+    """``_learn_quiet`` and ``_learn_row`` of :class:`kernelcw.estimators._base.CWEstimator`
+    (its counters in ``_counts``, its engine's lock held by the caller)."""
+
+    def _learn_quiet(self, engine, X, Y):
+        """A one-row call whose row ``engine`` shows changes nothing but the stream
+        position (:meth:`kernelcw.engines.Engine.quiet_row`), done without a learning
+        call: the stream moves on and the mistakes are counted, both or neither (an
+        error or a Ctrl-C between them puts the position back). Returns its margins,
+        or None (the row must be learnt). The engine's lock is held."""
+        quiet = engine.quiet_row(X, Y)
+        if quiet is None:
+            return None
+        margins, mistakes, position = quiet
+        u, m, f = self._counts
+        counts = (u, m + mistakes, f)
+        d = self.__dict__
+        try:
+            engine.seek(position + 1)
+            if d.get("_engine") is engine:  # (else a fit dropped it: as _learn_locked)
+                self._counts = counts
+        except BaseException:
+            if d.get("_counts") is not counts:  # (as _learn_locked restores)
+                with deferred_interrupt():
+                    engine.seek(position)
+            raise
+        return margins
+
+    def _learn_row(self, engine, X, Y):
+        """:meth:`_learn_locked` of one row by the engine's ``learn_row`` (a call of
+        one row for one model, without the general call's layers): (the (1, 1)
+        margins, the rounds floored) or None, nothing changed, for the general call.
+        All or nothing as there; where the row needs the general call (OtherPath) the
+        state goes back and the caller makes it."""
+        checkpoint = engine.checkpoint(X)
+        counts = None
+        try:
+            row = engine.learn_row(X, Y)
+            if row is None:
+                return None
+            f, u, m, fl = row
+            c = self._counts
+            counts = (c[0] + u, c[1] + m, c[2] + fl)
+            if self.__dict__.get("_engine") is engine:  # (else a fit dropped it)
+                self._counts = counts  # one store: the call is done, counted whole
+        except OtherPath:
+            with deferred_interrupt():
+                engine.restore(checkpoint)
+            return None
+        except BaseException:  # an error or a Ctrl-C: the model as before the call
+            if counts is None or self.__dict__.get("_counts") is not counts:
+                with deferred_interrupt():
+                    engine.restore(checkpoint)
+            raise
+        margins = np.empty((1, 1))
+        margins[0, 0] = f
+        return margins, fl
