@@ -158,6 +158,8 @@ def _line_problem(text: str) -> str | None:
     """What is wrong with one example line (``label index:value ...``), or None."""
     if text.startswith("\ufffd"):
         return "it holds bytes that are not UTF-8 text"
+    if text.startswith("\ufeff"):  # (scikit-learn's reader takes no byte-order mark)
+        return "it starts with a byte-order mark (BOM): save the file as UTF-8 without one"
     label, *pairs = text.split()
     try:
         value = float(label)

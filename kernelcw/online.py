@@ -36,6 +36,8 @@ class OnlineResult:
         Wrong predictions among the first 1, 2, ..., n examples.
     mistake_rate : float
         ``cumulative_mistakes[-1] / n_samples``.
+    n_mistakes : int
+        ``cumulative_mistakes[-1]`` (0 for no examples).
     n_updates : int, ndarray or None
         Rounds that changed the model (the estimator's ``n_updates_`` gained
         during the run; per class for one-vs-rest models); None for an estimator

@@ -547,6 +547,7 @@ def test_bad_data_file(tmp_path, capsys, content, fragment):
         (b"1 1:0.5\n-1 2:1 1:3\n", "line 2: the index in '1:3' is not above the one before"),
         (b"1 1:0.5\n-1 1:1 1:3\n", "line 2: the index in '1:3' is not above the one before"),
         (b"1 1:0.5 qid:3\n-1 1:2\n", "line 1: 'qid:3' is not right after the label"),
+        (b"\xef\xbb\xbf1 1:0.5\n-1 1:2\n", "line 1: it starts with a byte-order mark (BOM)"),
     ],
 )
 def test_bad_data_line_is_named_by_its_line_number(tmp_path, capsys, content, fragment):
