@@ -215,3 +215,38 @@ def test_a_ctrl_c_after_the_lean_way_changed_the_model_puts_it_back(monkeypatch)
             est.partial_fit(X[i : i + 1], y[i : i + 1])
         twin.partial_fit(X[i : i + 1], y[i : i + 1])
         _assert_same_state(est, twin)
+
+
+def test_a_ctrl_c_numba_reports_in_the_lean_walk_reaches_the_caller(monkeypatch):
+    """numba reports a Ctrl-C in compiled code as SystemError (its cause the
+    KeyboardInterrupt): the lean way took it for a walk that needs the general call,
+    which learnt the row, and the interrupt was lost."""
+    X, y = stream(120, d=4)
+    est = SCWClassifier(kernel="rbf", gamma=0.3, budget=30, budget_policy="project")
+    est.fit(X[:60], y[:60])
+    form_class = type(est._engine.forms[0])
+    real = form_class.walk
+
+    fired = []
+
+    def walk(self, *args):
+        out = real(self, *args)  # (the walk ran; then numba failed to box its result)
+        if fired:
+            return out
+        fired.append(1)
+        err = SystemError("CPUDispatcher(...) returned a result with an exception set")
+        err.__cause__ = KeyboardInterrupt()
+        raise err
+
+    for i in range(60, 120):
+        fired.clear()  # (once a call: the general call, had it learnt the row, went on)
+        twin = copy.deepcopy(est)
+        monkeypatch.setattr(form_class, "walk", walk)
+        quiet = est._engine.quiet_row  # (a row the quiet try takes never walks)
+        monkeypatch.setattr(est._engine, "quiet_row", lambda *args: None)
+        with pytest.raises(KeyboardInterrupt):
+            est.partial_fit(X[i : i + 1], y[i : i + 1])
+        monkeypatch.setattr(form_class, "walk", real)
+        monkeypatch.setattr(est._engine, "quiet_row", quiet)
+        _assert_same_state(est, twin)
+        est.partial_fit(X[i : i + 1], y[i : i + 1])

@@ -140,11 +140,13 @@ class Engine(Protocol):
         """Continue the stream from ``position`` (after a :meth:`quiet_row`, or to put
         it back); engines that keep no stream position ignore it."""
 
-    def learn_row(self, X, Y: np.ndarray) -> tuple[float, int, int, int] | None:
-        """:meth:`learn` of one row X (1, d) into one model, where the engine has a
-        leaner way for it: (the margin, updates, mistakes, floored rounds) as Python
-        numbers. None: nothing done, the caller calls :meth:`learn` (the default).
-        Raises :class:`OtherPath` where it cannot finish the row."""
+    def takes_row(self, X, Y: np.ndarray) -> bool:
+        """Whether :meth:`learn_row` learns the one row X (1, d) (False: the default)."""
+
+    def learn_row(self, X, Y: np.ndarray) -> tuple[float, int, int, int]:
+        """:meth:`learn` of a row :meth:`takes_row` accepted, into one model, by a leaner
+        way: (the margin, updates, mistakes, floored rounds) as Python numbers. Raises
+        :class:`OtherPath` where it cannot finish the row."""
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """The fitted state as plain numpy arrays (scalars as 0-d arrays), enough for
@@ -156,7 +158,7 @@ class Engine(Protocol):
 
 
 class EveryRowLearns:
-    """:meth:`Engine.quiet_row`, :meth:`Engine.seek` and :meth:`Engine.learn_row` of an
+    """:meth:`Engine.quiet_row`, :meth:`Engine.seek` and :meth:`Engine.takes_row` of an
     engine whose rows all go to :meth:`Engine.learn` and that keeps no stream position
     (the primal engines: their one-row calls are already cheap)."""
 
@@ -166,8 +168,11 @@ class EveryRowLearns:
     def seek(self, position: int) -> None:
         return None
 
-    def learn_row(self, X, Y: np.ndarray) -> None:
-        return None
+    def takes_row(self, X, Y: np.ndarray) -> bool:
+        return False
+
+    def learn_row(self, X, Y: np.ndarray):  # (takes_row is False: the general call's)
+        raise OtherPath
 
 
 class Locked:

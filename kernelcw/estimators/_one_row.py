@@ -48,13 +48,12 @@ class OneRowMixin:
         margins, the rounds floored) or None, nothing changed, for the general call.
         All or nothing as there; where the row needs the general call (OtherPath) the
         state goes back and the caller makes it."""
+        if not engine.takes_row(X, Y):  # (before the checkpoint: the primal engines')
+            return None
         checkpoint = engine.checkpoint(X)
         counts = None
         try:
-            row = engine.learn_row(X, Y)
-            if row is None:
-                return None
-            f, u, m, fl = row
+            f, u, m, fl = engine.learn_row(X, Y)
             c = self._counts
             counts = (c[0] + u, c[1] + m, c[2] + fl)
             if self.__dict__.get("_engine") is engine:  # (else a fit dropped it)

@@ -34,7 +34,7 @@ from .convert import explicit_to_pruned, initial_form, lazy_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form, entered_inputs, for_call
 from .lazy import LazyForm
-from .one_row import learn_row
+from .one_row import learn_row, takes_row
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
@@ -103,7 +103,7 @@ class DualEngine(Locked):
             raise unusable(self.broken)
 
     quiet_row = quiet_row  # a row that surely changes nothing, without the walk (.quiet)
-    learn_row = learn_row  # a call of one row for one model, without the block loop (.one_row)
+    takes_row, learn_row = takes_row, learn_row  # one row, one model, no block loop (.one_row)
 
     def seek(self, position: int) -> None:
         """The stream continues from ``position`` (the next row's, in ``support_``)."""

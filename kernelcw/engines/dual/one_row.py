@@ -28,24 +28,29 @@ from .form import BlockData, for_call
 from .quiet import stashed_block, stashed_row
 from .status import OK, kernel_error_at
 
-__all__ = ["learn_row"]
+__all__ = ["learn_row", "takes_row"]
+
+
+def takes_row(engine, X, Y) -> bool:
+    """:meth:`DualEngine.takes_row`: whether :func:`learn_row` learns row X (1, d) with
+    target Y (1, 1): one model, a kernel known to be positive semi-definite (the
+    built-in ones but "precomputed", and a poly kernel's with coef0 >= 0: other rows are
+    checked in ``learn``), a dense row of the model's width, a usable model. Asked
+    before the caller's checkpoint, which a row it turns down does not pay."""
+    ctx = engine._ctx
+    if len(engine.forms) != 1 or not ctx.known_psd or engine.broken is not None:
+        return False
+    if type(X) is not np.ndarray or X.shape != (1, engine.spec.n_features):
+        return False
+    return Y.shape == (1, 1) and ctx.nu_pi == bool(engine.nu_pi_models)  # (combine's)
 
 
 def learn_row(engine, X, Y):
     """:meth:`DualEngine.learn_row`: (the margin, updates, mistakes, floored rounds) of
-    row X (1, d) with target Y (1, 1), learnt into the engine's one model; None (nothing
-    done) for several models, a kernel not known to be positive semi-definite (its rows
-    are checked in ``learn``), an input of another kind or width, or an unusable model.
-    Raises OtherPath (the state part-way) where the walk does not go through."""
+    a row :func:`takes_row` accepted, learnt into the engine's one model. Raises
+    OtherPath (the state part-way) where the walk does not go through."""
     forms = engine.forms
     ctx = engine._ctx
-    spec = engine.spec
-    if len(forms) != 1 or not ctx.known_psd or engine.broken is not None:
-        return None
-    if type(X) is not np.ndarray or X.shape != (1, spec.n_features) or Y.shape != (1, 1):
-        return None
-    if ctx.nu_pi != bool(engine.nu_pi_models):  # (set by combine and from_state)
-        return None
     stash = engine.__dict__.pop("_quiet_k0", None)  # (quiet_row's, just before)
     store = engine.store
     form = forms[0]
@@ -64,6 +69,8 @@ def learn_row(engine, X, Y):
     with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)) as threads:
         try:
             w = form.walk(for_call(ctx, 0, threads), BlockData(K0, Kbb, kap, y), 0, ks0, f_blk)
+        except SystemError:  # (numba's for a Ctrl-C: the caller surfaces it)
+            raise
         except Exception:  # (the general call raises it as it should, or learns again)
             raise OtherPath from None
         if w.status != OK:  # (a budget that binds, an error: the general call's)
