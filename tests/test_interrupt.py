@@ -301,7 +301,8 @@ def test_a_ctrl_c_numba_reports_as_a_system_error_is_a_keyboard_interrupt():
     assert as_interrupt(outer) is interrupt
     other = SystemError("no interrupt behind it")
     assert as_interrupt(other) is other
-    assert as_interrupt(ValueError()) is not interrupt
+    err = ValueError()
+    assert as_interrupt(err) is err
 
 
 def test_learning_turns_numba_s_system_error_into_the_interrupt(monkeypatch):

@@ -196,6 +196,7 @@ def test_a_ctrl_c_after_the_lean_way_changed_the_model_puts_it_back(monkeypatch)
     est = SCWClassifier(kernel="rbf", gamma=0.3, budget=20, budget_policy="project")
     est.fit(X[:40], y[:40])
     real = engine_module.DualEngine._place
+    hits = 0
     for i in range(40, 80):
         twin = copy.deepcopy(est)
         hit = []
@@ -207,14 +208,18 @@ def test_a_ctrl_c_after_the_lean_way_changed_the_model_puts_it_back(monkeypatch)
         monkeypatch.setattr(engine_module.DualEngine, "_place", place)
         try:
             est.partial_fit(X[i : i + 1], y[i : i + 1])
+            interrupted = False
         except KeyboardInterrupt:
-            pass
+            interrupted = True
         monkeypatch.setattr(engine_module.DualEngine, "_place", real)
+        assert interrupted == bool(hit)  # (the Ctrl-C reaches the caller, always)
         if hit:
+            hits += 1
             _assert_same_state(est, twin)
             est.partial_fit(X[i : i + 1], y[i : i + 1])
         twin.partial_fit(X[i : i + 1], y[i : i + 1])
         _assert_same_state(est, twin)
+    assert hits >= 10  # (the rows that update: the walk changed the model first)
 
 
 def test_a_ctrl_c_numba_reports_in_the_lean_walk_reaches_the_caller(monkeypatch):

@@ -1021,27 +1021,31 @@ def test_save_errors_name_the_path_given_not_the_temporary_file(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "labels, ok",
+    "labels, want",
     [
-        ([True, False], True),
-        ([np.int64(3), 1], True),
-        ([0.5, 2.0], True),
-        ([True, 2], False),  # (True == 1: it would load as 1)
-        ([1, "a"], False),
-        ([2**70, 1], False),
-        ([None, 1], False),
+        ([True, False], np.bool_),
+        ([np.int64(3), 1], np.int64),
+        ([0.5, 2.0], np.float64),
+        (["a", "bc"], np.str_),
+        ([True, 2], None),  # (True == 1: it would load as 1)
+        ([1, "a"], None),
+        ([2**70, 1], None),
+        ([None, 1], None),
     ],
 )
-def test_labels_held_as_python_objects_save_when_all_of_one_kind(labels, ok):
+def test_labels_held_as_python_objects_save_when_all_of_one_kind(labels, want):
     from kernelcw._saved_values import plain_classes
 
     classes = np.array(labels, dtype=object)
-    if not ok:
+    if want is None:
         with pytest.raises(ValueError, match="cannot save classes_"):
             plain_classes(classes)
         return
     out = plain_classes(classes)
-    assert out.dtype != object and out.astype(object).tolist() == labels
+    assert out.dtype.type is want  # (booleans as booleans: True == 1 would hide ints)
+    back = out.astype(object).tolist()  # (as load makes them: Python values of the kind)
+    kind = {np.bool_: bool, np.int64: int, np.float64: float, np.str_: str}[want]
+    assert back == labels and all(type(v) is kind for v in back)
 
 
 def test_save_refuses_parameters_load_would_refuse(tmp_path):

@@ -841,7 +841,7 @@ def test_an_invalid_estimator_is_refused_at_the_first_row():
     for est, match in [
         (SCWClassifier(kernel="rbf", gamma=-1.0), "gamma=-1.0"),
         (SCWClassifier(kernel="precomputed"), "precomputed"),
-        (AROWClassifier(a=-1.0), "a="),
+        (AROWClassifier(a=-1.0), r"\ba=-1\.0"),
     ]:
         m = Classifier(est)
         with pytest.raises(ValueError, match=match):
