@@ -878,7 +878,9 @@ def test_a_full_covariance_part_that_did_not_start_from_start_is_refused():
     with pytest.raises(ValueError, match=r"estimators\[0\] did not start from start: its cov"):
         combine(parts, "bayes", start=start)
     good = [copy.deepcopy(start).partial_fit(X[20 + i :: 2], y[20 + i :: 2]) for i in (0, 1)]
-    combine(good, "bayes", start=start)  # (parts that continued it)
+    model = combine(good, "bayes", start=start)  # (parts that continued it)
+    # (the shared-prior rule's model is at least as good as either part on its rows)
+    assert model.score(X[20:], y[20:]) >= min(p.score(X[20:], y[20:]) for p in good)
 
 
 def test_the_parts_are_checked_again_under_their_locks(monkeypatch):
