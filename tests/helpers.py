@@ -64,6 +64,16 @@ def assert_same_predictions(got, want, what=""):
     )
 
 
+def assert_same_budget_model(got, want, X, rtol=1e-10, what=""):
+    """Two budgeted kernel models of one stream, learnt in other forms or cuts: the same
+    support vectors, counters and predictions on X, nu and Pi within ``rtol``."""
+    np.testing.assert_array_equal(got.support_, want.support_, err_msg=what)
+    assert (got.n_updates_, got.n_mistakes_) == (want.n_updates_, want.n_mistakes_), what
+    assert_rel_close(got.dual_coef_, want.dual_coef_, rtol, what=f"{what} nu")
+    assert_rel_close(got.covariance_coef_, want.covariance_coef_, rtol, what=f"{what} Pi")
+    assert_same_predictions(got.predict(X), want.predict(X), what)
+
+
 def all_finite_state(est) -> bool:
     """Every float array of the estimator's engine state (its policies' too) is finite."""
     state = est._engine.state_dict()

@@ -788,11 +788,7 @@ def test_oldest_queue_form_equals_the_explicit_recursion(rule, budget, block_siz
     e = make_est(rule, "explicit", budget=budget, policy="oldest").fit(X, y)
     assert q._engine.factor_forms() == ["queue"]  # the queue form is what ran
     assert q.n_support_ == e.n_support_ == budget
-    np.testing.assert_array_equal(q.support_, e.support_)
-    assert q.n_updates_ == e.n_updates_ and q.n_mistakes_ == e.n_mistakes_
-    helpers.assert_rel_close(q.dual_coef_, e.dual_coef_, 1e-10)
-    helpers.assert_rel_close(q.covariance_coef_, e.covariance_coef_, 1e-10)
-    helpers.assert_same_predictions(q.predict(X), e.predict(X))
+    helpers.assert_same_budget_model(q, e, X)
 
 
 def test_inverse_gram_stays_accurate_on_a_rank_deficient_gram_matrix():
