@@ -240,7 +240,7 @@ def test_plain_rows_predict_as_validated_rows(model, labels, monkeypatch):
     est = MODELS[model]().fit(X[:80], y[:80])
     rows = [X[80:81], X[80:120], np.asfortranarray(X[80:120]), X[80:120:3]]
     fast = [_predictions(est, R) for R in rows]
-    monkeypatch.setattr(base_input, "_plain_X", lambda est, X: False)
+    monkeypatch.setattr(base_input, "_plain_X", lambda est, X, reset=False: False)
     for R, got in zip(rows, fast, strict=True):
         for a, b in zip(got, _predictions(est, R), strict=True):
             np.testing.assert_array_equal(a, b)
@@ -269,7 +269,7 @@ def test_csr_rows_skip_scikit_learns_checks_and_learn_the_same(model, monkeypatc
 
     def checked(call, *args):  # the same call through scikit-learn's checks
         with monkeypatch.context() as m:
-            m.setattr(base_input, "_plain_X", lambda est, X: False)
+            m.setattr(base_input, "_plain_X", lambda est, X, reset=False: False)
             n = len(seen)
             out = call(*args)
             assert len(seen) > n
@@ -310,6 +310,93 @@ def test_csr_rows_skip_scikit_learns_checks_and_learn_the_same(model, monkeypatc
     assert len(seen) > n
     with pytest.raises(ValueError, match="features"):
         est.partial_fit(sp.csr_matrix(X[:2, :3]), y[:2])
+
+
+@pytest.mark.parametrize("model", MODELS, ids=list(MODELS))
+def test_first_calls_on_plain_arrays_skip_scikit_learns_checks_and_learn_the_same(
+    model, monkeypatch
+):
+    """A ``fit`` or first ``partial_fit`` on a float64 ndarray or CSR X and a plain y
+    records what ``validate_data(reset=True)`` would (the feature count; no names, also
+    where a refit drops a DataFrame's) without calling it; the model is the same
+    as through it, bit for bit. Anything else (float32, an empty X, NaN labels) is still
+    checked by scikit-learn, with its errors."""
+    import pandas as pd
+    import scipy.sparse as sp
+
+    X, y = _stream()
+    seen = []
+    real = base_input.validate_data
+
+    def counted(*args, **kw):
+        seen.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(base_input, "validate_data", counted)
+    cases = [X, np.asfortranarray(X), X[::2], sp.csr_matrix(X), sp.csr_array(X)]
+    for R in cases:
+        yy = y[: R.shape[0]]
+        for first in ("fit", "partial_fit"):
+            fast = MODELS[model]()
+            if first == "fit":  # (a refit: the names recorded before go)
+                fast.fit(pd.DataFrame(X, columns=list("abcd")), y)
+                assert fast.feature_names_in_.tolist() == list("abcd")
+            slow = copy.deepcopy(fast)
+            n = len(seen)
+            kw = {"classes": np.unique(y)} if first == "partial_fit" else {}
+            getattr(fast, first)(R, yy, **kw)
+            assert len(seen) == n
+            with monkeypatch.context() as m:
+                m.setattr(base_input, "_plain_X", lambda est, X, reset=False: False)
+                getattr(slow, first)(R, yy, **kw)
+            assert len(seen) > n
+            assert fast.n_features_in_ == slow.n_features_in_ == 4
+            assert not hasattr(fast, "feature_names_in_")
+            assert not hasattr(slow, "feature_names_in_")
+            _assert_same_state(fast, slow)
+            for a, b in zip(_predictions(fast, X), _predictions(slow, X), strict=True):
+                np.testing.assert_array_equal(a, b)
+    n = len(seen)
+    MODELS[model]().fit(X.astype(np.float32), y)  # converted: checked
+    assert len(seen) > n
+    for R, yy, match in [
+        (np.zeros((0, 4)), y[:0], "0 sample"),
+        (np.zeros((3, 0)), y[:3], "0 feature"),
+        (X[:3], np.array([0.0, np.nan, 1.0]), "NaN"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            MODELS[model]().fit(R, yy)
+
+
+@pytest.mark.parametrize("indices", [np.int32, np.int64])
+def test_one_pass_over_a_csr_matrix_finds_what_numpys_passes_find(indices):
+    """``_csr_scan``, the one pass behind :func:`checked_values` for CSR X: row pointers
+    in order, the least and largest column index, and max |x| (NaN over inf over any
+    finite value) of the stored values only, on random matrices."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n, d = rng.integers(1, 6), rng.integers(1, 8)
+        D = rng.normal(size=(n, d)) * 10.0 ** rng.integers(-300, 300)
+        D[rng.random((n, d)) < 0.5] = 0.0
+        for v in (np.nan, np.inf, -np.inf):
+            if rng.random() < 0.2:
+                D[rng.integers(n), rng.integers(d)] = v
+        S = sp.csr_matrix(D)
+        indptr, idx = S.indptr.astype(indices), S.indices.astype(indices)
+        data = np.r_[S.data, np.nan]  # a value past the stored ones: not read
+        if rng.random() < 0.2 and n > 1:
+            indptr[1] = S.nnz + 1  # (row pointers that fall)
+        ordered, lo, hi, big = base_input._csr_scan(indptr, idx, data, S.nnz)
+        assert ordered == bool(np.all(np.diff(indptr) >= 0))
+        if S.nnz:
+            assert (lo, hi) == (S.indices.min(), S.indices.max())
+            want = np.abs(S.data)
+            want = np.nan if np.isnan(want).any() else want.max()
+            np.testing.assert_equal(big, want)
+        else:
+            assert big == 0.0
 
 
 @pytest.mark.parametrize(
