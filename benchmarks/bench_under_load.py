@@ -196,19 +196,19 @@ def part_rule(load: bool) -> str:
     from scipy.linalg.blas import dtrsm
     from threadpoolctl import threadpool_limits
 
-    from kernelcw._threads import AUTO_MIN_FLOPS, blas_libraries
+    from kernelcw._threads import AUTO_IDLE_MIN_FLOPS, AUTO_MIN_FLOPS, blas_libraries
 
     libs = blas_libraries()
     default = max(lib.get_num_threads() or 1 for lib in libs)
     rng = np.random.default_rng(0)
     cases = []
-    for n in (128, 256, 512, 1024, 2048, 4096):
+    for n in (32, 64, 128, 256, 512, 1024, 2048, 4096):
         L = np.tril(rng.random((n, n))) * 1e-3
         L[np.arange(n), np.arange(n)] = 1.0
         L, B = np.asfortranarray(L), np.asfortranarray(rng.random((n, 256)))
         call = lambda L=L, B=B: dtrsm(1.0, L, B, lower=1)  # noqa: E731
         cases.append((f"dual trsm, n_sv = {n}, b = 256", n * n * 256.0, call))
-    for d in (105, 200, 400, 784, 1500):
+    for d in (50, 75, 105, 200, 400, 784, 1500):
         b = int(min(256, max(8, d // 2)))
         S, XB = rng.random((d, d)), rng.random((b, d))
         call = lambda S=S, XB=XB: S @ XB.T  # noqa: E731
@@ -226,6 +226,8 @@ def part_rule(load: bool) -> str:
                         t[th].append(_time_call(f, reps))
             t1, tn = min(t[1]), min(t[default])
             auto = "default" if flops >= AUTO_MIN_FLOPS else "1"
+            if AUTO_IDLE_MIN_FLOPS <= flops < AUTO_MIN_FLOPS:
+                auto = "2 if idle, else 1"
             ms = f"{t1 * 1e3:.3f}", f"{tn * 1e3:.3f}"
             rows.append([name, f"{flops:.1e}", *ms, f"{t1 / tn:.2f}", auto])
     head = ["call", "flops", "1 thread ms", f"{default} threads ms", "speed-up of threads", "auto"]
@@ -456,7 +458,9 @@ def main(argv=None):
     if "rule" in parts:
         body.append(
             '## The "auto" rule\n\n"auto" runs a block on one thread below '
-            "`kernelcw._threads.AUTO_MIN_FLOPS` flops and lets BLAS use its threads above. "
+            "`kernelcw._threads.AUTO_MIN_FLOPS` flops and lets BLAS use its threads above "
+            "(no more than the cores other processes leave free); from "
+            "`AUTO_IDLE_MIN_FLOPS` up to it, on two threads where the cores are free. "
             "Single calls, median of repeats, best of 3 interleaved rounds:\n\n"
             "Idle:\n\n" + part_rule(False) + "\n\nUnder load:\n\n" + part_rule(True)
         )

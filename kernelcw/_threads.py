@@ -13,7 +13,8 @@ does), chosen from the work per call:
   fewer than :data:`AUTO_MIN_FLOPS` flops, BLAS's own setting (the thread count found on entry,
   e.g. ``OPENBLAS_NUM_THREADS`` or the cores) for larger ones, but no more than the
   cores other processes leave free (:class:`_LoadProbe`: one, on two cores with
-  another process busy);
+  another process busy); blocks from :data:`AUTO_IDLE_MIN_FLOPS` up get two threads
+  where a recent reading found the cores free (an idle machine), else one;
 - an int ``n``: exactly ``n`` threads in every call;
 - ``None``: leave BLAS alone (a user's own ``threadpoolctl.threadpool_limits``
   applies).
@@ -32,7 +33,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-__all__ = ["AUTO_MIN_FLOPS", "BlasThreads", "config_context", "get_config", "set_config"]
+__all__ = ["AUTO_IDLE_MIN_FLOPS", "AUTO_MIN_FLOPS", "BlasThreads", "config_context", "get_config", "set_config"]
 
 #: Flops of a block's largest BLAS call (``n_sv u b`` for a step of the dual engine's
 #: forward solve, ``d^2 b`` for the primal products) from which "auto" lets BLAS use
@@ -41,6 +42,20 @@ __all__ = ["AUTO_MIN_FLOPS", "BlasThreads", "config_context", "get_config", "set
 #: load; below, they gained at most 1.8x on calls of well under a millisecond but lost
 #: up to 14x (a call waiting for a descheduled thread) where another process was busy.
 AUTO_MIN_FLOPS = 5e8
+
+#: Flops from which a smaller block gets two threads where the cores are free: idle,
+#: two threads took 0.65-0.8 of one thread's time from about 2.5e5 flops (a triangular
+#: solve of 32 x 32 by 256 columns: 1.21x; 64 x 64: 1.44x; a primal product, d = 105,
+#: 1.44x; below, OpenBLAS runs such calls on one thread anyway), and fits of such
+#: blocks (digits, RBF) ran at 0.7 of "auto"'s one thread with BLAS's threads
+#: unlimited. Only on a reading of the load over at most :data:`IDLE_SPAN` seconds: one
+#: over a long pause says little of the load now. A reading lags a process that starts
+#: by up to :data:`LOAD_PERIOD`, which bounds what a wrong guess costs.
+AUTO_IDLE_MIN_FLOPS = 2.5e5
+
+#: The longest window (seconds) of a load reading that lets a small block have threads
+#: (fits a second or two apart, as a benchmark's or a search's, read over 1-2 s).
+IDLE_SPAN = 10.0
 
 #: Seconds between two readings of the machine's CPU use (:class:`_LoadProbe`).
 LOAD_PERIOD = 0.2
@@ -177,6 +192,7 @@ class _LoadProbe:
         self.path = path
         self.usable = True
         self.free_now: float | None = None
+        self.span = float("inf")  # the seconds free_now was measured over
         self.last: tuple[float, float, float] | None = None  # (wall, cores' busy s, own s)
         self.pid = os.getpid()  # whose readings these are (:meth:`forget`)
         self.cpus: set[int] | None = None
@@ -196,9 +212,15 @@ class _LoadProbe:
         own = time.process_time()
         if last is not None:
             others = (used - last[1]) - (own - last[2])
-            self.free_now = len(self.cpus) - max(others, 0.0) / (now - last[0])
+            self.span = now - last[0]
+            self.free_now = len(self.cpus) - max(others, 0.0) / self.span
         self.last = (now, used, own)
         return self.free_now
+
+    def free_recent(self, span: float) -> float | None:
+        """:meth:`free` where it was measured over at most ``span`` seconds, else None."""
+        free = self.free()
+        return free if free is not None and self.span <= span else None
 
     def prime(self) -> None:
         """A first reading, if there is none yet in this process (a forked child's
@@ -212,6 +234,7 @@ class _LoadProbe:
         """Drop the readings: in a forked child (``os.register_at_fork``), whose CPU
         time starts at 0 and whose parent's readings are not its own."""
         self.pid, self.last, self.free_now, self.cpus = os.getpid(), None, None, None
+        self.span = float("inf")
 
     def _cores_busy(self) -> float | None:
         """Seconds of CPU time the cores this process may use have spent busy since
@@ -288,10 +311,17 @@ class BlasThreads:
         """Before a block whose largest BLAS call takes ``flops``: "auto" picks one
         thread below :data:`AUTO_MIN_FLOPS`, above it BLAS's own count (before any
         limit) but no more than the cores other processes leave free
-        (:class:`_LoadProbe`, rounded, at least one)."""
+        (:class:`_LoadProbe`, rounded, at least one); from :data:`AUTO_IDLE_MIN_FLOPS`
+        up to it, two threads if a recent reading leaves that many cores free (an
+        idle machine), else one."""
         if self._mode == "auto":
             if flops < AUTO_MIN_FLOPS:
-                self._set(1)
+                n = 1
+                if flops >= AUTO_IDLE_MIN_FLOPS:
+                    with _lock:
+                        free = _probe.free_recent(IDLE_SPAN)
+                    n = 1 if free is None else min(2, max(1, int(free + 0.5)))
+                self._set(n, cap=n > 1)
                 return
             with _lock:
                 free = _probe.free()

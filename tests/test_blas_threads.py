@@ -13,7 +13,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 import kernelcw
 from kernelcw import AROWClassifier, SCWClassifier, _threads
-from kernelcw._threads import AUTO_MIN_FLOPS, BlasThreads, blas_libraries
+from kernelcw._threads import AUTO_IDLE_MIN_FLOPS, AUTO_MIN_FLOPS, BlasThreads, blas_libraries
 from kernelcw.engines import primal_full
 
 
@@ -50,6 +50,9 @@ class _Probe:
         self.answer = free
 
     def free(self):
+        return self.answer
+
+    def free_recent(self, span):
         return self.answer
 
     def prime(self):
@@ -157,6 +160,46 @@ def _stat(path, busy: dict[int, int], quiet: int = 0) -> None:
         n_, idle, iow = 3 + quiet, 99999 + quiet, 77 + quiet
         lines.append(f"cpu{cpu} {u} {n_} {s_} {idle} {iow} {irq} {soft} {steal} 0 0")
     path.write_text("\n".join(lines) + "\n")
+
+
+def test_auto_gives_small_blocks_two_threads_only_on_an_idle_machine(two_threads, monkeypatch):
+    """Blocks from AUTO_IDLE_MIN_FLOPS to AUTO_MIN_FLOPS: two threads where the probe's
+    recent reading leaves two cores free (rounded), else one; no reading: one (the
+    large blocks' rule leaves BLAS its count there); smaller blocks: one, always."""
+    seen = []
+    for free in (2.0, 1.6, 1.4, 1.0, None, 8.0):
+        monkeypatch.setattr(_threads, "_probe", _Probe(free))
+        with BlasThreads(0.0) as t:
+            t.block(AUTO_IDLE_MIN_FLOPS)
+            seen.append(_blas_threads())
+            t.block(AUTO_IDLE_MIN_FLOPS / 2)
+            seen.append(_blas_threads())
+    two, one = [2, 2], [1, 1]
+    assert seen == [two, one, two, one, one, one, one, one, one, one, two, one]
+    monkeypatch.setattr(_threads, "_probe", _Probe(1.0))
+    assert _blas_threads() == [2, 2]
+
+
+def test_small_blocks_take_threads_only_on_a_recent_reading(tmp_path, monkeypatch):
+    """A reading over a long pause (a fit after minutes of nothing) averages the load
+    over the pause: a process busy since its last seconds would pass for idle. Small
+    blocks wait for a reading over at most IDLE_SPAN (the next one, a period later);
+    large blocks go by any reading, as before."""
+    clock = _Clock()
+    monkeypatch.setattr(_threads, "time", clock)
+    monkeypatch.setattr(_threads.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(_threads.os, "sysconf", lambda name: 100)
+    stat = tmp_path / "stat"
+    probe = _threads._LoadProbe(str(stat))
+    _stat(stat, {0: 1000, 1: 1000})
+    assert probe.free_recent(_threads.IDLE_SPAN) is None  # (the first reading)
+    clock.wall = 60.0  # a minute later, of which the last second one core was busy
+    _stat(stat, {0: 1100, 1: 1000})
+    assert probe.free() == pytest.approx(2.0 - 1.0 / 60.0)
+    assert probe.free_recent(_threads.IDLE_SPAN) is None  # over 60 s: not recent
+    clock.wall = 60.5  # the next reading: over half a second, one core busy
+    _stat(stat, {0: 1150, 1: 1000})
+    assert probe.free_recent(_threads.IDLE_SPAN) == pytest.approx(1.0)
 
 
 def test_load_probe_reads_the_free_cores(tmp_path, monkeypatch):
