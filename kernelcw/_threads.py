@@ -44,11 +44,12 @@ __all__ = ["AUTO_IDLE_MIN_FLOPS", "AUTO_MIN_FLOPS", "BlasThreads", "config_conte
 AUTO_MIN_FLOPS = 5e8
 
 #: Flops from which a smaller block gets two threads where the cores are free: idle,
-#: two threads took 0.65-0.8 of one thread's time from about 2.5e5 flops (a triangular
-#: solve of 32 x 32 by 256 columns: 1.21x; 64 x 64: 1.44x; a primal product, d = 105,
-#: 1.44x; below, OpenBLAS runs such calls on one thread anyway), and fits of such
-#: blocks (digits, RBF) ran at 0.7 of "auto"'s one thread with BLAS's threads
-#: unlimited. Only on a reading of the load over at most :data:`IDLE_SPAN` seconds: one
+#: two threads took 0.5-0.65 of one thread's time from about 2.5e5 flops up (``python
+#: -m benchmarks under_load --parts rule``, session 29: a triangular solve of 32 x 32 by
+#: 256 columns 1.76x, 64 x 64 1.83x, a primal product at d = 105 1.56x; 1.2-1.45x for
+#: the first two and the third by hand the same day; below, OpenBLAS runs such calls on
+#: one thread anyway), and fits of such blocks (digits, RBF) ran at 0.7 of "auto"'s
+#: one thread with BLAS's threads unlimited. Only on a reading of the load over at most :data:`IDLE_SPAN` seconds: one
 #: over a long pause says little of the load now. A reading lags a process that starts
 #: by up to :data:`LOAD_PERIOD`, which bounds what a wrong guess costs.
 AUTO_IDLE_MIN_FLOPS = 2.5e5
@@ -86,8 +87,9 @@ def set_config(blas_threads=_UNSET) -> None:
     """Set kernelcw's settings for the whole process.
 
     ``blas_threads``: how many threads the BLAS calls of ``fit``, ``partial_fit`` and
-    prediction use. ``"auto"`` (default): one thread for small blocks of work, BLAS's
-    own setting for large ones but no more than the cores other processes leave free;
+    prediction use. ``"auto"`` (default): one thread for small blocks of work, two for
+    medium ones where the machine is idle, BLAS's own setting for large ones but no
+    more than the cores other processes leave free;
     an int: exactly that many; ``None``: leave BLAS as it is (your own
     ``threadpoolctl.threadpool_limits`` applies).
     """
@@ -186,7 +188,10 @@ class _LoadProbe:
     once per period (about 20 us), only for blocks large enough for threads (and once
     as the first engine call starts); between readings the last answer stands. None
     (no limit) until two readings (:meth:`prime` takes the first as an engine call
-    starts), after a fork, and where ``/proc/stat`` cannot be read."""
+    starts), after a fork, and where ``/proc/stat`` cannot be read. The process's own
+    CPU time is all its threads': other Python threads of the process that keep the
+    cores busy count as its own, not as other processes (their BLAS calls share the
+    process's one BLAS thread count anyway)."""
 
     def __init__(self, path: str = "/proc/stat"):
         self.path = path
