@@ -636,6 +636,35 @@ def test_lazy_form_products_on_threads_change_nothing(two_threads, monkeypatch):
     np.testing.assert_allclose(threaded.dual_coef_, fused.dual_coef_, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("free", [2.0, 1.0])
+def test_lazy_form_purges_on_the_threads_of_its_n_squared_refresh(two_threads, monkeypatch, free):
+    """After a split walk (products, then the walk's loops) the "random" lazy form's
+    purge (a BLAS-2 refresh of r, n^2) runs on the threads "auto" gives n^2 flops: two on
+    an idle machine from AUTO_IDLE_MIN_FLOPS, else one. It had run on one thread always,
+    where BLAS's threads unlimited fitted a B = 3,000 model 10 % faster idle."""
+    from kernelcw.engines.dual import lazy
+
+    monkeypatch.setattr(lazy, "AUTO_MIN_FLOPS", 0.0)  # split always
+    monkeypatch.setattr(_threads, "AUTO_IDLE_MIN_FLOPS", 1000.0)  # (n^2 >= 1000 here)
+    monkeypatch.setattr(_threads, "_probe", _Probe(free))
+    seen = []
+    real = lazy.LazyForm._purge
+
+    def spy(self, *args):
+        seen.append(_blas_threads())
+        return real(self, *args)
+
+    monkeypatch.setattr(lazy.LazyForm, "_purge", spy)
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(400, 8)), rng.integers(0, 2, size=400)
+    est = AROWClassifier(kernel="rbf", budget=60, budget_policy="random", random_state=0)
+    with kernelcw.config_context(blas_threads="auto"):
+        est.fit(X, y)
+    assert est._engine.factor_forms() == ["lazy"]
+    want = [2, 2] if free >= 2 else [1, 1]
+    assert seen and all(s == want for s in seen), seen
+
+
 def test_a_limit_that_changes_nothing_reads_each_library_once(monkeypatch):
     """With the libraries already at the count a call wants (one thread, for a row's
     small products), a limit reads each library once, on entry, and sets nothing;

@@ -141,11 +141,14 @@ class LazyForm(PrunedForm):
             out, S, slots = lazy_part(
                 _blas.TRI_PLAIN, bufs, sizes, data, rule, tols, (V, new), slots, f_blk, pre
             )
-        else:  # the products on the threads "auto" allows, the walk and purge on one
+        else:  # the products on the threads "auto" allows; the walk (loops) and the
+            # purge (its BLAS-2 refresh of r, n^2) on those of a block of n^2 flops: one,
+            # or two idle (by hand, B = 3,000 "random", idle: 0.69 -> 0.63 s a fit, as
+            # fast as BLAS's threads unlimited, /tmp/s29/rnd.py)
             ctx.threads.block(flops)
             prods = lazy_products(_blas.TRI_PLAIN, self.L, self.r, blk.K0, blk.Kbb, ks,
                                   t0, t1, V, new, STAIR_GROUP, pre)  # fmt: skip
-            ctx.threads.block(0.0)
+            ctx.threads.block(float(n) * n)
             out, S, slots = lazy_walk(bufs, sizes, data, rule, tols, (V, new), slots, f_blk, prods)
         res = QueueResult._make(out)
         if res.status not in (OK, STOP):
