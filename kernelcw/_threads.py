@@ -33,7 +33,14 @@ import threading
 import time
 from collections.abc import Iterator
 
-__all__ = ["AUTO_IDLE_MIN_FLOPS", "AUTO_MIN_FLOPS", "BlasThreads", "config_context", "get_config", "set_config"]
+__all__ = [
+    "AUTO_IDLE_MIN_FLOPS",
+    "AUTO_MIN_FLOPS",
+    "BlasThreads",
+    "config_context",
+    "get_config",
+    "set_config",
+]
 
 #: Flops of a block's largest BLAS call (``n_sv u b`` for a step of the dual engine's
 #: forward solve, ``d^2 b`` for the primal products) from which "auto" lets BLAS use
@@ -49,9 +56,10 @@ AUTO_MIN_FLOPS = 5e8
 #: 256 columns 1.76x, 64 x 64 1.83x, a primal product at d = 105 1.56x; 1.2-1.45x for
 #: the first two and the third by hand the same day; below, OpenBLAS runs such calls on
 #: one thread anyway), and fits of such blocks (digits, RBF) ran at 0.7 of "auto"'s
-#: one thread with BLAS's threads unlimited. Only on a reading of the load over at most :data:`IDLE_SPAN` seconds: one
-#: over a long pause says little of the load now. A reading lags a process that starts
-#: by up to :data:`LOAD_PERIOD`, which bounds what a wrong guess costs.
+#: one thread with BLAS's threads unlimited. Only on a reading of the load over at
+#: most :data:`IDLE_SPAN` seconds: one over a long pause says little of the load now.
+#: A reading lags a process that starts by up to :data:`LOAD_PERIOD`, which bounds
+#: what a wrong guess costs.
 AUTO_IDLE_MIN_FLOPS = 2.5e5
 
 #: The longest window (seconds) of a load reading that lets a small block have threads

@@ -71,14 +71,22 @@ def _check_csr(X, offset: int = 0):
     indptr, indices, data = X.indptr, X.indices, X.data
     nnz = int(indptr[-1]) if indptr.shape[0] else -1
     ordered, lo, hi, big = False, 0, 0, None
-    if indptr.shape[0] == n + 1 and indptr[0] == 0 and 0 <= nnz <= min(indices.shape[0], data.shape[0]):
+    if (
+        indptr.shape[0] == n + 1
+        and indptr[0] == 0
+        and 0 <= nnz <= min(indices.shape[0], data.shape[0])
+    ):
         if data.dtype == np.float64 and data.flags.c_contiguous:
             ordered, lo, hi, big = _csr_scan(indptr, indices, data, nnz)
             big = big if nnz else None
         else:  # (values of another type: not after validate_data)
             ordered = n < 2 or not bool(np.any(indptr[1:] < indptr[:-1]))
             if nnz:
-                lo, hi, big = int(indices[:nnz].min()), int(indices[:nnz].max()), _max_abs(data[:nnz])
+                lo, hi, big = (
+                    int(indices[:nnz].min()),
+                    int(indices[:nnz].max()),
+                    _max_abs(data[:nnz]),
+                )
     if not ordered:
         raise ValueError(
             f"sparse X is malformed: its row pointers (indptr) do not describe {n} rows "
