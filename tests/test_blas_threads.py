@@ -149,6 +149,16 @@ class _Clock:
         return self.own
 
 
+def _fake_machine(tmp_path, monkeypatch):
+    """A two-core machine for the load probe: a clock the test moves (wall and own CPU
+    seconds) and a /proc/stat the test writes (:func:`_stat`); returns (clock, path)."""
+    clock = _Clock()
+    monkeypatch.setattr(_threads, "time", clock)
+    monkeypatch.setattr(_threads.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(_threads.os, "sysconf", lambda name: 100)
+    return clock, tmp_path / "stat"
+
+
 def _stat(path, busy: dict[int, int], quiet: int = 0) -> None:
     """A /proc/stat whose cpu lines' counted fields (user, system, irq, softirq,
     steal) add up to ``busy[cpu]`` ticks; nice, idle and iowait get ``quiet`` more
@@ -185,11 +195,7 @@ def test_small_blocks_take_threads_only_on_a_recent_reading(tmp_path, monkeypatc
     over the pause: a process busy since its last seconds would pass for idle. Small
     blocks wait for a reading over at most IDLE_SPAN (the next one, a period later);
     large blocks go by any reading, as before."""
-    clock = _Clock()
-    monkeypatch.setattr(_threads, "time", clock)
-    monkeypatch.setattr(_threads.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    monkeypatch.setattr(_threads.os, "sysconf", lambda name: 100)
-    stat = tmp_path / "stat"
+    clock, stat = _fake_machine(tmp_path, monkeypatch)
     probe = _threads._LoadProbe(str(stat))
     _stat(stat, {0: 1000, 1: 1000})
     assert probe.free_recent(_threads.IDLE_SPAN) is None  # (the first reading)
@@ -207,11 +213,7 @@ def test_load_probe_reads_the_free_cores(tmp_path, monkeypatch):
     second of at least LOAD_PERIOD: read at most once per period; cores outside the
     affinity, nice, idle and iowait are not counted; after a fork the parent's
     readings go; unreadable: no answer, for good."""
-    clock = _Clock()
-    monkeypatch.setattr(_threads, "time", clock)
-    monkeypatch.setattr(_threads.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    monkeypatch.setattr(_threads.os, "sysconf", lambda name: 100)
-    stat = tmp_path / "stat"
+    clock, stat = _fake_machine(tmp_path, monkeypatch)
     probe = _threads._LoadProbe(str(stat))
     _stat(stat, {0: 1000, 1: 1000, 2: 0})
     assert probe.free() is None  # the first reading: nothing to compare yet
@@ -242,11 +244,7 @@ def test_an_engine_call_primes_the_load_probe(tmp_path, monkeypatch):
     """ "auto" takes the probe's first reading as a call starts (once), so a large block
     later in the process is capped by the load measured since, not left uncapped
     until a second reading; int and None settings leave the probe alone."""
-    clock = _Clock()
-    monkeypatch.setattr(_threads, "time", clock)
-    monkeypatch.setattr(_threads.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    monkeypatch.setattr(_threads.os, "sysconf", lambda name: 100)
-    stat = tmp_path / "stat"
+    clock, stat = _fake_machine(tmp_path, monkeypatch)
     _stat(stat, {0: 1000, 1: 1000})
     probe = _threads._LoadProbe(str(stat))
     monkeypatch.setattr(_threads, "_probe", probe)

@@ -246,6 +246,20 @@ def test_plain_rows_predict_as_validated_rows(model, labels, monkeypatch):
             np.testing.assert_array_equal(a, b)
 
 
+def _count_validate_data(monkeypatch):
+    """scikit-learn's ``validate_data`` as the estimators call it, counted: (a list that
+    gets an entry per call, the real function)."""
+    seen = []
+    real = base_input.validate_data
+
+    def counted(*args, **kw):
+        seen.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(base_input, "validate_data", counted)
+    return seen, real
+
+
 @pytest.mark.parametrize("model", MODELS, ids=list(MODELS))
 def test_csr_rows_skip_scikit_learns_checks_and_learn_the_same(model, monkeypatch):
     """Later calls on scipy CSR rows of float64 (matrix or array) take them as
@@ -258,14 +272,7 @@ def test_csr_rows_skip_scikit_learns_checks_and_learn_the_same(model, monkeypatc
     X[X < -0.5] = 0.0  # stored entries and gaps
     est = MODELS[model]().fit(sp.csr_matrix(X[:40]), y[:40])
     twin = copy.deepcopy(est)
-    seen = []
-    real = base_input.validate_data
-
-    def counted(*args, **kw):
-        seen.append(1)
-        return real(*args, **kw)
-
-    monkeypatch.setattr(base_input, "validate_data", counted)
+    seen, real = _count_validate_data(monkeypatch)
 
     def checked(call, *args):  # the same call through scikit-learn's checks
         with monkeypatch.context() as m:
@@ -325,14 +332,7 @@ def test_first_calls_on_plain_arrays_skip_scikit_learns_checks_and_learn_the_sam
     import scipy.sparse as sp
 
     X, y = _stream()
-    seen = []
-    real = base_input.validate_data
-
-    def counted(*args, **kw):
-        seen.append(1)
-        return real(*args, **kw)
-
-    monkeypatch.setattr(base_input, "validate_data", counted)
+    seen, real = _count_validate_data(monkeypatch)
     cases = [X, np.asfortranarray(X), X[::2], sp.csr_matrix(X), sp.csr_array(X)]
     for R in cases:
         yy = y[: R.shape[0]]
