@@ -205,16 +205,15 @@ def _stream(est, X, y, classes):
         check_stream(X, y, est)
     else:
         _check_targets(y)
-    if classes is None and hasattr(est, "classes_"):
-        classes = est.classes_
-    elif classes is None:
-        classes = _unique_labels(y, "y")
+    if classes is None and not hasattr(est, "classes_"):
+        classes = _unique_labels(y, "y")  # (y's own: every label is one)
         if len(classes) < 2:
             raise ValueError(
                 f"y contains only one class ({classes.tolist()[0]!r}); a classifier needs "
                 "two. Pass classes=[...] to declare the others."
             )
-    classes = np.asarray(classes)
+        return X, y, classes
+    classes = np.asarray(est.classes_ if classes is None else classes)
     check_labels_in(y, classes)
     return X, y, classes
 

@@ -196,7 +196,7 @@ def _export(est) -> tuple[dict, dict[str, np.ndarray]]:
 def _export_locked(est, name: str) -> tuple[dict, dict[str, np.ndarray]]:
     est._check_structure("save")  # not a state paired with parameters it never had
     try:  # (a file load refuses would replace the one at the path)
-        check_params(est)
+        checked = check_params(est)
     except (ValueError, TypeError) as e:
         raise ValueError(f"cannot save: {e}") from e
     params = {k: json_param(k, v) for k, v in est.get_params(deep=False).items()}
@@ -242,9 +242,7 @@ def _export_locked(est, name: str) -> tuple[dict, dict[str, np.ndarray]]:
         },
         arrays=sorted(arrays),
     )
-    rule = _rule_of(est)  # (the update rule these params give: load compares)
-    if rule is not None:
-        meta["engine"]["rule"] = rule
+    meta["engine"]["rule"] = Rule(checked[0].rule).name.lower()  # (load compares)
     return meta, arrays
 
 
@@ -467,15 +465,6 @@ def _install(est, meta: dict, arrays: dict[str, np.ndarray], checked, target: st
     if names is not None:
         est.feature_names_in_ = names.astype(object)
     est._import_state(engine, classes, tuple(counters))
-
-
-def _rule_of(est) -> str | None:
-    """The name of the update rule ``est``'s parameters give, or None if they are not
-    valid (such a file does not load either)."""
-    try:
-        return Rule(check_params(est)[0].rule).name.lower()
-    except (ValueError, TypeError):
-        return None
 
 
 def _check_learnt_with(est, learnt, bad) -> None:

@@ -58,7 +58,7 @@ from ._river_input import (
 from .estimators import CWClassifier
 from .estimators._input import with_intercept
 from .estimators._mixins import margin_proba
-from .estimators._warnings import user_stacklevel, warn_floor, warn_stabilised
+from .estimators._warnings import warn_floor, warn_stabilised
 from .grow import add_models, mirror, widen, wider_margins
 from .spec import check_memory, check_params, engine_spec, intercept_value
 
@@ -140,7 +140,7 @@ class Classifier(_river_base.MiniBatchClassifier):
         yield {"estimator": SCWClassifier(kernel="rbf", gamma=0.1, budget=30)}
 
     def _unit_test_skips(self) -> set:
-        est = self._template()
+        est = template(self.estimator)
         if check_params(est)[1] == "dual" and est.budget is None:
             return {"check_bounded_memory_growth"}  # the support set grows: by design
         return set()
@@ -300,8 +300,8 @@ class Classifier(_river_base.MiniBatchClassifier):
         """(a, c^2): the prior scale and the intercept's constant feature squared, which
         the rows are checked against (the estimator's)."""
         if self._model is None:
-            template = self._template()
-            return template.a, intercept_value(template) ** 2
+            est = template(self.estimator)
+            return est.a, intercept_value(est) ** 2
         spec = self._model._engine.spec
         return spec.a, spec.intercept**2
 
@@ -327,9 +327,6 @@ class Classifier(_river_base.MiniBatchClassifier):
         return M
 
     # ------------------------------------------------------------ learning
-
-    def _template(self):
-        return template(self.estimator)
 
     def _learn_whole(self, names: list, M: np.ndarray, labels: list) -> None:
         """Checked rows ``M`` (``names``) learnt all or nothing: a failed or interrupted
@@ -391,8 +388,9 @@ class Classifier(_river_base.MiniBatchClassifier):
         if self._model is None:
             if self._declared is not None:
                 self._start(self._declared)
-            else:  # one label so far: kept until the second (the parameters checked now)
-                checked_template(self.estimator)
+            else:  # one label so far: kept until the second (the parameters checked at
+                if not self._pending:  # the first rows)
+                    checked_template(self.estimator)
                 self._pending.extend(r.copy() for r in X)
                 return
         if X.shape[1] < self._width:  # rows made before the model started (width 0)
@@ -410,18 +408,16 @@ class Classifier(_river_base.MiniBatchClassifier):
         engine = est._engine
         X = with_intercept(X, engine.spec)
         with engine.lock:  # (the estimator's own all-or-nothing learning and counting)
-            if X.shape[0] == 1 and est._learn_quiet(engine, X, T) is not None:
-                return  # a row that changes nothing (kernelcw.engines.dual.quiet)
-            row = est._learn_row(engine, X, T) if X.shape[0] == 1 else None
-            if row is not None:  # (one row into one model: estimators._one_row)
-                if not self._floored and row[1]:
-                    self._warn_floor(row[1])
-                return
-            res, failed = est._learn_locked(engine, X, T)
+            row = est._learn_one(engine, X, T) if X.shape[0] == 1 else None
+            if row is None:  # (None: the general call; else estimators._one_row's ways)
+                res, failed = est._learn_locked(engine, X, T)
+                floored = int(res.n_floored.sum())
+            else:
+                failed, floored = None, row[1]
         if failed is not None:
-            warn_stabilised(est, failed, stacklevel=user_stacklevel())
-        if not self._floored and res.n_floored.any():
-            self._warn_floor(int(res.n_floored.sum()))
+            warn_stabilised(est, failed)
+        if not self._floored and floored:
+            self._warn_floor(floored)
 
     def _warn_floor(self, n: int) -> None:
         """The estimator's warning, the first time a round's variance is floored."""

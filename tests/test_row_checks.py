@@ -370,9 +370,10 @@ def test_first_calls_on_plain_arrays_skip_scikit_learns_checks_and_learn_the_sam
 
 @pytest.mark.parametrize("indices", [np.int32, np.int64])
 def test_one_pass_over_a_csr_matrix_finds_what_numpys_passes_find(indices):
-    """``_csr_scan``, the one pass behind :func:`checked_values` for CSR X: row pointers
-    in order, the least and largest column index, and max |x| (NaN over inf over any
-    finite value) of the stored values only, on random matrices."""
+    """``_csr_scan``, the one compiled call behind :func:`checked_values` for CSR X: row
+    pointers in order, the least and largest column index, and max |x| (NaN over inf
+    over any finite value) of the stored values only (``_check_csr`` alike), on random
+    matrices."""
     import scipy.sparse as sp
 
     rng = np.random.default_rng(5)
@@ -388,7 +389,7 @@ def test_one_pass_over_a_csr_matrix_finds_what_numpys_passes_find(indices):
         data = np.r_[S.data, np.nan]  # a value past the stored ones: not read
         if rng.random() < 0.2 and n > 1:
             indptr[1] = S.nnz + 1  # (row pointers that fall)
-        ordered, lo, hi, big = base_input._csr_scan(indptr, idx, data, S.nnz)
+        ordered, lo, hi, big = base_input._csr_scan(indptr, idx, data[: S.nnz])
         assert ordered == bool(np.all(np.diff(indptr) >= 0))
         if S.nnz:
             assert (lo, hi) == (S.indices.min(), S.indices.max())
@@ -397,6 +398,10 @@ def test_one_pass_over_a_csr_matrix_finds_what_numpys_passes_find(indices):
             np.testing.assert_equal(big, want)
         else:
             assert big == 0.0
+        if ordered:  # _check_csr's value: the same, from X.data's first nnz
+            M = sp.csr_matrix((data[: S.nnz], idx, indptr), shape=(n, d))
+            M.data = data  # (a value past the stored ones, as scipy lets one be set)
+            np.testing.assert_equal(base_input._check_csr(M), big if S.nnz else None)
 
 
 @pytest.mark.parametrize(

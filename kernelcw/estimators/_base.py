@@ -25,7 +25,7 @@ from ._locks import model_lock, put_back_model, release
 from ._mixins import COUNTERS, CountersMixin, DualAttributesMixin, PredictionMixin
 from ._one_row import OneRowMixin
 from ._params import param_getter, param_values, params_key, same_objects
-from ._warnings import user_stacklevel, warn_floor, warn_stabilised
+from ._warnings import warn_floor, warn_stabilised
 
 __all__ = ["CWEstimator"]
 
@@ -389,23 +389,18 @@ class CWEstimator(
                 # a fit or load replaced the engine the rows were checked for)
             engine.set_rule(rule)  # eta, C, r may be set_params'd between calls
             first_floor = not _any(self._counts[2])
-            if positions is None and X.shape[0] == 1:  # a row that surely changes nothing
-                quiet = self._learn_quiet(engine, X, Y)
-                if quiet is not None:
-                    return quiet
-                row = self._learn_row(engine, X, Y)  # (None: the general call)
-                if row is not None:
-                    if first_floor and row[1]:
-                        warn_floor(self, row[1])
-                    return row[0]
-            res, failed = self._learn_locked(engine, X, Y, positions)
-            if first_floor:  # none before: the counters now hold this call's alone
-                first_floor = _any(self._counts[2])
+            one = positions is None and X.shape[0] == 1
+            row = self._learn_one(engine, X, Y) if one else None  # (None: the general call)
+            if row is None:
+                res, failed = self._learn_locked(engine, X, Y, positions)
+                margins, floored = res.margins, int(res.n_floored.sum())
+            else:
+                (margins, floored), failed = row, None
         if failed is not None:
-            warn_stabilised(self, failed, stacklevel=user_stacklevel())
-        if first_floor:
-            warn_floor(self, int(res.n_floored.sum()))
-        return res.margins
+            warn_stabilised(self, failed)
+        if first_floor and floored:  # the model's first floored rounds
+            warn_floor(self, floored)
+        return margins
 
     def _learn_locked(self, engine, X, Y, positions=None):
         """:func:`learn_or_stabilise` into ``engine`` (its lock held), all or nothing:

@@ -18,6 +18,15 @@ class OneRowMixin:
     """``_learn_quiet`` and ``_learn_row`` of :class:`kernelcw.estimators._base.CWEstimator`
     (its counters in ``_counts``, its engine's lock held by the caller)."""
 
+    def _learn_one(self, engine, X, Y):
+        """A call of one row by one of the two ways: (its margins, the rounds it
+        floored), or None, nothing changed, for the general call. The engine's lock is
+        held."""
+        quiet = self._learn_quiet(engine, X, Y)
+        if quiet is not None:
+            return quiet, 0
+        return self._learn_row(engine, X, Y)
+
     def _learn_quiet(self, engine, X, Y):
         """A one-row call whose row ``engine`` shows changes nothing but the stream
         position (:meth:`kernelcw.engines.Engine.quiet_row`), done without a learning

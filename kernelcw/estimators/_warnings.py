@@ -53,9 +53,9 @@ def warn_floor(est, n: int) -> None:
     warnings.warn(text, RuntimeWarning, stacklevel=user_stacklevel())
 
 
-def warn_stabilised(est, message: str, stacklevel: int) -> None:
+def warn_stabilised(est, message: str) -> None:
     """The RuntimeWarning of a call learned again in the factor form (``message``: the
     first try's FloatingPointError, its remedies left out: they no longer apply)."""
     what = message.split(" (", 1)[0]
     text = _STABILISED.format(name=type(est).__name__, policy=est.budget_policy, what=what)
-    warnings.warn(text, RuntimeWarning, stacklevel=stacklevel + 1)
+    warnings.warn(text, RuntimeWarning, stacklevel=user_stacklevel())
