@@ -389,18 +389,19 @@ class CWEstimator(
                 # a fit or load replaced the engine the rows were checked for)
             engine.set_rule(rule)  # eta, C, r may be set_params'd between calls
             first_floor = not _any(self._counts[2])
-            one = positions is None and X.shape[0] == 1
-            row = self._learn_one(engine, X, Y) if one else None  # (None: the general call)
-            if row is None:
-                res, failed = self._learn_locked(engine, X, Y, positions)
-                margins, floored = res.margins, int(res.n_floored.sum())
-            else:
-                (margins, floored), failed = row, None
+            if positions is None and X.shape[0] == 1:  # (None: the general call)
+                row = self._learn_one(engine, X, Y)
+                if row is not None:
+                    if first_floor and row[1]:
+                        warn_floor(self, row[1])
+                    return row[0]
+            res, failed = self._learn_locked(engine, X, Y, positions)
+            floored = int(res.n_floored.sum())
         if failed is not None:
             warn_stabilised(self, failed)
         if first_floor and floored:  # the model's first floored rounds
             warn_floor(self, floored)
-        return margins
+        return res.margins
 
     def _learn_locked(self, engine, X, Y, positions=None):
         """:func:`learn_or_stabilise` into ``engine`` (its lock held), all or nothing:
