@@ -18,7 +18,7 @@ from sklearn.base import clone
 
 from ._diag_stream import _PLAIN, is_number, sum_of_squares
 from .estimators._base import CWEstimator
-from .estimators._input import _unique_labels
+from .estimators._labels import _unique_labels
 from .spec import inert_parameters
 
 __all__ = [
@@ -156,7 +156,7 @@ def _infinite(v) -> bool:
 
 def declared_labels(classes) -> list:
     """The declared ``classes``, sorted and distinct, as the estimators sort labels
-    (:func:`kernelcw.estimators._input._unique_labels`: ValueError if they cannot be)."""
+    (:func:`kernelcw.estimators._labels._unique_labels`: ValueError if they cannot be)."""
     given = list(classes)
     check_labels(given)
     labels = _unique_labels(label_array(given), f"classes={classes!r}").tolist()

@@ -28,7 +28,8 @@ from ._interrupt import restore_on_error
 from ._validation import check_option, check_positive_int
 from .combination import METHODS, combine
 from .estimators._base import STRUCTURAL, CWEstimator
-from .estimators._input import check_labels_in, check_same_classes, check_stream
+from .estimators._input import check_stream
+from .estimators._labels import check_labels_in, check_same_classes
 from .estimators._locks import model_lock
 from .spec import check_params, inert_parameters
 

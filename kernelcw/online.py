@@ -19,7 +19,8 @@ from sklearn.utils.validation import column_or_1d
 
 from ._interrupt import put_back
 from ._validation import check_positive_int
-from .estimators._input import _check_targets, _unique_labels, check_labels_in, check_stream
+from .estimators._input import check_stream
+from .estimators._labels import _check_targets, _unique_labels, check_labels_in
 
 __all__ = ["OnlineResult", "run_online"]
 

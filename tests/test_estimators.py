@@ -447,7 +447,7 @@ def test_max_abs_sees_every_value_in_any_layout():
 def test_counted_labels_are_np_unique(dtype):
     """Integer and bool classes found by counting equal np.unique's, dtype included,
     at the ends of each type's range; wide or extreme ranges are sorted instead."""
-    from kernelcw.estimators._input import _counted_unique, _unique_labels
+    from kernelcw.estimators._labels import _counted_unique, _unique_labels
 
     info = np.iinfo(np.uint8 if dtype is bool else dtype)
     rng = np.random.default_rng(1)

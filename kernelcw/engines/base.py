@@ -21,6 +21,7 @@ __all__ = [
     "Locked",
     "MaybeDrift",
     "OtherPath",
+    "RowsUnchecked",
     "check_shapes",
     "check_width",
     "finite_margins",
@@ -52,6 +53,27 @@ class MaybeDrift(ValueError):
         return type(self), (self.args[0], self.what)
 
 
+class RowsUnchecked(ValueError):
+    """A row of CSR X that an engine's walk refused as it read it, before learning
+    anything of it (``row``: its index in X; None: X as a whole, its row pointers, or
+    an engine that checks no rows in its walk): column indices out of order or out of
+    range, or, in a call on values nobody has checked (``learn(checked=False)``,
+    :attr:`Engine.checks_rows`), values not finite or too large. The rows before it
+    may be learnt: the caller restores its checkpoint, and an estimator then makes its
+    own checks, which name what is wrong."""
+
+    def __init__(self, row: int | None):
+        where = "X" if row is None else f"row {row} of X"
+        super().__init__(
+            f"{where}: sparse rows with column indices out of order or out of range, or "
+            "values that are not finite or too large (the estimators check X first)"
+        )
+        self.row = row
+
+    def __reduce__(self):
+        return type(self), (self.row,)
+
+
 class LearnResult(NamedTuple):
     """What one pass of :meth:`Engine.learn` reports, per binary model."""
 
@@ -76,6 +98,13 @@ class Engine(Protocol):
     """
 
     spec: Any
+
+    #: (a class attribute, where True) the engine's walk checks CSR rows as it reads
+    #: them, and :meth:`learn` takes ``checked=False``: X's values then unchecked,
+    #: which the walk refuses, with :class:`RowsUnchecked`, where they are not finite
+    #: or too large (the estimators leave that check to it, :meth:`learn` raising
+    #: :class:`RowsUnchecked` where it cannot). Engines without it check nothing.
+    checks_rows: bool
 
     @property
     def n_models(self) -> int:
@@ -241,17 +270,20 @@ def check_width(X, n_features: int) -> None:
         )
 
 
-def learn_or_stabilise(engine, checkpoint, X, Y, positions=None):
+def learn_or_stabilise(engine, checkpoint, X, Y, positions=None, late: bool = False):
     """:meth:`Engine.learn`; should it raise FloatingPointError or :class:`MaybeDrift`,
     the state restored from ``checkpoint`` (taken before this call),
     :meth:`Engine.stabilise`, and, if that moved the models to a stronger form, the call
     learned once more. Returns (the :class:`LearnResult`, what the first try met when
     the call was learned again, else None). An error raised from here may leave the
-    state part-way: the caller restores ``checkpoint``, as after :meth:`Engine.learn`."""
+    state part-way: the caller restores ``checkpoint``, as after :meth:`Engine.learn`.
+    ``late``: X's values are for the engine's walk to check (``learn(checked=False)``,
+    :attr:`Engine.checks_rows`)."""
+    options = {"checked": False} if late else {}
     try:
-        return engine.learn(X, Y, positions), None
+        return engine.learn(X, Y, positions, **options), None
     except (FloatingPointError, MaybeDrift) as err:
         engine.restore(checkpoint)
         if not engine.stabilise():
             raise
-        return engine.learn(X, Y, positions), getattr(err, "what", str(err))
+        return engine.learn(X, Y, positions, **options), getattr(err, "what", str(err))

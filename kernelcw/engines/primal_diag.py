@@ -37,7 +37,14 @@ from . import _diag_slots as ds
 from ._diag_undo import SlotUndo, UndoLog
 from ._diag_walk import diag_fit
 from ._primal_common import check_same_a
-from .base import EveryRowLearns, LearnResult, Locked, check_shapes, finite_margins
+from .base import (
+    EveryRowLearns,
+    LearnResult,
+    Locked,
+    RowsUnchecked,
+    check_shapes,
+    finite_margins,
+)
 
 __all__ = ["PrimalDiagEngine", "diag_fit"]
 
@@ -56,6 +63,9 @@ class PrimalDiagEngine(EveryRowLearns, Locked):
     moves the state from slots to dense once; it stays dense (the views stay valid).
     The numbers are the same either way, bit for bit (``tests/test_diag_slots.py``).
     """
+
+    #: Its walk of CSR rows checks them as it reads them (:func:`._diag_walk.diag_fit`).
+    checks_rows = True
 
     #: A fresh engine keeps its state in slots when the dense buffer would hold at least
     #: this many coordinates times models (d K), dense otherwise.
@@ -146,9 +156,11 @@ class PrimalDiagEngine(EveryRowLearns, Locked):
         c = self.spec.intercept
         return c if c and sp.issparse(X) and X.shape[1] == self.spec.n_features - 1 else 0.0
 
-    def learn(self, X, Y: np.ndarray, positions=None) -> LearnResult:
+    def learn(self, X, Y: np.ndarray, positions=None, checked: bool = True) -> LearnResult:
         c = self._tail(X)
         check_shapes(X, Y, self.spec.n_features - (1 if c else 0), self.n_models)
+        if not checked and (self._slots is not None or not sp.issparse(X)):
+            raise RowsUnchecked(None)  # (only the dense state's CSR walk checks values)
         out = np.empty((X.shape[0], self.n_models))
         log, self._armed = self._armed, None
         self._prior = False
@@ -158,12 +170,12 @@ class PrimalDiagEngine(EveryRowLearns, Locked):
             slots, w = self._slots, self._pairs = ds.reserve(self._slots, self._pairs, room)
             counts = diag_fit(
                 w[:, :, 0].T, w[:, :, 1].T, X, Y, self.rule, out, method, log, slots, c
-            )
+            )  # (checked: the slots walk reads no value the estimator did not check)
             self._slots, self._pairs = ds.trim(slots, w)
         else:
             w = self._dense()
             counts = diag_fit(w[:, :, 0].T, w[:, :, 1].T, X, Y, self.rule, out, method, log,
-                              intercept=c)  # fmt: skip
+                              intercept=c, checked=checked)  # fmt: skip
         return LearnResult(out, *counts)
 
     def checkpoint(self, X) -> UndoLog | SlotUndo | None:

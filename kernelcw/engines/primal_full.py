@@ -254,6 +254,8 @@ def full_fit(mu, sigma, X, Y, params: RuleParams, out, block_size: int | None = 
 class PrimalFullEngine(EveryRowLearns, Locked):
     """``mean`` (K, d) and ``covariance`` (K, d, d), C-contiguous float64."""
 
+    checks_rows = False  # (X checked before: Engine.checks_rows)
+
     def __init__(self, spec: EngineSpec):
         K, d = spec.n_models, spec.n_features
         self.spec = spec

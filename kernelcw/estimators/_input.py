@@ -1,5 +1,5 @@
-"""Input checks of the estimators: rows, labels and classes, all before any state
-changes (a bad call leaves the model as it was)."""
+"""Input checks of the estimators: rows (and, through :mod:`._labels`, labels and
+classes), all before any state changes (a bad call leaves the model as it was)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 from sklearn.utils import check_array
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from ..spec import intercept_value
+from ._labels import _check_targets, resolve_classes
 
 _FLOAT_MAX = float(np.finfo(np.float64).max)
 
@@ -199,60 +199,6 @@ def _first_overflowing_row(X, a: float, big, extra: float = 0.0) -> int:
     return int(bad[0]) if bad.size else -1
 
 
-def _unique_labels(labels: np.ndarray, what: str) -> np.ndarray:
-    """np.unique, with a clear error for labels that cannot be ordered (mixed types).
-    Integer and bool labels within a range of a few times their count are counted
-    instead (:func:`_counted_unique`, the same array)."""
-    if labels.dtype.kind in "iub" and labels.ndim == 1 and labels.size:
-        found = _counted_unique(labels)
-        if found is not None:
-            return found
-    try:
-        return np.unique(labels)
-    except TypeError as exc:
-        kinds = sorted({type(v).__name__ for v in labels.ravel()})  # (all: an error path)
-        raise ValueError(
-            f"{what} mixes label types ({', '.join(kinds)}) that cannot be sorted into classes: "
-            "use one type"
-        ) from exc
-
-
-def _counted_unique(labels: np.ndarray) -> np.ndarray | None:
-    """np.unique of integer or bool labels by a count of each value (O(n), where the
-    sort is O(n log n): 25 against 117 us for 11,293 labels, by hand), when their range
-    is at most a few times their count and within int64 without overflow; else None."""
-    x = labels.view(np.uint8) if labels.dtype.kind == "b" else labels
-    lo, hi = int(x.min()), int(x.max())
-    if hi - lo > 4 * x.size + 1024 or lo < -(2**62) or hi > 2**62:
-        return None
-    present = np.flatnonzero(np.bincount(x.astype(np.int64) - lo, minlength=hi - lo + 1))
-    return (present + lo).astype(labels.dtype)
-
-
-def _check_targets(y: np.ndarray) -> None:
-    """scikit-learn's check_classification_targets, without its cost for the common
-    dtypes (it re-validates y each call: a third of a small fit's time). Integer, bool
-    and string labels are classes by their dtype; floats must be integral; other
-    (object) arrays go through scikit-learn's check."""
-    kind = y.dtype.kind
-    if kind in "iubUS":
-        return
-    if kind == "f":
-        if not np.all(np.isfinite(y)):
-            raise ValueError("Input y contains NaN or infinity.")
-        if np.any(y != np.floor(y)):
-            raise ValueError(
-                "Unknown label type: continuous. Maybe you are trying to fit a classifier, "
-                "which expects discrete classes on a regression target with continuous values."
-            )
-        return
-    try:
-        check_classification_targets(y)
-    except (TypeError, ValueError):
-        _unique_labels(y, "y")  # labels that cannot be sorted: our message, not "unknown"
-        raise
-
-
 def validate_X(est, X, reset: bool, engine=None):
     """Rows for prediction: scikit-learn's checks (feature count, names), canonical
     CSR, and no NaN or infinity (named by row); for a primal model with an intercept,
@@ -303,23 +249,6 @@ def check_stream(X, y, est, rows: int = 65536) -> None:
         piece, big = checked_values(piece, lo)
         _check_finite_rows(piece, big, lo)
         _check_not_too_large(piece, a, big, lo, extra)
-
-
-def check_labels_in(y: np.ndarray, classes: np.ndarray) -> None:
-    """ValueError naming the row of the first label in ``y`` outside ``classes``: for a
-    whole stream checked before any of it is learnt (run_online, CombinedClassifier),
-    where a chunk's or a part's call would refuse it later and name no row."""
-    if y.dtype.kind in "biuf" and classes.dtype.kind in "biuf":
-        outside = np.flatnonzero(~np.isin(y, classes))
-        i = int(outside[0]) if outside.size else None
-    else:
-        known = set(classes.tolist())
-        i = next((i for i, v in enumerate(y.tolist()) if v not in known), None)
-    if i is not None:
-        raise ValueError(
-            f"y holds the label {y.tolist()[i]!r} at row {i}, not one of the classes "
-            f"{classes.tolist()!r}"
-        )
 
 
 def _check_not_too_large(X, a: float, big, offset: int = 0, extra: float = 0.0) -> None:
@@ -386,8 +315,10 @@ def _record_features(est, X) -> None:
     est.__dict__.pop("feature_names_in_", None)
 
 
-def validate_training(est, X, y, classes, first_call: bool, square: bool = False, then=None):
-    """All checks before any state changes; returns (X, y, classes_).
+def validate_training(
+    est, X, y, classes, first_call: bool, square: bool = False, then=None, late: bool = False
+):
+    """All checks before any state changes; returns (X, y, classes_, late).
 
     ``square``: a precomputed kernel's X must be the whole Gram matrix (``fit``).
     ``then(X, classes_)`` runs last (e.g. the memory check). A first call's
@@ -395,7 +326,10 @@ def validate_training(est, X, y, classes, first_call: bool, square: bool = False
     ``n_features_in_`` and ``feature_names_in_``:
     its callers (``fit`` and a first ``partial_fit``) put them back if anything fails
     (:func:`kernelcw._interrupt.put_back`); a later call's (``reset=False``) writes
-    nothing.
+    nothing. ``late`` (an engine that checks CSR rows as it walks them,
+    :attr:`kernelcw.engines.Engine.checks_rows`): X's values are left to it where X is
+    CSR with int32 indices, and the returned ``late`` says so (else False); should the
+    walk refuse a row, :func:`checked_late` makes these checks.
     """
     plain = _plain_arrays(est, X, y, reset=first_call)
     if plain is None:
@@ -412,96 +346,27 @@ def validate_training(est, X, y, classes, first_call: bool, square: bool = False
         X, y = plain
         if first_call:
             _record_features(est, X)
-    X, big = checked_values(X)
-    _check_finite_rows(X, big)
-    if (
-        square
-        and isinstance(est.kernel, str)
-        and est.kernel == "precomputed"
-        and (X.shape[0] != X.shape[1])
-    ):
-        raise ValueError(
-            "kernel='precomputed': fit needs the square Gram matrix "
-            f"K(X_train, X_train), got X of shape {X.shape}"
-        )
-    _check_not_too_large(X, est.a, big, extra=intercept_value(est) ** 2)
+    if square and isinstance(est.kernel, str) and est.kernel == "precomputed":
+        if X.shape[0] != X.shape[1]:
+            raise ValueError(
+                "kernel='precomputed': fit needs the square Gram matrix "
+                f"K(X_train, X_train), got X of shape {X.shape}"
+            )
+    late = late and sp.issparse(X) and X.indices.dtype == X.indptr.dtype == np.int32
+    if not late:
+        X = checked_late(est, X)
     _check_targets(y)
     classes_ = resolve_classes(est, y, classes, first_call)
     if then is not None:
         then(X, classes_)
-    return X, y, classes_
+    return X, y, classes_, late
 
 
-def _same_classes(classes, classes_: np.ndarray) -> bool:
-    """``np.unique(classes)`` equals the model's (sorted, unique) ``classes_``: an
-    elementwise match settles it without sorting (a partial_fit call per row passes the
-    same classes every time)."""
-    given = np.asarray(classes)
-    if given.shape == classes_.shape and given.dtype == classes_.dtype:
-        if given.dtype.kind in "iub" and given.size <= 64:  # exact: Python's ints
-            if given.tolist() == classes_.tolist():
-                return True
-        elif bool((given == classes_).all()):
-            return True
-    return np.array_equal(np.unique(given), classes_)
-
-
-def check_same_classes(classes, classes_) -> None:
-    """A later ``partial_fit``'s ``classes=`` (None: not given) must name the classes
-    of the first call, in any order."""
-    if classes is not None and not _same_classes(classes, classes_):
-        raise ValueError(
-            f"classes={classes!r} is not the same as on the first call "
-            f"to partial_fit ({classes_!r})"
-        )
-
-
-def resolve_classes(est, y, classes, first_call: bool) -> np.ndarray:
-    """The classes: from ``classes=`` or y on the first call, else the model's (and
-    ``classes=``, if given again, must agree); every label of y must be one."""
-    if first_call:
-        if classes is None:
-            classes_ = _unique_labels(y, "y")
-            if classes_.size < 2:
-                raise ValueError(
-                    f"y contains only one class ({classes_.tolist()[0]!r}); a classifier needs "
-                    "two. Pass classes=[...] to partial_fit to declare the others."
-                )
-            return classes_  # (y's own labels: every one is a class)
-        else:
-            given = np.asarray(classes)
-            if given.ndim != 1:
-                raise ValueError(f"classes={classes!r} must be a 1-d list of labels")
-            if given.dtype.kind == "f" and not np.all(np.isfinite(given)):
-                raise ValueError(f"classes={classes!r} holds NaN or infinity")
-            classes_ = _unique_labels(given, "classes")
-            if classes_.size < 2:
-                raise ValueError(f"classes={classes!r} must hold at least two labels")
-    else:
-        classes_ = est.classes_
-        check_same_classes(classes, classes_)
-    try:
-        if y.dtype == classes_.dtype and y.dtype.kind in "iub" and y.shape[0] <= 8:
-            # a row or a few (a call per row): Python's exact comparisons of ints
-            known = classes_.tolist()
-            if all(v in known for v in y.tolist()):
-                return classes_
-            unknown = np.array(sorted({v for v in y.tolist() if v not in known}), y.dtype)
-        elif y.dtype == classes_.dtype and y.dtype.kind in "iub":
-            # classes_ is sorted and unique: a binary search of y itself (no np.unique
-            # of y first: for a row or a few, the sort cost more than the search)
-            at = np.minimum(np.searchsorted(classes_, y), classes_.size - 1)
-            bad = classes_[at] != y
-            unknown = np.unique(y[bad]) if bad.any() else y[:0]
-        else:
-            labels = _unique_labels(y, "y")
-            unknown = np.setdiff1d(labels, classes_)
-    except TypeError as exc:  # labels of another type than the classes
-        raise ValueError(
-            f"y holds labels of another type than the classes {classes_.tolist()!r}"
-        ) from exc
-    if unknown.size:
-        raise ValueError(
-            f"y contains labels {unknown.tolist()!r} that are not in classes {classes_.tolist()!r}"
-        )
-    return classes_
+def checked_late(est, X):
+    """X's value checks (:func:`validate_training`'s, left to the walk where ``late``):
+    X, canonical, or a ValueError naming the first row that is not finite or too large
+    for ``est``'s a (and intercept)."""
+    X, big = checked_values(X)
+    _check_finite_rows(X, big)
+    _check_not_too_large(X, est.a, big, extra=intercept_value(est) ** 2)
+    return X

@@ -56,6 +56,8 @@ class DualEngine(Locked):
     """``store``: the :class:`.store.SupportStore`; ``forms``: each binary model's
     factor form (one object per model)."""
 
+    checks_rows = False  # (X checked before: Engine.checks_rows)
+
     def __init__(self, spec):
         self.spec = spec
         rule = _plain(spec.rule)
@@ -127,7 +129,6 @@ class DualEngine(Locked):
         return self.store.nbytes + sum(f.nbytes for f in self.forms)
 
     # ------------------------------------------------------------ learning
-
     def learn(self, X, Y: np.ndarray, positions=None) -> LearnResult:
         """One pass over X (dense or CSR) in order; Y (n, K) in {-1, +1}. An error
         part-way leaves the state part-way: callers :meth:`restore` a checkpoint."""
