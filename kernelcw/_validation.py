@@ -1,9 +1,25 @@
-"""Parameter checks shared by the estimators and the kernels."""
+"""Parameter checks shared by the estimators and the kernels, and the structure check
+of CSR rows that both the estimators and the diagonal engine's walk make."""
 
 from __future__ import annotations
 
 import math
 import numbers
+
+from numba import njit
+
+
+@njit(cache=True)
+def csr_rows_in_range(indptr, n_indices, n_data):
+    """Whether CSR row pointers start at 0, never fall, and end within both the
+    indices (``n_indices`` of them) and the data: every row a compiled walk reads is
+    then within X's arrays (scipy's constructor checks only the first and the last)."""
+    if indptr.shape[0] == 0 or indptr[0] != 0 or indptr[-1] > min(n_indices, n_data):
+        return False
+    for i in range(indptr.shape[0] - 1):
+        if indptr[i + 1] < indptr[i]:
+            return False
+    return True
 
 
 def check_option(name: str, value, allowed) -> None:

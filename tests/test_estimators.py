@@ -469,6 +469,14 @@ def test_counted_labels_are_np_unique(dtype):
     np.testing.assert_array_equal(_unique_labels(past, "y"), np.unique(past))
     y = np.array([2, 7, 7, 2] * 50, dtype=np.int64)
     assert list(CWClassifier().fit(np.eye(200, 3), y).classes_) == [2, 7]
+    # strided, read-only and narrow labels: one compiled form of the count (compile time)
+    from kernelcw.estimators._labels import _present
+
+    frozen = np.array([3, 1, 3], dtype=np.int16)
+    frozen.flags.writeable = False
+    for labels in (np.array([[1, 0], [4, 0]])[:, 0], frozen, np.array([True, False])):
+        np.testing.assert_array_equal(_counted_unique(labels), np.unique(labels))
+    assert len(_present.signatures) == 1
 
 
 def test_one_class_needs_classes():

@@ -13,7 +13,14 @@ import pytest
 import scipy.sparse as sp
 
 import kernelcw.estimators._input as est_input
-from kernelcw import AROWClassifier, CWClassifier, PAClassifier, SCWClassifier
+from kernelcw import (
+    AROWClassifier,
+    CWClassifier,
+    PAClassifier,
+    PerceptronClassifier,
+    SCWClassifier,
+)
+from kernelcw._validation import csr_rows_in_range
 from kernelcw.engines import _diag_walk as walk
 from kernelcw.engines._diag_undo import no_log
 from kernelcw.engines.base import RowsUnchecked
@@ -41,8 +48,8 @@ def _csr(n=60, d=30, seed=0, classes=2):
 
 
 def _state(est):
-    e = est.engine_
-    return e.mean.copy(), e.variance.copy(), est.n_updates_, est.n_mistakes_
+    state = est.engine_.state_dict()  # (a model in slots stays there)
+    return state["mean"], state["variance"], est.n_updates_, est.n_mistakes_
 
 
 def _same(a, b):
@@ -268,23 +275,108 @@ def test_the_walks_check_and_its_classifier_agree_on_random_rows():
             assert fits
 
 
-def test_wide_models_in_slots_take_the_estimators_checks(monkeypatch):
-    """The slots walk checks no row: it refuses values nobody checked before touching
-    anything, and the estimator checks them."""
+@pytest.mark.parametrize("bad", ["nan", "column out of range", "unsorted"])
+def test_wide_models_in_slots_check_rows_as_they_place_them(bad, monkeypatch):
+    """The slots walk checks each coordinate before it reads the slot table, and |x|^2
+    in the rounds: a model kept in slots learns as the checks-first path, refuses as
+    it does, and a refused call gives back the slots it placed."""
     monkeypatch.setattr(PrimalDiagEngine, "SLOTS_FROM", 1)
     X, y = _csr()
     scans = _counted_scans(monkeypatch)
-    est = MAKERS["cw kl"]().fit(X, y)
-    assert est.engine_._slots is not None and len(scans) == 1
-    with pytest.raises(ValueError, match="row 7"):
-        MAKERS["cw kl"]().fit(_nan(X.copy()), y)
-    monkeypatch.setattr(PrimalDiagEngine, "SLOTS_FROM", 2**22)
-    _same(_state(est), _state(MAKERS["cw kl"]().fit(X, y)))
+    est = MAKERS["arow, intercept"]().fit(X[:30], y[:30])
+    assert est.engine_._slots is not None
+    spoil = {"unsorted": _unsorted, **{k: v[0] for k, v in REFUSED.items()}}[bad]
+    S = spoil(X.copy())
+    n_slots = int(est.engine_._slots.n[0])
+    before = _state(est)
+    if bad == "unsorted":  # (learnt as its canonical form)
+        est.partial_fit(S, y)
+    else:
+        with pytest.raises(ValueError, match=REFUSED[bad][1]):
+            est.partial_fit(S, y)
+        assert int(est.engine_._slots.n[0]) == n_slots
+        _same(_state(est), before)
+        est.partial_fit(X, y)
+    assert est.engine_._slots is not None
+    assert len(scans) == 1 if bad == "unsorted" else 2  # (only after a refusal)
+    monkeypatch.setattr(PrimalDiagEngine, "checks_rows", False)
+    again = MAKERS["arow, intercept"]().fit(X[:30], y[:30])
+    _same(_state(est), _state(again.partial_fit(S if bad == "unsorted" else X, y)))
+
+
+def test_row_pointers_past_the_arrays_are_refused_before_a_shuffle():
+    """scipy's constructor checks only the first and last row pointer; a shuffle copies
+    rows by them (``X[order]``), unchecked: they are checked before."""
+    X = sp.csr_matrix(
+        (np.ones(4), np.zeros(4, np.int32), np.array([0, 50_000_000, 2, 3, 4], np.int32)),
+        shape=(4, 3),
+    )
+    est = CWClassifier(covariance="diag", shuffle=True, random_state=0)
+    with pytest.raises(ValueError, match="row pointers"):
+        est.fit(X, [0, 1, 0, 1])
+
+
+def _overflowing_step_then_nan():
+    """Rows whose Perceptron steps overflow the mean at row 9, and NaN in row 10."""
+    D = np.zeros((11, 9))
+    D[np.arange(9), np.arange(9)] = 0.9e154
+    D[9] = -0.3e154
+    D[10] = 1.0
+    X = sp.csr_matrix(D)
+    X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
+    X.data[-1] = np.nan
+    return X, np.r_[[0] * 9, 1, 1]
+
+
+ORDER = {
+    "nan and one class": (lambda: (_nan(_csr()[0]), np.zeros(60, int)), {}),
+    "bad column and a float label": (
+        lambda: (_column_out_of_range(_csr()[0]), np.r_[0.5, np.zeros(59)]),
+        {},
+    ),
+    "falling pointers and classes=[0]": (
+        lambda: (_falling_row_pointers(_csr()[0]), _csr()[1]),
+        {"classes": [0]},
+    ),
+    "a step that overflows, then nan": (_overflowing_step_then_nan, {}),
+}
+
+
+@pytest.mark.parametrize("case", list(ORDER))
+def test_x_errors_come_first_as_when_x_was_checked_first(case, monkeypatch):
+    make, kw = ORDER[case]
+    errors = []
+    for checks_rows in (True, False):
+        monkeypatch.setattr(PrimalDiagEngine, "checks_rows", checks_rows)
+        X, y = make()
+        est = MAKERS["cw kl"]()
+        if case.startswith("a step"):
+            est = PerceptronClassifier(covariance="diag", fit_intercept=False)
+        with pytest.raises(Exception) as err:
+            est.partial_fit(X, y, **kw) if kw else est.fit(X, y)
+        errors.append((type(err.value), str(err.value)))
+    assert errors[0] == errors[1]
+    assert errors[0][0] is ValueError and "row" in errors[0][1]
+
+
+def test_indices_reordered_in_place_after_scipy_cached_its_flag():
+    """scipy caches whether a matrix is canonical; indices reversed in place afterwards
+    leave the flag stale. The walk refuses the row, and the estimator's checks find the
+    order anew: the model is that of the canonical matrix."""
+    X, y = _csr()
+    assert X.has_canonical_format  # (computed, and cached)
+    S = X.copy()
+    assert S.has_canonical_format
+    lo, hi = S.indptr[6], S.indptr[7]
+    S.indices[lo:hi] = S.indices[lo:hi][::-1].copy()
+    S.data[lo:hi] = S.data[lo:hi][::-1].copy()
+    late = MAKERS["cw kl"]().fit(S, y)
+    _same(_state(late), _state(MAKERS["cw kl"]().fit(_unsorted(X.copy()), y)))
 
 
 def test_rows_in_range():
-    assert walk.rows_in_range(np.array([0, 2, 2, 5], np.int32), 5, 5)
-    assert not walk.rows_in_range(np.array([0, 2, 1, 5], np.int32), 5, 5)
-    assert not walk.rows_in_range(np.array([1, 2, 5], np.int32), 5, 5)
-    assert not walk.rows_in_range(np.array([0, 2, 6], np.int32), 6, 5)
-    assert not walk.rows_in_range(np.array([], np.int32), 0, 0)
+    assert csr_rows_in_range(np.array([0, 2, 2, 5], np.int32), 5, 5)
+    assert not csr_rows_in_range(np.array([0, 2, 1, 5], np.int32), 5, 5)
+    assert not csr_rows_in_range(np.array([1, 2, 5], np.int32), 5, 5)
+    assert not csr_rows_in_range(np.array([0, 2, 6], np.int32), 6, 5)
+    assert not csr_rows_in_range(np.array([], np.int32), 0, 0)

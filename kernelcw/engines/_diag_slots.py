@@ -121,14 +121,21 @@ def slot_rows(slots: Slots, indices: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def place(slots, mu, s, indices, lo, hi, js):
+def place(slots, mu, s, indices, lo, hi, js, width):
     """``js[: hi - lo]``: the slots of the coordinates ``indices[lo:hi]``, placing new
     ones in fresh slots, their pairs zero (the prior; ``mu``, ``s``: (K, cap) views of
-    the pair buffer)."""
+    the pair buffer). Each coordinate is checked before it is read: False, at the first
+    one not strictly above the one before or not below ``width`` (the slots placed for
+    the coordinates before it stay placed, at the prior)."""
     table = slots.table
     n = slots.n[0]
+    prev = -1
     for q in range(lo, hi):
         p = indices[q]
+        if p <= prev or p >= width:
+            slots.n[0] = n
+            return False
+        prev = p
         j = table[p]
         if j == 0:
             n += 1
@@ -140,6 +147,7 @@ def place(slots, mu, s, indices, lo, hi, js):
                 s[k, j] = 0.0
         js[q - lo] = j
     slots.n[0] = n
+    return True
 
 
 @njit(cache=True)

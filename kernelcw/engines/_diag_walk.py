@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from .._validation import csr_rows_in_range
 from ..rules import (
     AROW,
     DIAG_METHODS,
@@ -248,11 +249,12 @@ def _ahead(buf, indptr, indices, i, n):
 @njit(**_WALK)
 def _diag_csr(mu, s, rows, Y, out, rp, method, counts, log, ts, tail, limits):
     """The rows of a CSR matrix (``rows``: its indptr, in order and within indices and
-    data, :func:`rows_in_range`; indices, data) in order (prefetching the state's lines
-    of the row :data:`AHEAD` of each), each followed by ``tail = (j, c)`` where c != 0
-    (:func:`diag_fit`'s intercept), each checked against ``limits`` as it is read
-    (:func:`_diag_round`). Returns -1, or the first failing row i: i where its step was
-    not finite, -2 - i where it failed ``limits`` (:func:`row_within`)."""
+    data, :func:`kernelcw._validation.csr_rows_in_range`; indices, data) in order
+    (prefetching the state's lines of the row :data:`AHEAD` of each), each followed by
+    ``tail = (j, c)`` where c != 0 (:func:`diag_fit`'s intercept), each checked against
+    ``limits`` as it is read (:func:`_diag_round`). Returns -1, or the first failing
+    row i: i where its step was not finite, -2 - i where it failed ``limits``
+    (:func:`row_within`)."""
     indptr, indices, data = rows
     n = indptr.shape[0] - 1
     for i in range(n):
@@ -284,45 +286,38 @@ def row_within(idx, val, limits, a, ct):
     return a * sq <= limits[1]
 
 
-@njit(cache=True)
-def rows_in_range(indptr, n_indices, n_data):
-    """Whether CSR row pointers start at 0, never fall, and end within both arrays."""
-    if indptr.shape[0] == 0 or indptr[0] != 0 or indptr[-1] > min(n_indices, n_data):
-        return False
-    for i in range(indptr.shape[0] - 1):
-        if indptr[i + 1] < indptr[i]:
-            return False
-    return True
-
-
 @njit(**_WALK)
-def _slots_csr(slots, mu, s, rows, Y, out, rp, method, counts, log, bufs, tail):
+def _slots_csr(slots, mu, s, rows, Y, out, rp, method, counts, log, bufs, checks):
     """The rows of a CSR matrix (as :func:`_diag_csr`'s) in order, on the pairs of
     :mod:`._diag_slots` (``mu``, ``s``: (K, cap) views of the pair buffer): each row's
     coordinates replaced by their slots (new ones placed, the tail's coordinate after
     the row's, as a row that stores it places it), then the dense walk's rounds;
     ``bufs = (js, ts, last)``: room for the widest row's slots and one, the "exact"
-    method's t_p, the tail's coordinate as a one-entry index array. The first failing
-    row, or -1."""
+    method's t_p, the tail's coordinate as a one-entry index array. ``checks = (tail,
+    limits)``: :func:`_diag_csr`'s, the coordinates checked as they are placed
+    (:func:`._diag_slots.place`), |x|^2 by the rounds. Returns as :func:`_diag_csr`."""
     indptr, indices, data = rows
     n = indptr.shape[0] - 1
     table = slots.table.reshape((1, -1))
     js, ts, last = bufs
+    tail, limits = checks
     ct = tail[1]
+    sq_only = (None, limits[1])  # (the rounds read slots: their order is not checked)
     for i in range(n):
         _ahead(table, indptr, indices, i, n)
         lo = np.int64(indptr[i])  # (int64 here and below: place compiles once)
         hi = np.int64(indptr[i + 1])
         m = hi - lo
-        place(slots, mu, s, indices, lo, hi, js)
+        if not place(slots, mu, s, indices, lo, hi, js, limits[0]):
+            return -2 - i
         jt = np.int64(0)  # (typed, not the literal 0: row_margin compiles once)
         if ct != 0.0:
-            place(slots, mu, s, last, np.int64(0), np.int64(1), js[m:])
+            place(slots, mu, s, last, np.int64(0), np.int64(1), js[m:], table.shape[1])
             jt = js[m]
-        if not _diag_row(
-            mu, s, (js[:m], data[lo:hi]), Y[i], out[i], rp, method, counts, log, ts, (jt, ct)
-        ):
-            return i
+        row = (js[:m], data[lo:hi])
+        if not _diag_row(mu, s, row, Y[i], out[i], rp, method, counts, log, ts, (jt, ct), sq_only):
+            within = row_within(indices[lo:hi], data[lo:hi], limits, rp.a, ct)
+            return i if within else -2 - i
     return -1
 
 
@@ -364,11 +359,12 @@ def diag_fit(
     constant c, which each row's walk appends as its last entry (the rounds of the
     matrix with that column, bit for bit, without making it).
 
-    CSR rows (without ``slots``) are checked as they are walked: indices strictly
-    increasing (canonical CSR) and in range, and, where ``checked`` is False (values no
-    one has checked), ``a |x|^2`` with the intercept's c^2 at most half of float64's
-    largest (finite values, as the estimators' checks hold them, with room). A row
-    that fails raises :class:`RowsUnchecked` before anything of it is learnt.
+    CSR rows are checked as they are walked: indices strictly increasing (canonical
+    CSR) and in range, and, where ``checked`` is False (values no one has checked),
+    ``a |x|^2`` with the intercept's c^2 at most half of float64's largest (finite
+    values, as the estimators' checks hold them, with room). A row that fails raises
+    :class:`RowsUnchecked` before anything of it is learnt (with ``slots``, the slots
+    placed for its coordinates stay, at the prior: the log gives them back).
     """
     counts = new_counts(mu.shape[0])
     rp = rule_record(params)
@@ -388,16 +384,17 @@ def diag_fit(
         width = int(np.diff(X.indptr).max(initial=0)) + 1 if sparse else X.shape[1]
         return np.empty(width, dtype)
 
-    if sparse and slots is None and not rows_in_range(X.indptr, X.indices.size, X.data.size):
+    if sparse and not csr_rows_in_range(X.indptr, X.indices.size, X.data.size):
         raise RowsUnchecked(None)
     ts = scratch() if code == _EXACT else np.empty(0)  # (the walks cannot allocate)
     tail = (X.shape[1], float(intercept))  # the intercept's entry, where CSR rows lack it
+    limits = (np.int64(X.shape[1]), math.inf if checked else _SQ_MAX)
     try:
         if slots is not None:
             bufs = (scratch(np.int64), ts, np.array([tail[0]], X.indices.dtype))
-            bad = _slots_csr(slots, mu, s, rows, Y, out, rp, code, counts, log, bufs, tail)
+            checks = (tail, limits)
+            bad = _slots_csr(slots, mu, s, rows, Y, out, rp, code, counts, log, bufs, checks)
         elif sparse:
-            limits = (np.int64(X.shape[1]), math.inf if checked else _SQ_MAX)
             bad = _diag_csr(mu, s, rows, Y, out, rp, code, counts, log, ts, tail, limits)
         else:
             idx = np.arange(X.shape[1])

@@ -159,8 +159,8 @@ class PrimalDiagEngine(EveryRowLearns, Locked):
     def learn(self, X, Y: np.ndarray, positions=None, checked: bool = True) -> LearnResult:
         c = self._tail(X)
         check_shapes(X, Y, self.spec.n_features - (1 if c else 0), self.n_models)
-        if not checked and (self._slots is not None or not sp.issparse(X)):
-            raise RowsUnchecked(None)  # (only the dense state's CSR walk checks values)
+        if not checked and not sp.issparse(X):
+            raise RowsUnchecked(None)  # (only the CSR walks check values)
         out = np.empty((X.shape[0], self.n_models))
         log, self._armed = self._armed, None
         self._prior = False
@@ -169,8 +169,8 @@ class PrimalDiagEngine(EveryRowLearns, Locked):
             room = X.nnz + (1 if c else 0)
             slots, w = self._slots, self._pairs = ds.reserve(self._slots, self._pairs, room)
             counts = diag_fit(
-                w[:, :, 0].T, w[:, :, 1].T, X, Y, self.rule, out, method, log, slots, c
-            )  # (checked: the slots walk reads no value the estimator did not check)
+                w[:, :, 0].T, w[:, :, 1].T, X, Y, self.rule, out, method, log, slots, c, checked
+            )
             self._slots, self._pairs = ds.trim(slots, w)
         else:
             w = self._dense()

@@ -78,9 +78,7 @@ class CWEstimator(
         with model_lock(self):  # fits and first calls one after the other (._locks)
             before = self.__dict__.copy()
             try:
-                X, y, classes_, spec, late = self._validate(
-                    X, y, None, True, checked, square=True
-                )
+                X, y, classes_, spec, late = self._validate(X, y, None, True, checked, square=True)
                 # the new engine's lock held from before it is the model's until the last
                 # pass: a partial_fit from another thread continues the fitted model
                 engine = self._start(classes_, spec, held, replaced)
@@ -303,6 +301,10 @@ class CWEstimator(
             except RowsUnchecked:
                 if not late:
                     raise
+            except Exception:  # (a step that overflows, ...: undone)
+                if late:
+                    checked_late(self, X)  # X's own error first, as when X was checked first
+                raise
             X, late = checked_late(self, X), False
 
     def _start(self, classes_: np.ndarray, spec, held: list | None = None, replaced=None):

@@ -11,6 +11,7 @@ from numba import njit
 from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
+from .._validation import csr_rows_in_range
 from ..spec import intercept_value
 from ._labels import _check_targets, resolve_classes
 
@@ -328,8 +329,10 @@ def validate_training(
     (:func:`kernelcw._interrupt.put_back`); a later call's (``reset=False``) writes
     nothing. ``late`` (an engine that checks CSR rows as it walks them,
     :attr:`kernelcw.engines.Engine.checks_rows`): X's values are left to it where X is
-    CSR with int32 indices, and the returned ``late`` says so (else False); should the
-    walk refuse a row, :func:`checked_late` makes these checks.
+    CSR with int32 indices and row pointers in range, and the returned ``late`` says so
+    (else False); should the walk refuse a row, :func:`checked_late` makes these
+    checks. Their errors come first, as where they are made here: should a check of
+    y or the classes fail, X's are made before it is raised.
     """
     plain = _plain_arrays(est, X, y, reset=first_call)
     if plain is None:
@@ -346,26 +349,49 @@ def validate_training(
         X, y = plain
         if first_call:
             _record_features(est, X)
+    late = late and _walkable(X)
+    if not late:
+        X, big = checked_values(X)
+        _check_finite_rows(X, big)
     if square and isinstance(est.kernel, str) and est.kernel == "precomputed":
         if X.shape[0] != X.shape[1]:
             raise ValueError(
                 "kernel='precomputed': fit needs the square Gram matrix "
                 f"K(X_train, X_train), got X of shape {X.shape}"
             )
-    late = late and sp.issparse(X) and X.indices.dtype == X.indptr.dtype == np.int32
     if not late:
-        X = checked_late(est, X)
-    _check_targets(y)
-    classes_ = resolve_classes(est, y, classes, first_call)
-    if then is not None:
-        then(X, classes_)
+        _check_not_too_large(X, est.a, big, extra=intercept_value(est) ** 2)
+    try:
+        _check_targets(y)
+        classes_ = resolve_classes(est, y, classes, first_call)
+        if then is not None:
+            then(X, classes_)
+    except Exception:
+        if late:
+            checked_late(est, X)  # (X's error first, as without late)
+        raise
     return X, y, classes_, late
+
+
+def _walkable(X) -> bool:
+    """CSR X whose values a walk that checks rows may read unchecked: int32 indices
+    and row pointers, these in range (else the walk could read outside X's arrays, and
+    so could a shuffle's ``X[order]``)."""
+    if not sp.issparse(X) or not X.indices.dtype == X.indptr.dtype == np.int32:
+        return False
+    indptr = X.indptr
+    return indptr.shape[0] == X.shape[0] + 1 and csr_rows_in_range(
+        indptr, X.indices.shape[0], X.data.shape[0]
+    )
 
 
 def checked_late(est, X):
     """X's value checks (:func:`validate_training`'s, left to the walk where ``late``):
     X, canonical, or a ValueError naming the first row that is not finite or too large
-    for ``est``'s a (and intercept)."""
+    for ``est``'s a (and intercept). Whether X is canonical is found out anew (a walk
+    refused it: scipy's cached flag may be stale, for indices changed in place)."""
+    if sp.issparse(X):
+        X = type(X)((X.data, X.indices, X.indptr), shape=X.shape)  # (no cached flags)
     X, big = checked_values(X)
     _check_finite_rows(X, big)
     _check_not_too_large(X, est.a, big, extra=intercept_value(est) ** 2)

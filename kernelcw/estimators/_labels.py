@@ -34,7 +34,8 @@ def _counted_unique(labels: np.ndarray) -> np.ndarray | None:
     x = labels.view(np.uint8) if labels.dtype.kind == "b" else labels
     if x.dtype == np.uint64 and int(x.max()) > 2**62:  # (past 2^63 int64 wraps them)
         return None
-    found = _present(x.astype(np.int64, copy=False), 4 * x.size + 1024)
+    x = np.require(x, np.int64, ["C", "W"])  # (one compiled form of _present)
+    found = _present(x, 4 * x.size + 1024)
     return found.astype(labels.dtype) if found.size else None
 
 
