@@ -32,6 +32,7 @@ MAKERS = {
     "cw exact, 3 passes shuffled": lambda: CWClassifier(
         covariance="diag", diag_method="exact", n_iter=3, shuffle=True, random_state=1
     ),
+    "cw stdev, 3 passes": lambda: CWClassifier(covariance="diag", diag_method="exact", n_iter=3),
     "arow, intercept": lambda: AROWClassifier(covariance="diag", fit_intercept=True),
     "scw l2": lambda: SCWClassifier(covariance="diag", diag_method="l2"),
     "pa": lambda: PAClassifier(covariance="diag"),
@@ -84,12 +85,13 @@ def test_values_left_to_the_walk_learn_the_same_model(name, classes, monkeypatch
     late = MAKERS[name]().fit(X, y)
     more = MAKERS[name]().partial_fit(X[:20], y[:20], classes=np.unique(y))
     more.partial_fit(X[20:], y[20:])
-    assert scans == []  # (no pass over X's values before the walk)
+    shuffled = int(MAKERS[name]().shuffle)  # (a shuffled fit checks X before it draws)
+    assert len(scans) == shuffled  # (else no pass over X's values before the walk)
     monkeypatch.setattr(PrimalDiagEngine, "checks_rows", False)
     _same(_state(late), _state(MAKERS[name]().fit(X, y)))
     again = MAKERS[name]().partial_fit(X[:20], y[:20], classes=np.unique(y))
     _same(_state(more), _state(again.partial_fit(X[20:], y[20:])))
-    assert len(scans) == 3
+    assert len(scans) == 3 + shuffled
 
 
 def _nan(X):
@@ -133,7 +135,9 @@ REFUSED = {
 
 
 @pytest.mark.parametrize("bad", list(REFUSED))
-@pytest.mark.parametrize("name", ["cw kl", "cw exact, 3 passes shuffled", "arow, intercept"])
+@pytest.mark.parametrize(
+    "name", ["cw kl", "cw exact, 3 passes shuffled", "cw stdev, 3 passes", "arow, intercept"]
+)
 def test_a_row_the_walk_refuses_gets_the_estimators_error_and_the_model_stays(
     name, bad, checked_first
 ):
@@ -191,7 +195,7 @@ LEARNT = {"unsorted": _unsorted, "duplicates": _duplicates, "large but fine": _l
 
 
 @pytest.mark.parametrize("case", list(LEARNT))
-@pytest.mark.parametrize("name", ["cw kl", "cw exact, 3 passes shuffled", "pa"])
+@pytest.mark.parametrize("name", ["cw kl", "cw stdev, 3 passes", "pa"])
 def test_rows_the_walk_refuses_but_the_checks_pass_are_learnt_as_checked(name, case, monkeypatch):
     X, y = _csr()
     S = LEARNT[case](X.copy())
@@ -380,3 +384,63 @@ def test_rows_in_range():
     assert not csr_rows_in_range(np.array([1, 2, 5], np.int32), 5, 5)
     assert not csr_rows_in_range(np.array([0, 2, 6], np.int32), 6, 5)
     assert not csr_rows_in_range(np.array([], np.int32), 0, 0)
+
+
+@pytest.mark.parametrize("random_state", ["bad", 1.5])
+def test_x_errors_come_before_an_invalid_random_state(random_state, monkeypatch):
+    X, y = _csr()
+    errors = []
+    for checks_rows in (True, False):
+        monkeypatch.setattr(PrimalDiagEngine, "checks_rows", checks_rows)
+        est = CWClassifier(covariance="diag", random_state=random_state)
+        with pytest.raises(ValueError) as err:
+            est.fit(_nan(X.copy()), y)
+        errors.append(str(err.value))
+    assert errors[0] == errors[1] and "row 7" in errors[0]
+
+
+def test_a_refused_shuffled_fit_draws_nothing_from_the_users_random_state(monkeypatch):
+    """A shuffle draws its order from the user's RandomState, which a failed fit cannot
+    give back: X is checked before the first draw, as before."""
+    X, y = _csr()
+    states = []
+    for checks_rows in (True, False):
+        monkeypatch.setattr(PrimalDiagEngine, "checks_rows", checks_rows)
+        rs = np.random.RandomState(0)
+        est = CWClassifier(covariance="diag", shuffle=True, random_state=rs)
+        with pytest.raises(ValueError, match="row 7"):
+            est.fit(_nan(X.copy()), y)
+        states.append(_state(est.fit(X, y)))  # (the next fit's order: the next draws)
+    _same(states[0], states[1])
+
+
+def test_a_refused_call_leaves_the_slots_buffer_as_small_as_it_was(monkeypatch):
+    """A call reserves a slot per stored entry of X before its walk; a call the walk
+    refuses gives them back (the buffer trimmed as a call that returns trims it)."""
+    monkeypatch.setattr(PrimalDiagEngine, "SLOTS_FROM", 1)
+    rng = np.random.default_rng(2)
+    X = sp.random(400, 20_000, density=3e-4, format="csr", random_state=rng)
+    X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
+    y = rng.integers(0, 2, 400)
+    est = MAKERS["cw kl"]().fit(X[:20], y[:20])
+    placed = int(est.engine_._slots.n[0])
+    with pytest.raises(ValueError, match="row 7"):
+        est.partial_fit(_nan(X.copy()), y)
+    assert X.nnz > 8 * placed  # (the call reserved room for that many)
+    assert est.engine_._pairs.shape[0] <= max(64, 4 * (placed + 1))
+
+
+def test_checked_rows_whose_canonical_flag_is_stale_are_put_in_order():
+    """The full-covariance engine walks first-order rules with the diagonal walk, which
+    refuses rows out of order even where the estimator checked X (scipy's cached flag
+    said canonical): X's order is found anew and the rows learnt in it."""
+    X, y = _csr()
+    assert X.has_canonical_format
+    S = X.copy()
+    assert S.has_canonical_format
+    lo, hi = S.indptr[6], S.indptr[7]
+    S.indices[lo:hi] = S.indices[lo:hi][::-1].copy()
+    S.data[lo:hi] = S.data[lo:hi][::-1].copy()
+    stale = PAClassifier(covariance="full").fit(S, y)
+    fresh = PAClassifier(covariance="full").fit(_unsorted(X.copy()), y)
+    np.testing.assert_array_equal(stale.coef_, fresh.coef_)

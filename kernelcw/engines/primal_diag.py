@@ -216,6 +216,7 @@ class PrimalDiagEngine(EveryRowLearns, Locked):
             placed = slots.keys[checkpoint.n + 1 : int(slots.n[0]) + 1]
             slots.table[placed] = 0  # placed by the undone call: given back
             slots.n[0] = checkpoint.n
+            self._slots, self._pairs = ds.trim(slots, self._pairs)  # (as the call grew it)
             return
         self._w[log.idx[:n]] = log.val[:n]
 

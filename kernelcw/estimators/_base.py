@@ -20,7 +20,13 @@ from .._interrupt import deferred_interrupt, put_back, surface_interrupt, surfac
 from ..engines import build_engine, engine_class
 from ..engines.base import RowsUnchecked, learn_or_stabilise
 from ..spec import check_memory, check_params, engine_spec, inert_parameters
-from ._input import checked_late, row_passes, validate_training, with_intercept
+from ._input import (
+    checked_late,
+    row_passes,
+    validate_training,
+    with_intercept,
+    x_errors_first,
+)
 from ._labels import _same_classes
 from ._locks import model_lock, put_back_model, release
 from ._mixins import COUNTERS, CountersMixin, DualAttributesMixin, PredictionMixin
@@ -78,12 +84,16 @@ class CWEstimator(
         with model_lock(self):  # fits and first calls one after the other (._locks)
             before = self.__dict__.copy()
             try:
-                X, y, classes_, spec, late = self._validate(X, y, None, True, checked, square=True)
-                # the new engine's lock held from before it is the model's until the last
-                # pass: a partial_fit from another thread continues the fitted model
-                engine = self._start(classes_, spec, held, replaced)
-                Y = self._label_matrix(y)
-                rng = check_random_state(self.random_state)
+                # (a shuffle draws from the user's RandomState: not before X is checked)
+                X, y, classes_, spec, late = self._validate(
+                    X, y, None, True, checked, square=True, defer=not self.shuffle
+                )
+                with x_errors_first(self, X, late):
+                    # the new engine's lock held from before it is the model's until the
+                    # last pass: a partial_fit from another thread continues the fitted model
+                    engine = self._start(classes_, spec, held, replaced)
+                    Y = self._label_matrix(y)
+                    rng = check_random_state(self.random_state)
                 for _ in range(self.n_iter):
                     order = rng.permutation(X.shape[0]) if self.shuffle else None
                     _, X, late = self._learn_rows(X, Y, checked[0], engine, late, order, True)
@@ -140,8 +150,9 @@ class CWEstimator(
                             )
                             # its lock held from before it is the model's: calls that
                             # continue it (seeing classes_) wait for this one
-                            self._start(classes_, spec, held)
-                            Y = self._label_matrix(yv)
+                            with x_errors_first(self, Xv, late):
+                                self._start(classes_, spec, held)
+                                Y = self._label_matrix(yv)
                             return self._learn_rows(Xv, Y, checked[0], held[0], late)[0]
                         except BaseException:
                             put_back(self, before)
@@ -253,10 +264,11 @@ class CWEstimator(
             self._checked_for = (key, checked)
         return checked
 
-    def _validate(self, X, y, classes, first_call: bool, checked, square: bool = False):
+    def _validate(self, X, y, classes, first_call: bool, checked, square: bool = False, defer=True):
         """Input checks, and on a first call the engine's specification and memory
         check, all before any state changes. Returns (X, y, classes_, spec or None,
-        whether X's values are left to the engine's walk: :meth:`_learn_rows`)."""
+        whether X's values are left to the engine's walk: :meth:`_learn_rows`; never
+        without ``defer``)."""
         specs = []
 
         def make_spec(X, classes_):
@@ -273,7 +285,7 @@ class CWEstimator(
         if first_call:
             target = type(self).__new__(type(self))
             target.__dict__.update(self.__dict__)
-        late = getattr(engine_class(checked[1]), "checks_rows", False)
+        late = defer and getattr(engine_class(checked[1]), "checks_rows", False)
         X, y, classes_, late = validate_training(
             target, X, y, classes, first_call, square, make_spec, late
         )
@@ -289,7 +301,10 @@ class CWEstimator(
         20 Newsgroups at 2^20: their pass was 0.4 of a 6.6 ms fit); should it refuse a
         row, the call is undone and the estimator's checks name what is wrong, or, where
         they find nothing (rows not in canonical order), the call learns the checked
-        rows. Returns (margins, X, late), X checked where the walk refused it."""
+        rows; so too once where the rows were checked (scipy's flag that says they are
+        canonical can be stale). Returns (margins, X, late), X checked anew where the
+        walk refused it."""
+        again = False
         while True:
             rows, targets, positions = (
                 (X, Y, None) if order is None else (X[order], Y[order], order)
@@ -299,13 +314,13 @@ class CWEstimator(
             try:
                 return self._learn(rows, targets, rule, positions, engine, late), X, late
             except RowsUnchecked:
-                if not late:
+                if again:
                     raise
             except Exception:  # (a step that overflows, ...: undone)
                 if late:
                     checked_late(self, X)  # X's own error first, as when X was checked first
                 raise
-            X, late = checked_late(self, X), False
+            X, late, again = checked_late(self, X), False, True
 
     def _start(self, classes_: np.ndarray, spec, held: list | None = None, replaced=None):
         """A fresh engine and counters (the prior N(0, a I)), returned. With ``held``, its

@@ -3,6 +3,7 @@ classes), all before any state changes (a bad call leaves the model as it was)."
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -383,6 +384,18 @@ def _walkable(X) -> bool:
     return indptr.shape[0] == X.shape[0] + 1 and csr_rows_in_range(
         indptr, X.indices.shape[0], X.data.shape[0]
     )
+
+
+@contextlib.contextmanager
+def x_errors_first(est, X, late: bool):
+    """Where X's values were left to the walk (``late``), an error raised before it
+    comes after X's own checks (:func:`checked_late`), as when X was checked first."""
+    try:
+        yield
+    except Exception:
+        if late:
+            checked_late(est, X)
+        raise
 
 
 def checked_late(est, X):
