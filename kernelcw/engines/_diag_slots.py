@@ -119,7 +119,28 @@ def to_dense(slots: Slots, w: np.ndarray, part: int, fill: float) -> np.ndarray:
 
 def slot_rows(slots: Slots, indices: np.ndarray) -> np.ndarray:
     """The slots of stored entries (0 for coordinates never placed: the prior)."""
-    return slots.table[indices]
+    return _gathered(slots.table, indices)
+
+
+#: How many entries ahead :func:`_gathered` asks for the table's lines (a row's worth
+#: and more: hashed documents store about 130 entries).
+GATHER_AHEAD = 256
+
+
+@njit(cache=True)
+def _gathered(table, indices):
+    """``table[indices]``, the table's line of the entry :data:`GATHER_AHEAD` on asked
+    for at each: the test set of 20 Newsgroups at 2^24 reads a 64 MB table at a
+    million scattered places, 2.4-5.2 ms as numpy's gather (each read waits on its
+    miss), 1.3 here (by hand, interleaved; 32 ahead 2.8, 128 to 1,024 alike)."""
+    out = np.empty(indices.shape[0], table.dtype)
+    lines = table.reshape((1, -1))
+    n = indices.shape[0]
+    for q in range(n):
+        if q + GATHER_AHEAD < n:
+            prefetch(lines, 0, indices[q + GATHER_AHEAD])
+        out[q] = table[indices[q]]
+    return out
 
 
 @njit(cache=True)
