@@ -60,6 +60,10 @@ def _twins(name: str, n_classes: int):
 def _assert_same(a: PrimalDiagEngine, b: PrimalDiagEngine, P) -> None:
     np.testing.assert_array_equal(a.decision(P), b.decision(P))
     np.testing.assert_array_equal(a.margin_variance(P), b.margin_variance(P))
+    for e in (a, b):  # both sums in one pass: each the same as alone
+        f, v = e.margins(P)
+        np.testing.assert_array_equal(f, e.decision(P))
+        np.testing.assert_array_equal(v, e.margin_variance(P))
     sa, sb = a.state_dict(), b.state_dict()
     assert sa.keys() == sb.keys()
     for k in sa:
@@ -181,6 +185,9 @@ def _same_as(a, Xa, b, Xb):
     np.testing.assert_array_equal(a.decision(Xa), b.decision(Xb))
     np.testing.assert_array_equal(a.margin_variance(Xa), b.margin_variance(Xb))
     np.testing.assert_array_equal(a.decision(Xa), a.decision(Xb))
+    f, v = a.margins(Xa)  # (both in one pass, the intercept's entry appended)
+    np.testing.assert_array_equal(f, b.decision(Xb))
+    np.testing.assert_array_equal(v, b.margin_variance(Xb))
     sa, sb = a.state_dict(), b.state_dict()
     for k in sa:
         np.testing.assert_array_equal(sa[k], sb[k], err_msg=k)

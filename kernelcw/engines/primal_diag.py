@@ -232,21 +232,29 @@ class PrimalDiagEngine(EveryRowLearns, Locked):
             return self._pairs, ds.slot_rows(self._slots, X.indices), (j, c)
         return self._w, X.indices, (j if c else 0, c)
 
+    def _csr_sums(self, X, parts: int) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`._diag_slots.csr_times` of CSR rows X: straight from the interleaved
+        buffer, no (K, d) copy per call; ``parts`` 0, 1, 2: the means', the variances',
+        both."""
+        w, idx, tail = self._rows(X)
+        return ds.csr_times(X.indptr, idx, X.data, w, self.spec.a, tail, parts)
+
     def decision(self, X) -> np.ndarray:
-        if sp.issparse(X):  # straight from the interleaved buffer: no (K, d) copy per call
-            w, idx, tail = self._rows(X)
-            return finite_margins(ds.csr_times(X.indptr, idx, X.data, w, 0, False, 0.0, tail))
+        if sp.issparse(X):
+            return finite_margins(self._csr_sums(X, 0)[0])
         return finite_margins(np.asarray(X @ self.mean.T))
 
     def margin_variance(self, X) -> np.ndarray:
         if sp.issparse(X):
-            w, idx, tail = self._rows(X)
-            v = ds.csr_times(X.indptr, idx, X.data, w, 1, True, self.spec.a, tail)
+            v = self._csr_sums(X, 1)[1]
         else:
             v = np.asarray((X * X) @ self.variance.T)
         return finite_margins(v, "margin variance")
 
     def margins(self, X) -> tuple[np.ndarray, np.ndarray]:
+        if sp.issparse(X):  # (one pass: a line holds a coordinate's mean and variance)
+            f, v = self._csr_sums(X, 2)
+            return finite_margins(f), finite_margins(v, "margin variance")
         return self.decision(X), self.margin_variance(X)
 
     def state_dict(self) -> dict[str, np.ndarray]:
