@@ -276,3 +276,19 @@ def test_a_wide_fit_keeps_slots_and_matches_dense(monkeypatch, tmp_path):
     assert slotted.engine_._slots is not None  # one coordinate: read from the slots
     np.testing.assert_array_equal(slotted.coef_, dense.coef_)
     assert slotted.engine_._slots is None
+
+
+def test_slots_predict_reads_no_index_past_the_stored_entries():
+    """Prediction's checks read a CSR matrix's indices up to its last row pointer (the
+    stored entries); the slots' gather must read no further (an index array with room
+    left past nnz held anything: read, a crash)."""
+    a, b = _twins("kl", 2)
+    X, Y, _ = _data(2)
+    _learn_both(a, b, X, Y)
+    P = sp.csr_matrix(X[:3], copy=True)
+    P.indices = np.concatenate([P.indices, np.full(300, 2**31 - 2, np.int32)])
+    P.data = np.concatenate([P.data, np.zeros(300)])
+    assert a._slots is not None
+    for e in (a, b):
+        np.testing.assert_array_equal(e.decision(P), e.decision(X[:3]))
+        np.testing.assert_array_equal(e.margins(P)[1], e.margin_variance(X[:3]))

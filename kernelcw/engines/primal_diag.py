@@ -229,7 +229,8 @@ class PrimalDiagEngine(EveryRowLearns, Locked):
         j = X.shape[1]
         if self._slots is not None:
             j = int(self._slots.table[j]) if c else 0
-            return self._pairs, ds.slot_rows(self._slots, X.indices), (j, c)
+            stored = X.indices[: X.indptr[-1]]  # (beyond nnz: unchecked, unread)
+            return self._pairs, ds.slot_rows(self._slots, stored), (j, c)
         return self._w, X.indices, (j if c else 0, c)
 
     def _csr_sums(self, X, parts: int) -> tuple[np.ndarray, np.ndarray]:
