@@ -195,6 +195,7 @@ def csr_times(indptr, indices, data, w, a, tail, parts):
     f = np.empty((n if parts != 1 else 0, K))
     v = np.empty((n if parts != 0 else 0, K))
     j_end, c_end = tail
+    extra = 1 if c_end != 0.0 else 0
     for i in range(n):
         if i + AHEAD < n:
             for q in range(indptr[i + AHEAD], indptr[i + AHEAD + 1]):
@@ -203,22 +204,19 @@ def csr_times(indptr, indices, data, w, a, tail, parts):
         for k in range(K):
             acc_f = 0.0
             acc_v = 0.0
-            for p in range(lo, hi):
-                x = data[p]
-                j = indices[p]
+            for p in range(lo, hi + extra):
+                if p < hi:
+                    x = data[p]
+                    j = indices[p]
+                else:  # (the intercept's entry)
+                    x = c_end
+                    j = j_end
                 if parts != 1:
                     c = w[j, k, 0]
                     acc_f += x * (0.0 if c == 0.0 else c)
                 if parts != 0:
                     c = w[j, k, 1]
                     acc_v += (x * x) * (a if c == 0.0 else c)
-            if c_end != 0.0:
-                if parts != 1:
-                    c = w[j_end, k, 0]
-                    acc_f += c_end * (0.0 if c == 0.0 else c)
-                if parts != 0:
-                    c = w[j_end, k, 1]
-                    acc_v += (c_end * c_end) * (a if c == 0.0 else c)
             if parts != 1:
                 f[i, k] = acc_f
             if parts != 0:

@@ -285,7 +285,7 @@ class CWEstimator(
         if first_call:
             target = type(self).__new__(type(self))
             target.__dict__.update(self.__dict__)
-        late = defer and getattr(engine_class(checked[1]), "checks_rows", False)
+        late = defer and engine_class(checked[1]).checks_rows
         X, y, classes_, late = validate_training(
             target, X, y, classes, first_call, square, make_spec, late
         )
@@ -312,14 +312,11 @@ class CWEstimator(
             if fit and order is None:
                 positions = np.arange(X.shape[0])
             try:
-                return self._learn(rows, targets, rule, positions, engine, late), X, late
+                with x_errors_first(self, X, late):  # (a step that overflows, ...: undone)
+                    return self._learn(rows, targets, rule, positions, engine, late), X, late
             except RowsUnchecked:
                 if again:
                     raise
-            except Exception:  # (a step that overflows, ...: undone)
-                if late:
-                    checked_late(self, X)  # X's own error first, as when X was checked first
-                raise
             X, late, again = checked_late(self, X), False, True
 
     def _start(self, classes_: np.ndarray, spec, held: list | None = None, replaced=None):

@@ -13,6 +13,7 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
 from .._validation import csr_rows_in_range
+from ..engines.base import RowsUnchecked
 from ..spec import intercept_value
 from ._labels import _check_targets, resolve_classes
 
@@ -392,6 +393,8 @@ def x_errors_first(est, X, late: bool):
     comes after X's own checks (:func:`checked_late`), as when X was checked first."""
     try:
         yield
+    except RowsUnchecked:  # (the walk's refusal: the caller checks X and learns again)
+        raise
     except Exception:
         if late:
             checked_late(est, X)
