@@ -35,6 +35,8 @@ from numba import njit, types
 from numba.core.typing.ctypes_utils import get_pointer
 from numba.extending import get_cython_function_address, intrinsic
 
+from ._symloops import r1_loop, r2_loop, symv_loop
+
 __all__ = [
     "gemm_sub",
     "rows_mv",
@@ -268,14 +270,19 @@ SYM_BLAS = SymBlas(_dsymv, _dsyr, _dsyr2, _dpotrf, _dpotri, _dsymm, _dsyrk, _dge
 @njit(cache=True)
 def sym_mv(fns, n, A, x, out):
     """``out[:n] = A[:n, :n] x[:n]`` for a symmetric A given by its lower triangle
-    (C order; the strict upper triangle is not read). x and out contiguous."""
+    (C order; the strict upper triangle is not read). x and out contiguous. By BLAS
+    dsymv, or by :func:`kernelcw._symloops.symv_loop` where the record's ``symv`` is 0
+    (:data:`SYM_LOOPS`)."""
     _symv_at(fns.symv, n, A, x, out)
 
 
 @njit(cache=True)
 def _symv_at(fn, n, A, x, out):
-    """:func:`sym_mv` with dsymv's address ``fn``."""
+    """:func:`sym_mv` with dsymv's address ``fn`` (0: the loop)."""
     if n == 0:
+        return
+    if fn == 0:
+        symv_loop(n, A, x, out)
         return
     ch = np.array([_U], dtype=np.uint8)
     ints = np.array([n, _ld(A), 1], dtype=np.int32)
@@ -314,19 +321,8 @@ def sym_r1_save(fns, n, alpha, x, A, save, saving):
     rollback copy of the matrix it changes first, without a pass of its own)."""
     if n == 0:
         return
-    if n <= RANK_LOOP_MAX:  # (elementwise: vectorised without reassociation)
-        for i in range(n):
-            row = A[i]
-            s = alpha * x[i]
-            if saving:
-                keep = save[i]
-                for j in range(i + 1):
-                    p = row[j]
-                    keep[j] = p
-                    row[j] = p + s * x[j]
-            else:
-                for j in range(i + 1):
-                    row[j] += s * x[j]
+    if n <= RANK_LOOP_MAX:
+        r1_loop(n, alpha, x, A, save, saving)
         return
     if saving:
         for i in range(n):
@@ -345,13 +341,8 @@ def sym_r2(fns, n, alpha, x, y, A):
     """The lower triangle of ``A[:n, :n]`` += alpha (x y' + y x')."""
     if n == 0:
         return
-    if n <= RANK_LOOP_MAX:  # (as sym_r1)
-        for i in range(n):
-            row = A[i]
-            ax = alpha * x[i]
-            ay = alpha * y[i]
-            for j in range(i + 1):
-                row[j] += ax * y[j] + ay * x[j]
+    if n <= RANK_LOOP_MAX:
+        r2_loop(n, alpha, x, y, A)
         return
     ch = np.array([_U], dtype=np.uint8)
     ints = np.array([n, 1, _ld(A)], dtype=np.int32)
@@ -472,6 +463,11 @@ TRI_BLAS = TriBlas(_dtrsm, _dtrsv, _dgemm)
 # (:func:`sym_record`, :func:`tri_record`): numba types a plain tuple argument faster
 # than a namedtuple (about 0.5 us a call for SYM_BLAS, by hand).
 SYM_PLAIN = tuple(SYM_BLAS)
+#: :data:`SYM_PLAIN` with dsymv's address 0: :func:`sym_mv` by :func:`_symv_loop`. With
+#: the rank updates' loops (:data:`RANK_LOOP_MAX`), a walk of one input on at most that
+#: many support vectors then calls no BLAS but LAPACK's refresh of "project"'s
+#: inverse, and needs no BLAS thread limit (:meth:`kernelcw.engines.dual.form.Form.one_input_blas`).
+SYM_LOOPS = (0,) + SYM_PLAIN[1:]
 TRI_PLAIN = tuple(TRI_BLAS)
 
 

@@ -166,10 +166,13 @@ def test_trsm_of_one_column_as_trsv_and_of_a_strided_column():
         np.testing.assert_array_equal(wide[:, [0, 2]], 0.0)
 
 
-def test_symmetric_level2_reads_and_writes_the_lower_triangle_only():
+@pytest.mark.parametrize("fns", ["blas", "loops"])
+def test_symmetric_level2_reads_and_writes_the_lower_triangle_only(fns):
     """sym_mv, sym_r1, sym_r2 (the explicit dual form's passes) against dense numpy on
     a leading block of a capacity buffer whose strict upper triangle is NaN: the rank
-    updates' loops (n <= RANK_LOOP_MAX) and BLAS's (above)."""
+    updates' loops (n <= RANK_LOOP_MAX) and BLAS's (above); sym_mv by dsymv, and by the
+    loop of SYM_LOOPS (a walk of one input's) at every size, odd and even orders
+    (its rows go two at a time)."""
     from numba import njit
 
     @njit
@@ -180,13 +183,14 @@ def test_symmetric_level2_reads_and_writes_the_lower_triangle_only():
 
     rng = np.random.default_rng(7)
     big = _blas.RANK_LOOP_MAX + 2
-    for n, cap in [(1, 1), (5, 8), (120, 130), (big, big + 3)]:
+    record = _blas.SYM_BLAS if fns == "blas" else _blas.sym_record(_blas.SYM_LOOPS)
+    for n, cap in [(1, 1), (2, 2), (5, 8), (6, 9), (120, 130), (big, big + 3)]:
         S = rng.normal(size=(n, n))
         S = S + S.T
         A = np.full((cap, cap), np.nan)
         A[:n, :n] = np.where(np.tri(n, dtype=bool), S, np.nan)
-        x, y, out = rng.normal(size=n), rng.normal(size=n), np.empty(n)
-        run(_blas.SYM_BLAS, n, A, x, y, out)
+        x, y, out = rng.normal(size=n), rng.normal(size=n), np.full(n, np.nan)
+        run(record, n, A, x, y, out)
         np.testing.assert_allclose(out, S @ x, rtol=1e-12, atol=1e-12 * n)
         want = S - 0.25 * np.outer(x, x) + 2.0 * (np.outer(x, y) + np.outer(y, x))
         low = np.tri(n, dtype=bool)
@@ -284,6 +288,8 @@ def test_address_records_keep_their_order():
     )  # fmt: skip
     assert _blas.TriBlas._fields == ("trsm", "trsv", "gemm")
     assert all(isinstance(a, int) for a in _blas.SYM_BLAS + _blas.TRI_BLAS)
+    # the loops' record: dsymv's address 0 (sym_mv's loop), the others BLAS's
+    assert _blas.SYM_LOOPS == (0, *_blas.SYM_PLAIN[1:]) and _blas.SYM_BLAS.symv != 0
 
 
 @pytest.mark.parametrize(("n", "k", "group"), [(40, 5, 2), (130, 40, 8), (130, 40, 64), (9, 9, 1)])

@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "kernelcw"
 
 #: Lowest first. A module's layer is its first dotted part below ``kernelcw``.
 LAYERS = [
-    {"options", "_validation", "_interrupt", "_atomic"},
+    {"options", "_validation", "_interrupt", "_atomic", "_symloops"},
     {"rules", "kernels", "_blas", "_cholupdate", "_threads"},
     {"budget"},
     {"spec"},

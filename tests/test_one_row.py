@@ -189,13 +189,25 @@ def test_one_row_calls_take_the_lean_way_and_the_general_call_where_it_must(poli
     assert seen["other"] == (0 if policy is None else 1)  # (the budget binds once)
 
 
-def test_a_ctrl_c_after_the_lean_way_changed_the_model_puts_it_back(monkeypatch):
+@pytest.mark.parametrize("where", ["store", "general"])
+def test_a_ctrl_c_after_the_lean_way_changed_the_model_puts_it_back(where, monkeypatch):
     """A KeyboardInterrupt as the row's new support vector enters the store (the walk
-    has changed the model in place): model and counters as before the call."""
+    has changed the model in place): model and counters as before the call. Its place
+    in the store by the lean way's own step (the store's one-row append) or by the
+    general call's (DualEngine._place)."""
+    import kernelcw.engines.dual.one_row as lean
+    from kernelcw.engines.dual.store import SupportStore
+
     X, y = stream(80, d=4)
     est = SCWClassifier(kernel="rbf", gamma=0.3, budget=20, budget_policy="project")
     est.fit(X[:40], y[:40])
-    real = engine_module.DualEngine._place
+    if where == "store":
+        owner, name = SupportStore, "append_row"
+    else:  # (the lean way hands every row to the general call's _place)
+        owner, name = engine_module.DualEngine, "_place"
+        monkeypatch.setattr(lean, "_place", lambda engine, X, cols, w, ks0: engine._place(
+            X, cols, [w.entered], [None if w.ks is ks0 else w.ks]))  # fmt: skip
+    real = getattr(owner, name)
     hits = 0
     for i in range(40, 80):
         twin = copy.deepcopy(est)
@@ -205,13 +217,13 @@ def test_a_ctrl_c_after_the_lean_way_changed_the_model_puts_it_back(monkeypatch)
             hit.append(1)
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(engine_module.DualEngine, "_place", place)
+        monkeypatch.setattr(owner, name, place)
         try:
             est.partial_fit(X[i : i + 1], y[i : i + 1])
             interrupted = False
         except KeyboardInterrupt:
             interrupted = True
-        monkeypatch.setattr(engine_module.DualEngine, "_place", real)
+        monkeypatch.setattr(owner, name, real)
         assert interrupted == bool(hit)  # (the Ctrl-C reaches the caller, always)
         if hit:
             hits += 1
@@ -255,3 +267,41 @@ def test_a_ctrl_c_numba_reports_in_the_lean_walk_reaches_the_caller(monkeypatch)
         monkeypatch.setattr(est._engine, "quiet_row", quiet)
         _assert_same_state(est, twin)
         est.partial_fit(X[i : i + 1], y[i : i + 1])
+
+
+def test_one_row_walks_of_loops_enter_no_blas_thread_limit(monkeypatch):
+    """A walk of one input on the nu/Pi form of at most RANK_LOOP_MAX support vectors
+    calls no BLAS (sym_mv by the loops' record, the rank updates by loops): the call
+    enters no BLAS thread limit, but where "project" refreshes its inverse (LAPACK)
+    in it, or above that size; the model is the block loop's all the same (the test
+    above)."""
+    import kernelcw.engines.dual.one_row as lean
+    from kernelcw._blas import RANK_LOOP_MAX
+
+    entered = []
+    real = lean.BlasThreads
+
+    class Counted(real):
+        def __enter__(self):
+            entered.append(1)
+            return super().__enter__()
+
+    monkeypatch.setattr(lean, "BlasThreads", Counted)
+    X, y = stream(200, d=4)
+    est = SCWClassifier(kernel="rbf", gamma=0.3, budget=30, budget_policy="project")
+    est.fit(X[:100], y[:100])
+    form = est._engine.forms[0]
+    assert form.name == "explicit" and not form.one_input_blas(est._engine._ctx)
+    u0 = est.n_updates_
+    for i in range(100, 200):
+        est.partial_fit(X[i : i + 1], y[i : i + 1])
+    assert est.n_updates_ - u0 >= 20 and not entered  # (rows updated, no limit entered)
+    ctx, pol = est._engine._ctx, form.policy
+    counter = pol.counter
+    pol.counter = 255  # (the next removal, the 256th, refreshes kinv: LAPACK)
+    assert form.one_input_blas(ctx)
+    pol.counter = counter
+    kap = form.kap
+    form.kap = np.ones(RANK_LOOP_MAX)  # (n: the slots' count)
+    assert form.one_input_blas(ctx)
+    form.kap = kap

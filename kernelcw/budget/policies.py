@@ -91,9 +91,10 @@ class BudgetPolicy:
         :meth:`plain_record`."""
         return PolicyState(*self.plain_record()[:-1], SYM_BLAS)
 
-    def plain_record(self) -> tuple:
+    def plain_record(self, blas: tuple = SYM_PLAIN) -> tuple:
         """:meth:`record` as a plain tuple, its BLAS record too
-        (:data:`kernelcw._blas.SYM_PLAIN`), for a compiled call to make the record from
+        (:data:`kernelcw._blas.SYM_PLAIN`, or ``blas``: :data:`kernelcw._blas.SYM_LOOPS`
+        for a walk of one input), for a compiled call to make the record from
         (:func:`kernelcw.engines.dual.explicit.records`): numba types a plain tuple
         argument faster than a namedtuple (about 0.6 us a call for this one, by hand)."""
         return (
@@ -106,7 +107,7 @@ class BudgetPolicy:
             self.kinv,
             self.G,
             self.vsv,
-            SYM_PLAIN,
+            blas,
         )
 
     def copy(self) -> BudgetPolicy:

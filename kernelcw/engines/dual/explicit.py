@@ -22,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ... import _blas
 from ..._blas import sym_mv, sym_r1_save, sym_record, symm_lower
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
 from ...budget.kernels import PolicyState, kinv_refresh, kinv_refresh_due, lower_symmetric
@@ -357,7 +358,8 @@ class ExplicitForm(Form):
         # be positive semi-definite is that drift, floored (and counted), not an error
         psd_tol = walk_psd_tol(ctx.known_psd)
         data = (np.ascontiguousarray(blk.K0), blk.Kbb, blk.kap, blk.y)
-        rec = self.policy.plain_record()
+        loops = b - t0 == 1 and n_now < _blas.RANK_LOOP_MAX  # (sym_mv's too: one_input_blas)
+        rec = self.policy.plain_record(_blas.SYM_LOOPS if loops else _blas.SYM_PLAIN)
         rule = tuple(ctx.rule)
         undo = UNARMED
         if self._armed is not None:
@@ -393,6 +395,13 @@ class ExplicitForm(Form):
         if not finite:
             status, index = NONFINITE, int(entered[-1])  # Pi overflowed: no quiet inf
         return Walked(entered, ks_end, n_floored, index, status)
+
+    def one_input_blas(self, ctx) -> bool:
+        """Loops up to RANK_LOOP_MAX support vectors (:data:`kernelcw._blas.SYM_LOOPS`),
+        but LAPACK where "project" refreshes its inverse after the removal it may make."""
+        pol = self.policy
+        due = pol.tracks_kinv and kinv_refresh_due(pol.counter + 1, pol.budget)
+        return self.n >= _blas.RANK_LOOP_MAX or bool(due)
 
     def _unstructured(self, ctx) -> bool:
         """A "smallest" model given by nu and Pi alone (``ctx.nu_pi``: combine's

@@ -27,6 +27,7 @@ from ..base import OtherPath
 from .form import BlockData, for_call
 from .quiet import stashed_block, stashed_row
 from .status import OK, kernel_error_at
+from .store import store_rows
 
 __all__ = ["learn_row", "takes_row"]
 
@@ -63,18 +64,45 @@ def learn_row(engine, X, Y):
     except NonFiniteKernel as err:
         raise kernel_error_at(err, cols) from None
     store.n_seen += 1
-    y = Y[:, 0]
+    blk = BlockData(K0, Kbb, kap, Y[:, 0])
     f_blk = np.empty(1)
     ks0 = np.arange(form.n, dtype=np.int64)
-    with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)) as threads:
-        try:
-            w = form.walk(for_call(ctx, 0, threads), BlockData(K0, Kbb, kap, y), 0, ks0, f_blk)
-        except SystemError:  # (numba's for a Ctrl-C: the caller surfaces it)
-            raise
-        except Exception:  # (the general call raises it as it should, or learns again)
-            raise OtherPath from None
-        if w.status != OK:  # (a budget that binds, an error: the general call's)
-            raise OtherPath
-        engine._place(X, cols, [w.entered], [None if w.ks is ks0 else w.ks])
+    if form.one_input_blas(ctx):
+        with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)) as threads:
+            w = _walk(form, for_call(ctx, 0, threads), blk, ks0, f_blk)
+    else:  # (loops only: no thread limit to enter and leave)
+        w = _walk(form, ctx, blk, ks0, f_blk)
+    _place(engine, X, cols, w, ks0)
     f = f_blk.item(0)
-    return f, w.entered.shape[0], int((f >= 0.0) != (y.item(0) > 0.0)), w.n_floored
+    return f, w.entered.shape[0], int((f >= 0.0) != (blk.y.item(0) > 0.0)), w.n_floored
+
+
+def _place(engine, X, cols, w, ks0) -> None:
+    """:meth:`DualEngine._place` of the walk's one input; its common case, the row
+    entered a dense store with room and no compaction is due, without the general
+    call's layers."""
+    form, store = engine.forms[0], engine.store
+    first = store.n
+    if (
+        w.entered.shape[0] == 1
+        and (engine._ctx.budget is None or form.n > (first + 1) // 2)  # (as _place)
+        and store.append_row(X, cols.item(0))
+    ):
+        form.idx = store_rows(form.idx, w.ks, w.entered, first, 1)
+        return
+    engine._place(X, cols, [w.entered], [None if w.ks is ks0 else w.ks])
+
+
+def _walk(form, ctx, blk, ks0, f_blk):
+    """The form's walk of the one input, or OtherPath where the general call must
+    take it (an error it raises as it should, or learns again in a stronger form; a
+    budget that binds)."""
+    try:
+        w = form.walk(ctx, blk, 0, ks0, f_blk)
+    except SystemError:  # (numba's for a Ctrl-C: the caller surfaces it)
+        raise
+    except Exception:  # (the general call raises it as it should, or learns again)
+        raise OtherPath from None
+    if w.status != OK:  # (a budget that binds, an error: the general call's)
+        raise OtherPath
+    return w

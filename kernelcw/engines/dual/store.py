@@ -200,6 +200,19 @@ class SupportStore:
                 self.rows[first : first + k] = new
         self.n += k
 
+    def append_row(self, XB, col: int) -> bool:
+        """:meth:`append` of a dense XB's one row at position ``col`` where the capacity
+        buffers have room (True), else nothing (False: :meth:`append` grows them)."""
+        n, rows, pos = self.n, self.rows, self.pos
+        if type(XB) is not np.ndarray or type(rows) is not np.ndarray:
+            return False
+        if n >= rows.shape[0] or n >= pos.shape[0]:
+            return False
+        pos[n] = col
+        rows[n] = XB[0]
+        self.n = n + 1
+        return True
+
     def compacts(self, n_used: int) -> bool:
         """Whether :meth:`compact` of ``n_used`` rows would change the store."""
         return not (n_used == self.n or n_used > self.n // 2)
