@@ -269,16 +269,17 @@ def test_a_ctrl_c_numba_reports_in_the_lean_walk_reaches_the_caller(monkeypatch)
         est.partial_fit(X[i : i + 1], y[i : i + 1])
 
 
-def test_one_row_walks_of_loops_enter_no_blas_thread_limit(monkeypatch):
-    """A walk of one input on the nu/Pi form of at most RANK_LOOP_MAX support vectors
-    calls no BLAS (sym_mv by the loops' record, the rank updates by loops): the call
-    enters no BLAS thread limit, but where "project" refreshes its inverse (LAPACK)
-    in it, or above that size; the model is the block loop's all the same (the test
-    above)."""
+@pytest.mark.parametrize("policy", ["oldest", "random", "smallest", "project"])
+def test_one_row_walks_of_loops_enter_no_blas_thread_limit(policy, monkeypatch):
+    """A walk of one input of the queue, lazy and nu/Pi forms on a model of their loops'
+    size calls no BLAS (sym_mv by the loops' record, the rank updates, r's refresh by
+    loops): the call enters no BLAS thread limit, but where the form says its walk may
+    call LAPACK (the queue's rebuild, "project"'s refresh of its inverse) or above that
+    size; the model is the block loop's all the same (the tests above)."""
     import kernelcw.engines.dual.one_row as lean
     from kernelcw._blas import RANK_LOOP_MAX
 
-    entered = []
+    entered, said = [], []
     real = lean.BlasThreads
 
     class Counted(real):
@@ -287,21 +288,33 @@ def test_one_row_walks_of_loops_enter_no_blas_thread_limit(monkeypatch):
             return super().__enter__()
 
     monkeypatch.setattr(lean, "BlasThreads", Counted)
-    X, y = stream(200, d=4)
-    est = SCWClassifier(kernel="rbf", gamma=0.3, budget=30, budget_policy="project")
+    X, y = stream(260, d=4)
+    est = SCWClassifier(kernel="rbf", gamma=0.3, budget=30, budget_policy=policy)
     est.fit(X[:100], y[:100])
-    form = est._engine.forms[0]
-    assert form.name == "explicit" and not form.one_input_blas(est._engine._ctx)
+    form_class = type(est._engine.forms[0])
+    asked = form_class.one_input_blas
+
+    def spy(self, ctx):
+        said.append(asked(self, ctx))
+        return said[-1]
+
+    monkeypatch.setattr(form_class, "one_input_blas", spy)
     u0 = est.n_updates_
-    for i in range(100, 200):
+    for i in range(100, 260):
         est.partial_fit(X[i : i + 1], y[i : i + 1])
-    assert est.n_updates_ - u0 >= 20 and not entered  # (rows updated, no limit entered)
-    ctx, pol = est._engine._ctx, form.policy
-    counter = pol.counter
-    pol.counter = 255  # (the next removal, the 256th, refreshes kinv: LAPACK)
-    assert form.one_input_blas(ctx)
-    pol.counter = counter
-    kap = form.kap
-    form.kap = np.ones(RANK_LOOP_MAX)  # (n: the slots' count)
-    assert form.one_input_blas(ctx)
-    form.kap = kap
+    assert est.n_updates_ - u0 >= 30  # (rows updated, through the lean way)
+    assert len(entered) == sum(said) and len(said) >= 30 and sum(said) <= len(said) // 4
+    if policy == "oldest":
+        assert sum(said) >= 1  # (the queue rebuilds every B / 2 appends: LAPACK)
+    form, ctx = est._engine.forms[0], est._engine._ctx
+    if policy == "project":
+        pol = form.policy
+        counter = pol.counter
+        pol.counter = 255  # (the next removal, the 256th, refreshes kinv: LAPACK)
+        assert asked(form, ctx)
+        pol.counter = counter
+    if form_class.__name__ == "ExplicitForm":
+        kap = form.kap
+        form.kap = np.ones(RANK_LOOP_MAX)  # (n: the slots' count)
+        assert asked(form, ctx)
+        form.kap = kap

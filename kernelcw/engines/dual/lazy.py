@@ -115,6 +115,11 @@ class LazyForm(PrunedForm):
         keep_products(self, taken, K0, (n, 0, 1), pre)  # (for the walk: _walk_part)
         return taken, f
 
+    def one_input_blas(self, ctx) -> bool:
+        """Loops up to ONE_INPUT_MAX_N support vectors: the products, the walk, the
+        purge of its one leaver (Givens, r by :func:`.lazy_block.refresh_r`'s loops)."""
+        return self.n >= ONE_INPUT_MAX_N
+
     def walk(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray) -> Walked:
         """Block inputs t0.. in parts of :func:`part_size` inputs, a walk and a purge
         each (a walk's leavers are known before it starts, so it never stops for

@@ -20,7 +20,7 @@ from ..._cholupdate import givens_update
 from ...budget import splitmix64_uniform
 from ...rules import rule_from_plain
 from .leaver_walk import Candidates, walk_with_rows
-from .one_input import ONE_INPUT_MAX_N, dot, solve_lower
+from .one_input import ONE_INPUT_MAX_N, dot, solve_lower, sub_mv
 from .queue_block import gather_kernels, grown_slots
 from .quiet import quiet_factor
 from .status import OK, STOP
@@ -201,7 +201,16 @@ def purge_rows(fns, L, r, qv, zeta, N, V, fold):
 @njit(cache=True)
 def refresh_r(fns, L, r, qv, p0, m):
     """``r[p0:m] = L[p0:m, p0:m]^-1 (qv[p0:m] - L[p0:m, :p0] r[:p0])`` after the
-    trailing rows of the factor changed (``fns``: a TriBlas or its plain tuple)."""
+    trailing rows of the factor changed (``fns``: a TriBlas or its plain tuple): by
+    the loops of :mod:`.one_input` up to ONE_INPUT_MAX_N support vectors (so a walk of
+    one input calls no BLAS: ``LazyForm.one_input_blas``), by BLAS above."""
+    if m <= ONE_INPUT_MAX_N:
+        rl = qv[p0:m].copy()
+        sub_mv(L[p0:], m - p0, p0, r, rl)
+        solve_lower(L, p0, m, rl)
+        for i in range(m - p0):
+            r[p0 + i] = rl[i]
+        return
     fns = tri_record(fns)
     rt = qv[p0:m].copy().reshape((m - p0, 1))
     if p0 > 0:

@@ -313,6 +313,11 @@ class QueueForm(Form):
         keep_products(self, taken, K0, (nO, nN, 0, 1), pre)  # (for the walk: _walk_part)
         return taken, f
 
+    def one_input_blas(self, ctx) -> bool:
+        """Loops up to ONE_INPUT_MAX_N support vectors (products, the oldest's fold, r_N:
+        :func:`.queue_block.drop_columns`), but LAPACK where the walk may rebuild."""
+        return self.nN + 1 > QUEUE_REBUILD * ctx.budget or self.n >= ONE_INPUT_MAX_N
+
     def walk(self, ctx, blk, t0: int, ks: np.ndarray, f_blk: np.ndarray) -> Walked:
         """Block inputs t0.. in walks of :func:`part_size` inputs (a walk also ends
         where its candidates run out: then a rebuild)."""

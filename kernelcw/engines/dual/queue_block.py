@@ -208,7 +208,10 @@ def drop_columns(fns, bufs, nN, nO2, nO, qN):
     in the buffers ``bufs = (LN, LNO, rO, rN)``: L_N takes their columns of L_NO
     (Givens sweeps, as :func:`kernelcw._cholupdate.tpqrt_update` makes them for a few
     columns), which become zero, and ``r_N = L_N^-1 (q_N - L_NO r_O)`` with O's
-    remaining nO2 rows (:meth:`.queue.QueueForm.refresh_rN`)."""
+    remaining nO2 rows (:meth:`.queue.QueueForm.refresh_rN`): a product and a solve of
+    one column, by the loops of :mod:`.one_input` up to ONE_INPUT_MAX_N support
+    vectors (so a walk of one input calls no BLAS: ``QueueForm.one_input_blas``), by
+    BLAS above."""
     LN, LNO, rO, rN = bufs
     if nN > 0 and nO > nO2:
         givens_update(LN[:nN, :nN], np.ascontiguousarray(LNO[:nN, nO2:nO]))  # (one layout)
@@ -216,6 +219,11 @@ def drop_columns(fns, bufs, nN, nO2, nO, qN):
         for j in range(nO2, nO):
             LNO[i, j] = 0.0
         rN[i, 0] = qN[i]
+    if nN + nO2 <= ONE_INPUT_MAX_N:  # (rO, rN: (cap, 1), their 1-d views contiguous)
+        r = rN[:nN].reshape(-1)
+        sub_mv(LNO, nN, nO2, rO[:nO2].reshape(-1), r)
+        solve_lower(LN, np.int64(0), nN, r)
+        return
     gemm_sub_c(fns, -1.0, LNO[:nN, :nO2], rO[:nO2], 1.0, rN[:nN], False)
     trsm_lower_left_c(fns, LN[:nN, :nN], rN[:nN], False)
 
