@@ -463,10 +463,11 @@ TRI_BLAS = TriBlas(_dtrsm, _dtrsv, _dgemm)
 # (:func:`sym_record`, :func:`tri_record`): numba types a plain tuple argument faster
 # than a namedtuple (about 0.5 us a call for SYM_BLAS, by hand).
 SYM_PLAIN = tuple(SYM_BLAS)
-#: :data:`SYM_PLAIN` with dsymv's address 0: :func:`sym_mv` by :func:`_symv_loop`. With
-#: the rank updates' loops (:data:`RANK_LOOP_MAX`), a walk of one input on at most that
-#: many support vectors then calls no BLAS but LAPACK's refresh of "project"'s
-#: inverse, and needs no BLAS thread limit (:meth:`kernelcw.engines.dual.form.Form.one_input_blas`).
+#: :data:`SYM_PLAIN` with dsymv's address 0: :func:`sym_mv` by
+#: :func:`kernelcw._symloops.symv_loop`. With the rank updates' loops
+#: (:data:`RANK_LOOP_MAX`), a walk of one input on fewer support vectors calls no BLAS
+#: but LAPACK's refresh of "project"'s inverse, and needs no BLAS thread limit
+#: (:meth:`kernelcw.engines.dual.form.Form.one_input_blas`).
 SYM_LOOPS = (0,) + SYM_PLAIN[1:]
 TRI_PLAIN = tuple(TRI_BLAS)
 

@@ -363,6 +363,11 @@ class Kernel:
     def precomputed(self) -> bool:
         return self.kernel == "precomputed"
 
+    def rows_direct(self, A, B) -> bool:
+        """Whether :meth:`rows_block` of rows B against A computes from the differences,
+        without BLAS: the built-in RBF kernel on small dense blocks (SMALL_BLOCK)."""
+        return self._f is None and self.kernel == "rbf" and _small(A, B)
+
     @property
     def unit_diagonal(self) -> bool:
         """k(x, x) = 1 (plus the offset) for every x, exactly as :meth:`block` computes
@@ -396,7 +401,7 @@ class Kernel:
         computes from the differences (:func:`_small`: a row learnt at a time against
         a small store), those of the rows ``idx`` alone, without gathering them
         (:func:`_neg_sqdist_direct_rows`); else the whole block, then its rows."""
-        if self._f is None and self.kernel == "rbf" and _small(A, B):
+        if self.rows_direct(A, B):
             D, at_most_0 = _rbf_exponents(
                 np.ascontiguousarray(A, dtype=np.float64),
                 idx,

@@ -112,3 +112,45 @@ def test_the_lazy_products_of_one_input_are_the_blocks_first_column(n, leaver):
         elif name == "rW":
             a, b = a[0], b[0]
         np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize(
+    ("m", "p0"), [(5, 0), (5, 2), (3, 3), (1024, 100), (1025, 100), (1100, 1099)]
+)
+def test_refresh_of_r_by_loops_and_by_blas(m, p0):
+    """lazy_block.refresh_r, ``r[p0:m] = L[p0:m, p0:m]^-1 (qv[p0:m] - L[p0:m, :p0] r[:p0])``:
+    by the loops up to ONE_INPUT_MAX_N = 1024, by BLAS above (both sides of the bound),
+    against scipy; the rest of r untouched, the strict upper triangle not read."""
+    rng = np.random.default_rng(m + p0)
+    L = _lower(rng, m, m + 2)
+    r, qv = rng.normal(size=m + 2), rng.normal(size=m + 2)
+    r0 = r.copy()
+    Ll = np.tril(L[:m, :m])
+    want = solve_triangular(Ll[p0:m, p0:m], qv[p0:m] - Ll[p0:m, :p0] @ r0[:p0], lower=True)
+    lazy_block.refresh_r(_blas.TRI_PLAIN, L, r, qv, p0, m)
+    np.testing.assert_allclose(r[p0:m], want, rtol=RTOL, atol=1e-13)
+    assert np.array_equal(r[:p0], r0[:p0]) and np.array_equal(r[m:], r0[m:])
+
+
+@pytest.mark.parametrize(("nN", "nO2", "nO"), [(0, 5, 6), (4, 0, 1), (10, 20, 22),
+                                               (500, 524, 525), (500, 525, 526)])  # fmt: skip
+def test_drop_columns_by_loops_and_by_blas(nN, nO2, nO):
+    """queue_block.drop_columns: L_N takes the leavers' columns of L_NO (which become
+    zero) and ``r_N = L_N^-1 (q_N - L_NO r_O)``, r_N by the loops up to nN + nO2 = 1024
+    and by BLAS above, against scipy."""
+    rng = np.random.default_rng(nN + nO)
+    capN, capO = nN + 3, nO + 3
+    LN = _lower(rng, nN, capN)
+    LNO = rng.normal(size=(capN, capO)) * 0.1
+    rO, rN, qN = rng.normal(size=(capO, 1)), rng.normal(size=(capN, 1)), rng.normal(size=nN)
+    before = np.tril(LN[:nN, :nN])
+    Lam = LNO[:nN, nO2:nO].copy()
+    rN_tail = rN[nN:].copy()
+    queue_block.drop_columns(_blas.TRI_BLAS, (LN, LNO, rO, rN), nN, nO2, nO, qN)
+    after = np.tril(LN[:nN, :nN])
+    np.testing.assert_allclose(after @ after.T, before @ before.T + Lam @ Lam.T, rtol=1e-10,
+                               atol=1e-10)  # fmt: skip
+    assert not LNO[:nN, nO2:nO].any()
+    want = solve_triangular(after, qN - LNO[:nN, :nO2] @ rO[:nO2, 0], lower=True)
+    np.testing.assert_allclose(rN[:nN, 0], want, rtol=RTOL, atol=1e-13)
+    assert np.array_equal(rN[nN:], rN_tail)

@@ -269,17 +269,12 @@ def test_a_ctrl_c_numba_reports_in_the_lean_walk_reaches_the_caller(monkeypatch)
         est.partial_fit(X[i : i + 1], y[i : i + 1])
 
 
-@pytest.mark.parametrize("policy", ["oldest", "random", "smallest", "project"])
-def test_one_row_walks_of_loops_enter_no_blas_thread_limit(policy, monkeypatch):
-    """A walk of one input of the queue, lazy and nu/Pi forms on a model of their loops'
-    size calls no BLAS (sym_mv by the loops' record, the rank updates, r's refresh by
-    loops): the call enters no BLAS thread limit, but where the form says its walk may
-    call LAPACK (the queue's rebuild, "project"'s refresh of its inverse) or above that
-    size; the model is the block loop's all the same (the tests above)."""
+def _count_limits(monkeypatch) -> list:
+    """The BLAS thread limits one-row calls enter (kernelcw.engines.dual.one_row's),
+    one entry each, in the list returned."""
     import kernelcw.engines.dual.one_row as lean
-    from kernelcw._blas import RANK_LOOP_MAX
 
-    entered, said = [], []
+    entered = []
     real = lean.BlasThreads
 
     class Counted(real):
@@ -288,6 +283,19 @@ def test_one_row_walks_of_loops_enter_no_blas_thread_limit(policy, monkeypatch):
             return super().__enter__()
 
     monkeypatch.setattr(lean, "BlasThreads", Counted)
+    return entered
+
+
+@pytest.mark.parametrize("policy", ["oldest", "random", "smallest", "project"])
+def test_one_row_walks_of_loops_enter_no_blas_thread_limit(policy, monkeypatch):
+    """A walk of one input of the queue, lazy and nu/Pi forms on a model of their loops'
+    size calls no BLAS (sym_mv by the loops' record, the rank updates, r's refresh by
+    loops): the call enters no BLAS thread limit, but where the form says its walk may
+    call LAPACK (the queue's rebuild, "project"'s refresh of its inverse) or above that
+    size; the model is the block loop's all the same (the tests above)."""
+    from kernelcw._blas import RANK_LOOP_MAX
+
+    entered, said = _count_limits(monkeypatch), []
     X, y = stream(260, d=4)
     est = SCWClassifier(kernel="rbf", gamma=0.3, budget=30, budget_policy=policy)
     est.fit(X[:100], y[:100])
@@ -318,3 +326,130 @@ def test_one_row_walks_of_loops_enter_no_blas_thread_limit(policy, monkeypatch):
         form.kap = np.ones(RANK_LOOP_MAX)  # (n: the slots' count)
         assert asked(form, ctx)
         form.kap = kap
+
+
+def _count_blas(monkeypatch) -> tuple[dict, list]:
+    """Every BLAS and LAPACK routine the engines reach, counted: the addresses compiled
+    code is handed (the records and the Python wrappers' own) replaced by counting
+    ctypes callbacks to the same routines, and the scipy functions the factor forms call
+    from Python wrapped. Returns the counter (routine name -> calls) and the callbacks,
+    which the caller keeps alive while they may be called."""
+    import ctypes
+
+    import kernelcw._cholupdate as chol
+    import kernelcw.budget.policies as policies
+    import kernelcw.engines.dual.pruned as pruned
+    import kernelcw.engines.dual.queue as queue
+    from kernelcw import _blas
+
+    counts: dict = {}
+    keep = []
+
+    def counted(name, addr, nargs):
+        kind = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * nargs)
+        real = kind(addr)
+
+        def call(*args):
+            counts[name] = counts.get(name, 0) + 1
+            real(*args)
+
+        cb = kind(call)
+        keep.append((cb, real))
+        return ctypes.cast(cb, ctypes.c_void_p).value
+
+    names = ("dsymv", "dsyr", "dsyr2", "dpotrf", "dpotri", "dsymm", "dsyrk", "dgemv")
+    arity = (10, 7, 9, 5, 5, 12, 10, 11)
+    sym = tuple(counted(n, a, k) for n, a, k in zip(names, _blas.SYM_PLAIN, arity, strict=True))
+    tri = tuple(counted(n, a, k) for n, a, k in zip(("dtrsm", "dtrsv", "dgemm"), _blas.TRI_PLAIN,
+                                                    (11, 8, 13), strict=True))  # fmt: skip
+    monkeypatch.setattr(_blas, "SYM_PLAIN", sym)
+    monkeypatch.setattr(_blas, "SYM_LOOPS", (0,) + sym[1:])
+    monkeypatch.setattr(_blas, "TRI_PLAIN", tri)
+    monkeypatch.setattr(policies.BudgetPolicy.plain_record, "__defaults__", (sym,))
+    for attr, value in zip(("_dtrsm", "_dtrsv", "_dgemm"), tri, strict=True):
+        monkeypatch.setattr(_blas, attr, value)
+    monkeypatch.setattr(_blas, "_dpotrf", sym[3])
+    monkeypatch.setattr(chol, "_dtpqrt", counted("dtpqrt", chol._dtpqrt, 12))
+    monkeypatch.setattr(chol, "_dtpmqrt", counted("dtpmqrt", chol._dtpmqrt, 17))
+    for module, funcs in ((queue, ("qr", "solve_triangular")),
+                          (pruned, ("qr", "solve_triangular", "cho_factor", "cho_solve", "dgemv",
+                                    "dpotrf", "dpotri", "dtrtri"))):  # fmt: skip
+        for name in funcs:
+            real = getattr(module, name)
+
+            def wrapped(*args, _real=real, _name=name, **kwargs):
+                counts[_name] = counts.get(_name, 0) + 1
+                return _real(*args, **kwargs)
+
+            monkeypatch.setattr(module, name, wrapped)
+    return counts, keep
+
+
+@pytest.mark.parametrize("policy", ["oldest", "random", "smallest", "project", "first order"])
+def test_one_row_walks_outside_the_blas_limit_call_no_blas(policy, monkeypatch):
+    """Where a form says a walk of one input calls no BLAS (``one_input_blas`` False,
+    so the call enters no thread limit), the walk calls none: every BLAS and LAPACK
+    routine the engines reach is counted around each one-row call; the calls where the
+    form said True (the queue's rebuild, "project"'s refresh of its inverse: small
+    budgets refresh often) do call some, so the count is seen to work."""
+    import kernelcw.engines.dual.one_row as lean
+
+    counts, callbacks = _count_blas(monkeypatch)
+    seen = []
+    real = lean.learn_row
+
+    def spy(engine, X, Y):
+        said = engine.forms[0].one_input_blas(engine._ctx)
+        before = sum(counts.values())
+        try:
+            return real(engine, X, Y)
+        finally:
+            seen.append((said, sum(counts.values()) - before))
+
+    monkeypatch.setattr(engine_module.DualEngine, "learn_row", spy)
+    X, y = stream(400, d=4)
+    if policy == "first order":
+        est = PAClassifier(kernel="rbf", gamma=0.3, budget=30, budget_policy="project")
+    else:  # (B = 30: "project" refreshes its inverse every 256 removals, the queue
+        # rebuilds every 15 appends)
+        est = SCWClassifier(kernel="rbf", gamma=0.3, budget=30, budget_policy=policy)
+    est.fit(X[:40], y[:40])
+    for i in range(40, 400):
+        est.partial_fit(X[i : i + 1], y[i : i + 1])
+    quiet = [calls for said, calls in seen if not said]
+    assert len(quiet) >= 60 and not any(quiet)  # (walks outside the limit: no BLAS)
+    if policy in ("oldest", "project"):
+        assert any(calls for said, calls in seen if said)  # (the count sees BLAS calls)
+    assert callbacks  # (alive to the end: the engines called them)
+
+
+@pytest.mark.parametrize("kernel", ["poly", "rbf"])
+def test_one_row_kernel_values_that_may_call_blas_are_made_under_the_limit(kernel, monkeypatch):
+    """A one-row call that makes its row's kernel values itself (the quiet try made
+    none) makes them under the BLAS thread limit unless they come from the differences
+    without BLAS (the built-in RBF kernel, a small store: SupportStore.row_blas_free):
+    a poly kernel's rows are a matrix product."""
+    import kernelcw.engines.dual.one_row as lean
+
+    entered, seen = _count_limits(monkeypatch), []
+    real = lean.learn_row
+
+    def spy(engine, X, Y):
+        form = engine.forms[0]
+        made = lean.stashed_row(engine.__dict__.get("_quiet_k0"), X, 0, form) is not None
+        walk = form.one_input_blas(engine._ctx)
+        n = len(entered)
+        try:
+            return real(engine, X, Y)
+        finally:
+            seen.append((made, walk, len(entered) - n))
+
+    monkeypatch.setattr(engine_module.DualEngine, "learn_row", spy)
+    X, y = stream(300, d=4)
+    est = SCWClassifier(kernel=kernel, gamma=0.3, budget=30, budget_policy="smallest")
+    est.fit(X[:60], y[:60])
+    for i in range(60, 300):
+        est.partial_fit(X[i : i + 1], y[i : i + 1])
+    own = [limit for made, walk, limit in seen if not made and not walk]
+    assert len(own) >= 20  # ("smallest" updates most rows: the try is mostly not made)
+    assert all(own) if kernel == "poly" else not any(own)

@@ -49,12 +49,24 @@ def takes_row(engine, X, Y) -> bool:
 def learn_row(engine, X, Y):
     """:meth:`DualEngine.learn_row`: (the margin, updates, mistakes, floored rounds) of
     a row :func:`takes_row` accepted, learnt into the engine's one model. Raises
-    OtherPath (the state part-way) where the walk does not go through."""
-    forms = engine.forms
+    OtherPath (the state part-way) where the walk does not go through. Under the BLAS
+    thread limit only where something in it may call BLAS: the form's walk
+    (``one_input_blas``), or the row's kernel values where the quiet try made none."""
     ctx = engine._ctx
     stash = engine.__dict__.pop("_quiet_k0", None)  # (quiet_row's, just before)
     store = engine.store
-    form = forms[0]
+    form = engine.forms[0]
+    made = stash is not None and stashed_row(stash, X, 0, form) is not None
+    if form.one_input_blas(ctx) or not (made or store.row_blas_free(X)):
+        with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)) as threads:
+            return _learn(engine, X, Y, stash, for_call(ctx, 0, threads))
+    return _learn(engine, X, Y, stash, ctx)  # (loops only: no thread limit)
+
+
+def _learn(engine, X, Y, stash, ctx):
+    """:func:`learn_row`'s kernel values, walk and place, with ``ctx`` the call's."""
+    store = engine.store
+    form = engine.forms[0]
     cols = np.array([store.n_seen])
     try:  # (NaN or infinity named by the row it came from)
         Kbb, kap = stashed_block(stash, X, store, cols)
@@ -67,11 +79,7 @@ def learn_row(engine, X, Y):
     blk = BlockData(K0, Kbb, kap, Y[:, 0])
     f_blk = np.empty(1)
     ks0 = np.arange(form.n, dtype=np.int64)
-    if form.one_input_blas(ctx):
-        with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)) as threads:
-            w = _walk(form, for_call(ctx, 0, threads), blk, ks0, f_blk)
-    else:  # (loops only: no thread limit to enter and leave)
-        w = _walk(form, ctx, blk, ks0, f_blk)
+    w = _walk(form, ctx, blk, ks0, f_blk)
     _place(engine, X, cols, w, ks0)
     f = f_blk.item(0)
     return f, w.entered.shape[0], int((f >= 0.0) != (blk.y.item(0) > 0.0)), w.n_floored

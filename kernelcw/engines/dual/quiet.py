@@ -62,7 +62,7 @@ import numpy as np
 from numba import njit
 
 from ..._threads import BlasThreads
-from ...kernels import SMALL_BLOCK, NonFiniteKernel
+from ...kernels import NonFiniteKernel
 from ...rules import VAR_FLOOR, rule_from_plain, update_condition
 from .status import OK
 from .steps import checked_step
@@ -211,9 +211,8 @@ def quiet_row(engine, X, Y):
     # the RBF kernel's rows from the differences (Kernel.rows_block, .block) and the
     # nu/Pi, queue and lazy forms' tries (loops) call no BLAS; else BLAS's threads as
     # the learning call sets them
-    direct = not blas and spec.kernel.name == "rbf" and type(X) is np.ndarray
     try:
-        if direct and store.n * X.shape[1] <= SMALL_BLOCK:
+        if not blas and store.row_blas_free(X):
             taken, f, K0, Ks, Kbb, kap = _quiet_models(engine, X, Y, cols, one)
         else:
             with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)):

@@ -91,6 +91,17 @@ class SupportStore:
             return self.kernel_store(XB)[idx]
         return self.kernel.rows_block(self.rows[: self.n], idx, XB)
 
+    def row_blas_free(self, XB) -> bool:
+        """Whether :meth:`kernel_rows` and :meth:`kernel_block` of one dense row XB make
+        no BLAS call (the built-in RBF kernel's rows from the differences against a
+        small store, k(x, x) = 1), so need no BLAS thread limit."""
+        if not self.kernel.unit_diagonal or type(XB) is not np.ndarray:
+            return False
+        rows = self.rows
+        if rows is None or self.n == 0:  # (no rows: zeros)
+            return True
+        return type(rows) is np.ndarray and self.kernel.rows_direct(rows[: self.n], XB)
+
     def kernel_block(self, XB, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(K(XB, XB), kappa) for a training block whose rows have positions cols
         (jittered: class docstring)."""
