@@ -368,6 +368,18 @@ class Kernel:
         without BLAS: the built-in RBF kernel on small dense blocks (SMALL_BLOCK)."""
         return self._f is None and self.kernel == "rbf" and _small(A, B)
 
+    def blas_free(self, A, B) -> bool:
+        """Whether :meth:`block` (and :meth:`rows_block`) of rows B against A make no
+        BLAS call: the laplacian kernel's L1 distances (scikit-learn's
+        ``manhattan_distances``: scipy's cdist, or sparse code), a product with a sparse
+        operand (scipy's sparse code), the RBF kernel on small dense blocks; not a
+        callable's, nor a product of dense blocks."""
+        if self._f is not None or self.precomputed:
+            return False
+        if self.kernel == "laplacian" or sp.issparse(A) or sp.issparse(B):
+            return True
+        return self.rows_direct(A, B)
+
     @property
     def unit_diagonal(self) -> bool:
         """k(x, x) = 1 (plus the offset) for every x, exactly as :meth:`block` computes

@@ -423,7 +423,7 @@ def test_one_row_walks_outside_the_blas_limit_call_no_blas(policy, monkeypatch):
     assert callbacks  # (alive to the end: the engines called them)
 
 
-@pytest.mark.parametrize("kernel", ["poly", "rbf"])
+@pytest.mark.parametrize("kernel", ["poly", "rbf", "laplacian"])
 def test_one_row_kernel_values_that_may_call_blas_are_made_under_the_limit(kernel, monkeypatch):
     """A one-row call that makes its row's kernel values itself (the quiet try made
     none) makes them under the BLAS thread limit unless they come from the differences
@@ -453,3 +453,31 @@ def test_one_row_kernel_values_that_may_call_blas_are_made_under_the_limit(kerne
     own = [limit for made, walk, limit in seen if not made and not walk]
     assert len(own) >= 20  # ("smallest" updates most rows: the try is mostly not made)
     assert all(own) if kernel == "poly" else not any(own)
+
+
+def test_which_kernel_values_of_a_row_call_blas():
+    """SupportStore.row_blas_free (Kernel.blas_free): the RBF kernel's rows from the
+    differences against a small dense store, the laplacian's L1 distances and products
+    with a sparse operand call no BLAS; a product of dense blocks does (a poly kernel's
+    rows, and its k(x, x)), and a callable's may."""
+    from kernelcw.engines.dual.store import SupportStore
+    from kernelcw.kernels import SMALL_BLOCK
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1, 8))
+
+    def store(kernel, n, sparse=False):
+        st = SupportStore(Kernel(kernel, 0.1, 2, 1.0, 8))
+        rows = rng.normal(size=(n, 8))
+        st.append(sp.csr_matrix(rows) if sparse else rows, np.arange(n), np.arange(n))
+        return st
+
+    assert SupportStore(Kernel("poly", 0.1, 2, 1.0, 8)).row_blas_free(x) is False  # k(x, x)
+    assert SupportStore(Kernel("rbf", 0.1, 2, 1.0, 8)).row_blas_free(x)  # (no rows yet)
+    assert store("rbf", 40).row_blas_free(x)
+    assert not store("rbf", SMALL_BLOCK // 8 + 1).row_blas_free(x)  # (dgemm: large)
+    assert store("laplacian", SMALL_BLOCK // 8 + 1).row_blas_free(x)
+    assert not store("poly", 40).row_blas_free(x)
+    assert not store("linear", 40).row_blas_free(x)
+    assert store("rbf", 40, sparse=True).row_blas_free(x)  # (scipy's sparse product)
+    assert not store(lambda A, B: A @ B.T, 40).row_blas_free(x)

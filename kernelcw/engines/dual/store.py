@@ -92,15 +92,17 @@ class SupportStore:
         return self.kernel.rows_block(self.rows[: self.n], idx, XB)
 
     def row_blas_free(self, XB) -> bool:
-        """Whether :meth:`kernel_rows` and :meth:`kernel_block` of one dense row XB make
-        no BLAS call (the built-in RBF kernel's rows from the differences against a
-        small store, k(x, x) = 1), so need no BLAS thread limit."""
-        if not self.kernel.unit_diagonal or type(XB) is not np.ndarray:
+        """Whether the kernel values of one row XB (:meth:`kernel_rows`,
+        :meth:`kernel_store`, :meth:`kernel_block`) make no BLAS call, so need no BLAS
+        thread limit (:meth:`kernelcw.kernels.Kernel.blas_free`: the RBF kernel's rows
+        from the differences against a small dense store, the laplacian's, a sparse
+        operand's; k(x, x) = 1 for both, or a block of its own)."""
+        kernel = self.kernel
+        if not (kernel.unit_diagonal or kernel.blas_free(XB, XB)):
             return False
-        rows = self.rows
-        if rows is None or self.n == 0:  # (no rows: zeros)
+        if self.rows is None or self.n == 0:  # (no rows: zeros)
             return True
-        return type(rows) is np.ndarray and self.kernel.rows_direct(rows[: self.n], XB)
+        return kernel.blas_free(self.rows[: self.n], XB)
 
     def kernel_block(self, XB, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(K(XB, XB), kappa) for a training block whose rows have positions cols
