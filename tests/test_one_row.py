@@ -481,3 +481,36 @@ def test_which_kernel_values_of_a_row_call_blas():
     assert not store("linear", 40).row_blas_free(x)
     assert store("rbf", 40, sparse=True).row_blas_free(x)  # (scipy's sparse product)
     assert not store(lambda A, B: A @ B.T, 40).row_blas_free(x)
+
+
+def test_smallest_one_input_walks_score_from_pis_diagonal():
+    """A walk of one input of "smallest" (Cholesky solver, a model learnt round by
+    round) scores its leaver from nu and Pi's diagonal as the blocked walk does
+    (kernelcw.budget.kernels.evict_smallest) and writes the variances it keeps from
+    Pi; solver="explicit" (the readable reference), other policies and a model given by
+    nu and Pi alone ("average" of two) keep the policy's passes over the Gram matrix.
+    The models agree with the reference either way (tests/test_budget.py)."""
+    from kernelcw.combination import combine
+    from kernelcw.engines.dual.explicit import _DIAG, _ROUNDS
+
+    X, y = stream(300, d=4)
+    make = lambda solver="cholesky", policy="smallest": SCWClassifier(  # noqa: E731
+        kernel="rbf", gamma=0.3, budget=30, budget_policy=policy, solver=solver)  # fmt: skip
+    est = make().fit(X[:100], y[:100])
+    u0 = est.n_updates_
+    for i in range(100, 200):
+        est.partial_fit(X[i : i + 1], y[i : i + 1])
+    form, ctx = est._engine.forms[0], est._engine._ctx
+    assert est.n_updates_ - u0 >= 30 and form._mode(ctx) == _DIAG
+    n, a, z = form.n, est._engine.a, form.zsv[: form.n]
+    want = 1.0 / z + np.diagonal(form._Pi)[:n] / (a * a * z * z)
+    np.testing.assert_array_equal(form.policy.vsv[:n], want)  # (written from Pi)
+    for other in (make(solver="explicit"), make(policy="project"), make(policy="random")):
+        other.fit(X[:100], y[:100])
+        f = other._engine.forms[0]
+        assert f.name != "explicit" or f._mode(other._engine._ctx) == _ROUNDS
+    parts = [make().fit(X[i : i + 100], y[i : i + 100]) for i in (0, 100)]
+    union = combine(parts, "average")
+    union.partial_fit(X[200:202], y[200:202])  # (a learning call: its context says so)
+    f = union._engine.forms[0]
+    assert union._engine.nu_pi_models and f._mode(union._engine._ctx) == _ROUNDS

@@ -86,7 +86,7 @@ def _round(fused: bool, seed: int, second: bool, saving: bool, counter: int, ay:
         if bk.kinv_refresh_due(counter + 1, B):  # (the walk's, after the round)
             bk.kinv_refresh(n, G, kinv, SYM_BLAS)
     else:
-        bk.evict(pol, counter, n + 1, sup, a, sec, work, glog)
+        bk.evict(pol, counter, n + 1, sup, a, sec, work, glog, False)
     return sup, pol, undo, ok, n
 
 

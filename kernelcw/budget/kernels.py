@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from .._blas import sym_inverse, sym_mv, sym_r1, sym_r1_save, sym_r2
-from .scores import kl_score, newest_slot, takes_place
+from .scores import kl_score, least_kl_slot, newest_slot, takes_place
 
 __all__ = [
     "KINV_REFRESH",
@@ -42,11 +42,13 @@ __all__ = [
     "Support",
     "append_gram_row",
     "evict",
+    "evict_smallest",
     "gram_leaves",
     "jth_entered_slot",
     "kinv_border",
     "kinv_refresh",
     "kinv_refresh_due",
+    "kl_variances",
     "lower_symmetric",
     "policy_append",
     "schur_inverse",
@@ -452,11 +454,42 @@ def gram_leaves(n, p, G, glog):
 
 
 @njit(cache=True, error_model="numpy")
-def evict(pol, counter, n, sup, a, second, work, glog=None):
+def evict_smallest(pol, n, sup, a, second, work, glog):
+    """:func:`evict` for "smallest" (second-order) by the blocked walk's O(n) scores
+    (:func:`kernelcw.budget.scores.least_kl_slot`: nu, Pi's diagonal, zeta and g, where
+    :func:`choose_victim` reads ``K nu`` and the variances ``vsv`` that
+    :func:`kl_append` and :func:`kl_remove` keep by passes over the Gram matrix: the
+    same scores to rounding for a model learnt round by round). ``vsv`` is left to the
+    caller (:func:`kl_variances`). The caller counts the removal."""
+    d = work[:n]  # (read before remove() takes the work space)
+    for i in range(n):
+        d[i] = sup.Pi[i, i]
+    p = least_kl_slot(n, sup, None, sup.nu, d, a)
+    remove(n, p, sup.nu, sup.Pi, sup.zsv, sup.gsv, a, second, work, pol.blas)
+    gram_leaves(n, p, pol.G, glog)
+    sup.kap[p] = sup.kap[n - 1]
+    sup.entry[p] = sup.entry[n - 1]
+    sup.ks[p] = sup.ks[n - 1]
+
+
+@njit(cache=True, error_model="numpy")
+def kl_variances(n, Pi, zsv, vsv, a):
+    """The variances at the support vectors that "smallest" keeps, from Pi's diagonal
+    (``1 / zeta + Pi_pp / (a zeta)^2``, as the blocked walk writes them)."""
+    for i in range(n):
+        z = zsv[i]
+        vsv[i] = 1.0 / z + Pi[i, i] / (a * a * z * z)
+
+
+@njit(cache=True, error_model="numpy")
+def evict(pol, counter, n, sup, a, second, work, glog, diag):
     """One round's eviction: the model holds n = budget + 1 support vectors; the one
     the policy chooses (its ``counter``-th removal) leaves (removed or projected) and
     the last slot moves into its place. The caller counts the removal. ``glog``:
-    :func:`gram_leaves`'s."""
+    :func:`gram_leaves`'s. ``diag``: "smallest" by :func:`evict_smallest`."""
+    if diag:
+        evict_smallest(pol, n, sup, a, second, work, glog)
+        return
     p = choose_victim(pol, counter, n, sup, work)
     counter += 1
     fns = pol.blas

@@ -54,7 +54,8 @@ def least_kl_slot(n, sup, lg, nuP, dPi, a):
     ``f_p = (g_p - nu_p / a) / zeta_p`` and its variance
     ``v_p = 1 / zeta_p + Pi_pp / (a zeta_p)^2`` (``doc/dual-form.md`` section 7), where
     the round-by-round walk keeps ``K nu`` and the variances by passes over the Gram
-    matrix. ``lg`` maps slots to the indices of ``nuP`` and ``dPi``."""
+    matrix. ``lg`` maps slots to the indices of ``nuP`` and ``dPi`` (None: the slot
+    itself)."""
     entry = sup.entry
     newest = newest_slot(n, entry)
     best = -1
@@ -62,7 +63,7 @@ def least_kl_slot(n, sup, lg, nuP, dPi, a):
     for i in range(n):
         if i == newest:
             continue
-        P = lg[i]
+        P = i if lg is None else lg[i]
         z = sup.zsv[i]
         g = sup.gsv[i]
         f_p = (g - nuP[P] / a) / z

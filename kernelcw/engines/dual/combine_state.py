@@ -301,7 +301,8 @@ def prune_to_budget(form, ctx) -> ExplicitForm:
     work = np.empty(2 * cap)
     pol = form.policy
     while n > ctx.budget:
-        evict(pol.record(), pol.counter, n, sup, ctx.a, True if form.second else None, work)
+        second = True if form.second else None
+        evict(pol.record(), pol.counter, n, sup, ctx.a, second, work, None, False)
         pol.counter += 1
         n -= 1
     form.kap, form.entry, form.idx = sup.kap[:n].copy(), sup.entry[:n].copy(), sup.ks[:n].copy()

@@ -25,6 +25,7 @@ from numba import njit
 from ... import _blas
 from ..._blas import sym_mv, sym_r1_save, sym_record, symm_lower
 from ...budget import BudgetPolicy, Support, evict, make_policy, policy_append
+from ...budget import kernels as bk
 from ...budget.kernels import PolicyState, kinv_refresh, kinv_refresh_due, lower_symmetric
 from ...budget.policies import grown
 from ...budget.project_round import fuses, project_append, project_evict
@@ -34,9 +35,12 @@ from .explicit_undo import UNARMED, Saved, restore_saved, spares
 from .form import BlockData, Form, Walked
 from .quiet import quiet_explicit
 from .status import NONFINITE, NOT_PSD, OK, walk_psd_tol
-from .steps import ExplicitResult, Undo, all_finite, checked_step, save_model
+from .steps import ExplicitResult, Undo, all_finite, checked_step, fill_slots, save_model
 
 __all__ = ["BLOCKED_POLICIES", "ExplicitForm", "explicit_walk"]
+
+
+_ROUNDS, _DIAG = 1, 2  # explicit_walk's ``budgeted``: the policy's passes, or O(n) scores
 
 
 class Scratch(NamedTuple):
@@ -71,10 +75,11 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
 
     ``budgeted`` is None for a model without a budget: numba then prunes the eviction
     branch at compile time, so an unbudgeted run does not compile every policy
-    (``evict`` is most of a cold start's compile time otherwise). Likewise ``second``
-    is True for a second-order rule and None for a first-order one (Sigma = a I), so
-    that a first-order walk does not compile the passes over Pi (the same convention
-    runs through :mod:`kernelcw.budget.kernels`).
+    (``evict`` is most of a cold start's compile time otherwise); :data:`_DIAG`: the
+    blocked walk's O(n) scores (:func:`kernelcw.budget.kernels.evict_smallest`) for
+    "smallest", without four passes over the Gram matrix (``kl_variances`` after).
+    Likewise ``second`` is True for a second-order rule and None for a first-order one
+    (Sigma = a I): a first-order walk compiles no pass over Pi (as in the budget kernels).
     """
     b = blk.kap.shape[0]
     a = rule.a
@@ -117,17 +122,15 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
             if alpha > 0.0 and negligible(alpha * a * kap_t, f):
                 alpha = 0.0
         if alpha > 0.0:
-            # "project" past its budget: both triangles' rank-one terms are left to the
-            # eviction's pass (kernelcw.budget.project_round), which checks what it
-            # writes; any other update leaves the triangles to _walk_out's check
+            # "project" past its budget: both triangles' terms are left to the eviction's
+            # checked pass (budget.project_round); else _walk_out checks the triangles
             fused = False
             if budgeted is not None:
                 fused = fuses(pol, n)
             if not fused:
                 checked = False
-            if second is not None and not fused:  # Pi -= beta c c', its lower
-                # triangle; the call's first change: Pi saved in the same pass
-                # (sym_r1_save), the rest next (kinv as it first changes)
+            if second is not None and not fused:  # Pi -= beta c c' (lower); the call's
+                # first change: Pi saved in the same pass, the rest next (kinv as it changes)
                 sym_r1_save(pol.blas, n, -beta, c, Pi, undo.Pi, armed)
             saving = armed  # (kinv: saved as it first changes, below)
             if armed:  # before any other change: save what restore needs
@@ -137,6 +140,8 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
             if budgeted is not None:  # an unbudgeted model's policy tracks nothing
                 if fused:
                     inv_s = project_append(pol, n, kv, kap_t, scr.work)
+                elif budgeted == _DIAG:  # ("smallest": its variances from Pi, below)
+                    bk.append_gram_row(pol.G, n, kv, kap_t)
                 else:
                     policy_append(pol, n, kv, kap_t, c, beta, v_raw, a, second, scr.work,
                                   undo.kinv, saving)  # fmt: skip
@@ -165,12 +170,15 @@ def explicit_walk(blk, t0, sup, n, clock, pol, rule, second, psd_tol, scr, undo,
                     if not ok or kinv_refresh_due(counter + 1, pol.budget):
                         checked = False  # (kinv refreshed below: LAPACK's, not checked)
                 elif n > pol.budget:
-                    evict(pol, counter, n, sup, a, second, scr.work, glog)
+                    evict(pol, counter, n, sup, a, second, scr.work, glog, budgeted == _DIAG)
                 if n > pol.budget:
                     counter += 1
                     n -= 1
                     if fused and kinv_refresh_due(counter, pol.budget):
                         kinv_refresh(n, pol.G, pol.kinv, pol.blas)
+    if budgeted is not None:  # (numba prunes it without a budget)
+        if budgeted == _DIAG and u:
+            bk.kl_variances(n, Pi, sup.zsv, pol.vsv, a)
     return ExplicitResult(n, counter, clock, u, nfl, -1, OK, checked)
 
 
@@ -211,11 +219,11 @@ def records(rec, rule):
 def blocked_part(data, counts, sup, slots, rec, rule, psd_tol, scr, undo, dw):
     """:func:`.deferred.deferred_walk` from plain tuples (``counts = (t0, n, clock)``,
     ``slots = (kap, entry, ks)`` the model's, copied into the walk's slot buffers
-    first, :func:`_fill_slots`), in one compiled call with what the form keeps of
+    first, :func:`.steps.fill_slots`), in one compiled call with what the form keeps of
     it (:func:`_walk_out`)."""
     t0, n, clock = counts
     s = Support(*sup)
-    _fill_slots(s.kap, slots[0], s.entry, slots[1], s.ks, slots[2])
+    fill_slots(s.kap, slots[0], s.entry, slots[1], s.ks, slots[2])
     pol, rule = records(rec, rule)
     res = deferred_walk(BlockData(*data), t0, s, n, clock, pol, rule, psd_tol,
                         Scratch(*scr), Undo(*undo), Deferred(*dw))  # fmt: skip
@@ -228,7 +236,7 @@ def explicit_part(data, counts, sup, slots, rec, rule, psd_tol, scr, undo, flags
     ``flags = (second, budgeted)``."""
     t0, n, clock = counts
     s = Support(*sup)
-    _fill_slots(s.kap, slots[0], s.entry, slots[1], s.ks, slots[2])
+    fill_slots(s.kap, slots[0], s.entry, slots[1], s.ks, slots[2])
     pol, rule = records(rec, rule)
     res = explicit_walk(BlockData(*data), t0, s, n, clock, pol, rule, flags[0],
                         psd_tol, Scratch(*scr), Undo(*undo), flags[1])  # fmt: skip
@@ -377,7 +385,7 @@ class ExplicitForm(Form):
                                tuple(undo), tuple(dw))  # fmt: skip
         else:
             # None: numba drops the second-order code, or the eviction (explicit_walk)
-            flags = (True if self.second else None, None if B is None else True)
+            flags = (True if self.second else None, None if B is None else self._mode(ctx))
             out = explicit_part(data, counts, sup, slots, rec, rule, psd_tol, scr,
                                 tuple(undo), flags)  # fmt: skip
         (
@@ -402,6 +410,12 @@ class ExplicitForm(Form):
         pol = self.policy
         due = pol.tracks_kinv and kinv_refresh_due(pol.counter + 1, pol.budget)
         return self.n >= _blas.RANK_LOOP_MAX or bool(due)
+
+    def _mode(self, ctx) -> int:
+        """explicit_walk's ``budgeted``: "smallest" learnt round by round by the Cholesky
+        solver scores as the blocked walk; the rest (``solver="explicit"``) by passes."""
+        smallest = self.policy.name == "smallest" and self.blocked
+        return _DIAG if smallest and not self._unstructured(ctx) else _ROUNDS
 
     def _unstructured(self, ctx) -> bool:
         """A "smallest" model given by nu and Pi alone (``ctx.nu_pi``: combine's
@@ -495,19 +509,6 @@ class ExplicitForm(Form):
 #: The policies whose models the Cholesky solver continues in the blocked walk
 #: (:mod:`.deferred`) once the budget binds.
 BLOCKED_POLICIES = ("random", "smallest", "project")
-
-
-@njit(cache=True)
-def _fill_slots(kap, kap_now, entry, entry_now, ks, ks_now):
-    """The walk's slot arrays: the model's slots in front, zeros behind (element by
-    element: see :func:`.steps.save_model` on slice assignments)."""
-    for dst, src in ((entry, entry_now), (ks, ks_now)):
-        m = src.shape[0]
-        for i in range(dst.shape[0]):
-            dst[i] = src[i] if i < m else 0
-    m = kap_now.shape[0]
-    for i in range(kap.shape[0]):
-        kap[i] = kap_now[i] if i < m else 0.0
 
 
 def _filled(buf: np.ndarray, head: np.ndarray) -> np.ndarray:

@@ -39,6 +39,7 @@ __all__ = [
     "checked_step",
     "chol_rank1",
     "chol_solve_lower",
+    "fill_slots",
     "own_block",
     "plain_result",
     "save_model",
@@ -296,3 +297,16 @@ def own_block(Kss, S, E, Ld, a, out):
         out[i, i] = Ld[i]
         for j in range(i + 1, u):
             out[i, j] = Kss[S[i], S[j]]
+
+
+@njit(cache=True)
+def fill_slots(kap, kap_now, entry, entry_now, ks, ks_now):
+    """The walk's slot arrays: the model's slots in front, zeros behind (element by
+    element: see :func:`save_model` on slice assignments)."""
+    for dst, src in ((entry, entry_now), (ks, ks_now)):
+        m = src.shape[0]
+        for i in range(dst.shape[0]):
+            dst[i] = src[i] if i < m else 0
+    m = kap_now.shape[0]
+    for i in range(kap.shape[0]):
+        kap[i] = kap_now[i] if i < m else 0.0
