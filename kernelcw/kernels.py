@@ -374,11 +374,12 @@ class Kernel:
         ``manhattan_distances``: scipy's cdist, or sparse code), a product with a sparse
         operand (scipy's sparse code), the RBF kernel on small dense blocks; not a
         callable's, nor a product of dense blocks."""
-        if self._f is not None or self.precomputed:
+        kernel = self.kernel
+        if self._f is not None or kernel == "precomputed":
             return False
-        if self.kernel == "laplacian" or sp.issparse(A) or sp.issparse(B):
+        if kernel == "laplacian" or (kernel == "rbf" and _small(A, B)):  # (rows_direct's)
             return True
-        return self.rows_direct(A, B)
+        return sp.issparse(A) or sp.issparse(B)
 
     @property
     def unit_diagonal(self) -> bool:

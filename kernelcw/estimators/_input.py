@@ -363,15 +363,11 @@ def validate_training(
             )
     if not late:
         _check_not_too_large(X, est.a, big, extra=intercept_value(est) ** 2)
-    try:
+    with x_errors_first(est, X, late):  # (X's error first, as without late)
         _check_targets(y)
         classes_ = resolve_classes(est, y, classes, first_call)
         if then is not None:
             then(X, classes_)
-    except Exception:
-        if late:
-            checked_late(est, X)  # (X's error first, as without late)
-        raise
     return X, y, classes_, late
 
 

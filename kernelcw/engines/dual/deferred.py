@@ -63,6 +63,7 @@ from ...budget.kernels import (
     jth_entered_slot,
     kinv_refresh,
     kinv_refresh_due,
+    kl_variances,
     schur_inverse,
     swap_last_matrix,
 )
@@ -416,9 +417,7 @@ def _close(sup, pol, dw, refresh, a):
     if refresh:
         kinv_refresh(n, pol.G, pol.kinv, pol.blas)
     if pol.code == SMALLEST:
-        for i in range(n):
-            z = sup.zsv[i]
-            pol.vsv[i] = 1.0 / z + sup.Pi[i, i] / (a * a * z * z)
+        kl_variances(n, sup.Pi, sup.zsv, pol.vsv, a)
 
 
 @njit(cache=True, error_model="numpy")

@@ -56,21 +56,21 @@ def learn_row(engine, X, Y):
     stash = engine.__dict__.pop("_quiet_k0", None)  # (quiet_row's, just before)
     store = engine.store
     form = engine.forms[0]
-    made = stash is not None and stashed_row(stash, X, 0, form) is not None
-    if form.one_input_blas(ctx) or not (made or store.row_blas_free(X)):
+    K0 = stashed_row(stash, X, 0, form)  # (None: the quiet try made none)
+    if form.one_input_blas(ctx) or not (K0 is not None or store.row_blas_free(X)):
         with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)) as threads:
-            return _learn(engine, X, Y, stash, for_call(ctx, 0, threads))
-    return _learn(engine, X, Y, stash, ctx)  # (loops only: no thread limit)
+            return _learn(engine, X, Y, stash, K0, for_call(ctx, 0, threads))
+    return _learn(engine, X, Y, stash, K0, ctx)  # (loops only: no thread limit)
 
 
-def _learn(engine, X, Y, stash, ctx):
-    """:func:`learn_row`'s kernel values, walk and place, with ``ctx`` the call's."""
+def _learn(engine, X, Y, stash, K0, ctx):
+    """:func:`learn_row`'s kernel values (``K0``: the quiet try's row, or None), walk
+    and place, with ``ctx`` the call's."""
     store = engine.store
     form = engine.forms[0]
     cols = np.array([store.n_seen])
     try:  # (NaN or infinity named by the row it came from)
         Kbb, kap = stashed_block(stash, X, store, cols)
-        K0 = stashed_row(stash, X, 0, form)
         if K0 is None:
             K0 = store.kernel_rows(X, form.idx)
     except NonFiniteKernel as err:

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from ...budget import PROJECT_JITTER
-from ...kernels import SMALL_BLOCK, Kernel
+from ...kernels import Kernel
 
 __all__ = ["SupportStore", "jitter_saved", "jittered", "kernel_jitter", "store_rows", "symmetrised"]
 
@@ -100,12 +100,9 @@ class SupportStore:
         kernel = self.kernel
         if not kernel.unit_diagonal:  # (k(x, x) of a linear or poly kernel: a product)
             return False
-        rows = self.rows
-        if kernel.kernel == "laplacian" or rows is None or self.n == 0:  # (no rows: zeros)
+        if self.rows is None or self.n == 0:  # (no rows: zeros)
             return True
-        if type(XB) is np.ndarray and type(rows) is np.ndarray:  # (the common call: 0.4 us)
-            return XB.shape[0] * self.n * max(XB.shape[1], 1) <= SMALL_BLOCK
-        return kernel.blas_free(rows[: self.n], XB)
+        return kernel.blas_free(self.rows[: self.n], XB)
 
     def kernel_block(self, XB, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(K(XB, XB), kappa) for a training block whose rows have positions cols
