@@ -330,9 +330,7 @@ def test_stabilised_call_that_fails_again_leaves_the_model_unchanged(monkeypatch
 
     X, y = _hard_streams()["contradictory"]
     est = _hard_est("stdev", "smallest", "cholesky", 1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # v floored (drift): this stream's
-        est.fit(X[:60], y[:60])
+    est.fit(X[:40], y[:40])  # (before the drift floors v: then the factor form takes over)
     assert est._engine.factor_forms() == ["explicit"]
     before = {k: v.copy() for k, v in est._engine.state_dict().items()}
     counts = (est.n_updates_, est.n_mistakes_)
@@ -518,3 +516,30 @@ def test_cholesky_of_precision_lifts_a_diagonal_below_its_rounding():
     assert L is not None and np.all(z <= zeta) and np.all(z[:5] == pytest.approx(1.0))
     want = 1.3 * (V @ V.T) + np.diag(1.0 / z)
     np.testing.assert_allclose(L @ L.T, want, atol=1e-12 * np.abs(want).max())
+
+
+def test_a_floor_in_the_nu_pi_form_moves_the_model_to_the_factor_form(monkeypatch):
+    """Pi's recursion drifts: on the contradictory stream a "smallest" model in the nu/Pi
+    form floored its margin variance about 40 rounds before a factor form does, then
+    stepped without bound and left float64's range (on one CPU's rounding; on another it
+    raised first). A floored round there is taken for that drift: the call is learned
+    again in the factor form, with the warning. Where the factor form does not factor
+    after all, the model stays in the nu/Pi form and its floors are counted, as before,
+    without an error (until it leaves float64's range, past the rows taken here)."""
+    import kernelcw.engines.dual.engine as engine_mod
+
+    X, y = _hard_streams()["contradictory"]
+    for factors in (True, False):
+        if not factors:
+            monkeypatch.setattr(engine_mod, "explicit_to_pruned", lambda *args: None)
+        est = _hard_est("stdev", "smallest", "cholesky", 1).fit(X[:40], y[:40])
+        assert est._engine.factor_forms() == ["explicit"]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for i in range(40, 200 if factors else 90):  # (the nu/Pi form's left range
+                est.partial_fit(X[i : i + 1], y[i : i + 1])  # at row 116: a rounding's)
+        switched = any("learned again" in str(w.message) for w in caught)
+        assert switched == factors
+        assert est._engine.factor_forms() == (["pruned"] if factors else ["explicit"])
+        assert est.n_variance_floored_ > 0 and helpers.all_finite_state(est)
+        assert est._engine._ctx.floors_drift == factors

@@ -43,14 +43,17 @@ class MaybeDrift(ValueError):
     to be positive semi-definite (a callable, a precomputed matrix). As for a
     FloatingPointError, :func:`learn_or_stabilise` learns the call again in the stronger
     form where the engine has one, which tells them apart; else the caller gets it.
-    ``what``: the failure alone, for the warning of a call learned again."""
+    ``what``: the failure alone, for the warning of a call learned again. ``floored``: a
+    margin variance at its floor, which the weak form counts and goes on from where the
+    engine has no stronger form after all."""
 
-    def __init__(self, message: str, what: str):
+    def __init__(self, message: str, what: str, floored: bool = False):
         super().__init__(message)
         self.what = what
+        self.floored = floored
 
-    def __reduce__(self):  # (pickled by joblib and dask: both arguments)
-        return type(self), (self.args[0], self.what)
+    def __reduce__(self):  # (pickled by joblib and dask: every argument)
+        return type(self), (self.args[0], self.what, self.floored)
 
 
 class RowsUnchecked(ValueError):
@@ -284,6 +287,8 @@ def learn_or_stabilise(engine, checkpoint, X, Y, positions=None, late: bool = Fa
         return engine.learn(X, Y, positions, **options), None
     except (FloatingPointError, MaybeDrift) as err:
         engine.restore(checkpoint)
-        if not engine.stabilise():
-            raise
-        return engine.learn(X, Y, positions, **options), getattr(err, "what", str(err))
+        if engine.stabilise():
+            return engine.learn(X, Y, positions, **options), getattr(err, "what", str(err))
+        if getattr(err, "floored", False):  # (no stronger form after all: floors counted)
+            return engine.learn(X, Y, positions, **options), None
+        raise

@@ -32,7 +32,7 @@ from ...rules import RuleParams
 from ..base import LearnResult, Locked, check_shapes, check_width, finite_margins
 from .convert import explicit_to_pruned, initial_form, lazy_form, on_budget
 from .explicit import ExplicitForm
-from .form import BlockData, Context, Form, entered_inputs, for_call
+from .form import BlockData, Context, Form, entered_inputs, factor_form_at_hand, for_call
 from .lazy import LazyForm
 from .one_row import learn_row, takes_row
 from .panels import PanelForm
@@ -268,10 +268,8 @@ class DualEngine(Locked):
             t0 = w.index
         if w.status != OK:
             row = int(cols[w.index]) if w.index >= 0 else -1
-            explicit = isinstance(form, ExplicitForm)
-            raise_for(
-                w.status, row, self.spec.kernel.name, ctx.rule.rule, explicit, ctx.rule.first_order
-            )
+            rule, explicit = ctx.rule, isinstance(form, ExplicitForm)
+            raise_for(w.status, row, self.spec.kernel.name, rule.rule, explicit, rule.first_order)
         # None: every slot kept its row (a walk that changed nothing may give back ks0)
         return f_blk, entered_inputs(entered), None if ks is ks0 else ks, nfl
 
@@ -334,13 +332,8 @@ class DualEngine(Locked):
         "random") or none factors, and for a removing policy's models given by nu and Pi
         (``nu_pi_models``: rebuilt from zeta, g and K they would be another model; not
         "project", whose factor comes from nu and Pi)."""
-        ctx = self._ctx
-        policies = ("random", "smallest", "project")
-        if ctx.budget is None or ctx.policy not in policies:
-            return False
-        if ctx.solver != "cholesky" or ctx.rule.first_order:
-            return False
-        if self.nu_pi_models and ctx.policy != "project":
+        ctx = self._ctx._replace(nu_pi=bool(self.nu_pi_models))
+        if not factor_form_at_hand(ctx):
             return False
         # a model whose budget has not bound yet will bind into the factor form
         changed = not ctx.factor_only and ctx.batch == 1 and not lazy_form(ctx)
@@ -351,7 +344,8 @@ class DualEngine(Locked):
                 G = f.policy.G[: f.n, : f.n] if f.policy.tracks_gram else None
                 G = self.store.gram(f.idx, f.kap) if G is None else G
                 f = None if G is None else explicit_to_pruned(f, ctx, G)
-                if f is None:
+                if f is None:  # (its floors are counted from now on: none to go to)
+                    self._ctx = self._ctx._replace(floors_drift=False)
                     return False
                 changed = True
             new.append(f)

@@ -32,9 +32,9 @@ from ...budget.project_round import fuses, project_append, project_evict
 from ...rules import FIRST_ORDER, VAR_FLOOR, negligible, rule_from_plain, step
 from .deferred import Deferred, deferred_scratch, deferred_walk, sub_block
 from .explicit_undo import UNARMED, Saved, restore_saved, spares
-from .form import BlockData, Form, Walked
+from .form import BlockData, Form, Walked, factor_form_at_hand
 from .quiet import quiet_explicit
-from .status import NONFINITE, NOT_PSD, OK, walk_psd_tol
+from .status import FLOORED, NONFINITE, NOT_PSD, OK, walk_psd_tol
 from .steps import ExplicitResult, Undo, all_finite, checked_step, fill_slots, save_model
 
 __all__ = ["BLOCKED_POLICIES", "ExplicitForm", "explicit_walk"]
@@ -402,6 +402,8 @@ class ExplicitForm(Form):
         self.clock = clock
         if not finite:
             status, index = NONFINITE, int(entered[-1])  # Pi overflowed: no quiet inf
+        elif status == OK and n_floored and ctx.floors_drift and factor_form_at_hand(ctx):
+            status, index = FLOORED, t0  # (Pi's drift: status.FLOORED)
         return Walked(entered, ks_end, n_floored, index, status)
 
     def one_input_blas(self, ctx) -> bool:

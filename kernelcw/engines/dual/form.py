@@ -20,7 +20,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["BlockData", "Context", "Form", "Walked", "entered_inputs", "for_call"]
+__all__ = [
+    "BlockData",
+    "Context",
+    "Form",
+    "Walked",
+    "entered_inputs",
+    "factor_form_at_hand",
+    "for_call",
+]
 
 
 class Context(NamedTuple):
@@ -38,7 +46,10 @@ class Context(NamedTuple):
     :class:`kernelcw._threads.BlasThreads` (None outside a call), for a form that
     chooses the threads of its own large calls (:mod:`.lazy`), and ``nu_pi``: the
     engine holds models given by nu and Pi alone (``DualEngine.nu_pi_models``), whose
-    zeta and g do not describe them (:meth:`.explicit.ExplicitForm.walk`)."""
+    zeta and g do not describe them (:meth:`.explicit.ExplicitForm.walk`), and
+    ``floors_drift``: a floored margin variance in the nu/Pi form is taken for its drift
+    where :func:`factor_form_at_hand` (cleared where the factor form did not factor:
+    ``DualEngine.stabilise``)."""
 
     rule: object
     a: float
@@ -53,9 +64,23 @@ class Context(NamedTuple):
     factor_only: bool = False
     threads: object = None
     nu_pi: bool = False
+    floors_drift: bool = True
 
 
 _CALL_FIELDS = (Context._fields.index("rows_after"), Context._fields.index("threads"))
+
+
+def factor_form_at_hand(ctx: Context) -> bool:
+    """Whether a model of this engine in the nu/Pi form has a factor form to go on in
+    after its recursion failed (:meth:`.engine.DualEngine.stabilise`, which may still
+    find that the Gram matrix is not at hand or does not factor): a budget policy that
+    the nu/Pi form serves, the Cholesky solver, a second-order rule, and a model
+    learnt round by round ("project"'s factor comes from nu and Pi too)."""
+    if ctx.budget is None or ctx.policy not in ("random", "smallest", "project"):
+        return False
+    if ctx.solver != "cholesky" or ctx.rule.first_order:
+        return False
+    return not ctx.nu_pi or ctx.policy == "project"
 
 
 def for_call(ctx: Context, rows_after: int, threads) -> Context:
@@ -132,6 +157,7 @@ class Form:
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state.pop("_quiet_pre", None)  # (a call's products, for its walk: .quiet)
+        state.pop("_row_save", None)  # (a one-row call's rollback scratch: .queue_row)
         return state
 
     def learn_flops(self, b: int) -> float:

@@ -50,6 +50,13 @@ NONFINITE = 1
 NOT_PSD = 2
 #: A budget binds at this round: the caller continues in another form.
 STOP = 3
+#: The nu/Pi recursion floored a margin variance where the model has a factor form to go
+#: on in (:func:`.form.factor_form_at_hand`): taken for Pi's drift, which floors far
+#: earlier than the factor forms do on the same stream and then steps without bound (a
+#: "smallest" model on contradictory labels left float64's range 50 rows later, where a
+#: factor form floored 30 rows later and stayed finite), so the call is learned again in
+#: the factor form (:meth:`.engine.DualEngine.stabilise`).
+FLOORED = 4
 
 
 def raise_for(
@@ -62,6 +69,13 @@ def raise_for(
     soft rule)."""
     if status == OK:
         return
+    if status == FLOORED:
+        what = f"a margin variance at its floor from training row {row}"
+        raise MaybeDrift(
+            f"{what} in the explicit nu/Pi form, whose recursion drifts in floating point",
+            what,
+            floored=True,
+        )
     if status == NOT_PSD:
         hint = (
             " In the explicit nu/Pi form (solver='explicit', or budget_policy "
