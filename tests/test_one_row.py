@@ -156,9 +156,10 @@ def test_kappa_of_one_row_is_a_writeable_array(kernel):
 
 @pytest.mark.parametrize("policy", ["oldest", "random", "smallest", "project", None])
 def test_one_row_calls_take_the_lean_way_and_the_general_call_where_it_must(policy, monkeypatch):
-    """The engine's learn_row (kernelcw.engines.dual.one_row) learns the one-row calls
-    that update; where the budget binds inside one (the form switches) it hands the row
-    to the general call (OtherPath), and the model is the block loop's all the same."""
+    """The engine's learn_row (kernelcw.engines.dual.one_row), or for the queue form its
+    learn_row_at_once (kernelcw.engines.dual.queue_row), learns the one-row calls that
+    update; where the budget binds inside one (the form switches) learn_row hands the
+    row to the general call (OtherPath), and the model is the block loop's all the same."""
     import kernelcw.estimators._one_row as one_row_module
 
     seen = {"rows": 0, "other": 0}
@@ -173,7 +174,16 @@ def test_one_row_calls_take_the_lean_way_and_the_general_call_where_it_must(poli
         seen["rows"] += out is not None
         return out
 
+    real_at_once = engine_module.DualEngine.learn_row_at_once
+
+    def spy_at_once(self, X, Y):  # (the queue form's rows: .queue_row)
+        out = real_at_once(self, X, Y)
+        seen["at once"] += out is not None and out[1] > 0
+        return out
+
+    seen["at once"] = 0
     monkeypatch.setattr(engine_module.DualEngine, "learn_row", spy)
+    monkeypatch.setattr(engine_module.DualEngine, "learn_row_at_once", spy_at_once)
     X, y = stream(120, d=4)
     make = lambda: SCWClassifier(kernel="rbf", gamma=0.3, budget=policy and 30,  # noqa: E731
                                  budget_policy=policy or "project", block_size=1,
@@ -185,7 +195,8 @@ def test_one_row_calls_take_the_lean_way_and_the_general_call_where_it_must(poli
     np.testing.assert_array_equal(fast.decision_function(X), slow.decision_function(X))
     np.testing.assert_array_equal(fast.dual_coef_, slow.dual_coef_)
     assert fast._counts == slow._counts
-    assert seen["rows"] >= fast.n_updates_ // 2
+    assert seen["rows"] + seen["at once"] >= fast.n_updates_ // 2
+    assert (seen["at once"] > 0) == (policy == "oldest")  # (the queue form: .queue_row)
     assert seen["other"] == (0 if policy is None else 1)  # (the budget binds once)
 
 
@@ -292,7 +303,8 @@ def test_one_row_walks_of_loops_enter_no_blas_thread_limit(policy, monkeypatch):
     size calls no BLAS (sym_mv by the loops' record, the rank updates, r's refresh by
     loops): the call enters no BLAS thread limit, but where the form says its walk may
     call LAPACK (the queue's rebuild, "project"'s refresh of its inverse) or above that
-    size; the model is the block loop's all the same (the tests above)."""
+    size (the queue form's calls in one compiled call enter none); the model is the
+    block loop's all the same (the tests above)."""
     from kernelcw._blas import RANK_LOOP_MAX
 
     entered, said = _count_limits(monkeypatch), []
@@ -307,11 +319,21 @@ def test_one_row_walks_of_loops_enter_no_blas_thread_limit(policy, monkeypatch):
         return said[-1]
 
     monkeypatch.setattr(form_class, "one_input_blas", spy)
+    at_once, real_at_once = [], engine_module.DualEngine.learn_row_at_once
+
+    def spy_at_once(self, X, Y):  # (the queue form's: one compiled call, loops only)
+        out = real_at_once(self, X, Y)
+        at_once.append(out is not None)
+        return out
+
+    monkeypatch.setattr(engine_module.DualEngine, "learn_row_at_once", spy_at_once)
     u0 = est.n_updates_
     for i in range(100, 260):
         est.partial_fit(X[i : i + 1], y[i : i + 1])
-    assert est.n_updates_ - u0 >= 30  # (rows updated, through the lean way)
-    assert len(entered) == sum(said) and len(said) >= 30 and sum(said) <= len(said) // 4
+    assert est.n_updates_ - u0 >= 30  # (rows updated, through the lean ways)
+    walked = len(said) + sum(at_once)
+    assert len(entered) == sum(said) and walked >= 30 and sum(said) <= walked // 4
+    assert (sum(at_once) >= 30) == (policy == "oldest")
     if policy == "oldest":
         assert sum(said) >= 1  # (the queue rebuilds every B / 2 appends: LAPACK)
     form, ctx = est._engine.forms[0], est._engine._ctx
@@ -389,7 +411,8 @@ def _count_blas(monkeypatch) -> tuple[dict, list]:
 def test_one_row_walks_outside_the_blas_limit_call_no_blas(policy, monkeypatch):
     """Where a form says a walk of one input calls no BLAS (``one_input_blas`` False,
     so the call enters no thread limit), the walk calls none: every BLAS and LAPACK
-    routine the engines reach is counted around each one-row call; the calls where the
+    routine the engines reach is counted around each one-row call (and around each try
+    of the queue form's one compiled call, which enters no limit); the calls where the
     form said True (the queue's rebuild, "project"'s refresh of its inverse: small
     budgets refresh often) do call some, so the count is seen to work."""
     import kernelcw.engines.dual.one_row as lean
@@ -406,7 +429,17 @@ def test_one_row_walks_outside_the_blas_limit_call_no_blas(policy, monkeypatch):
         finally:
             seen.append((said, sum(counts.values()) - before))
 
+    real_at_once = lean.learn_row_at_once
+
+    def spy_at_once(engine, X, Y):  # (the queue form's one compiled call: no limit, ever)
+        before = sum(counts.values())
+        try:
+            return real_at_once(engine, X, Y)
+        finally:
+            seen.append((False, sum(counts.values()) - before))
+
     monkeypatch.setattr(engine_module.DualEngine, "learn_row", spy)
+    monkeypatch.setattr(engine_module.DualEngine, "learn_row_at_once", spy_at_once)
     X, y = stream(400, d=4)
     if policy == "first order":
         est = PAClassifier(kernel="rbf", gamma=0.3, budget=30, budget_policy="project")

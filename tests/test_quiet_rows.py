@@ -24,6 +24,16 @@ from kernelcw.engines.dual.queue import QueueForm
 from kernelcw.rules import RULES, VAR_FLOOR
 
 
+@pytest.fixture(autouse=True)
+def _queue_rows_through_the_quiet_try(monkeypatch):
+    """The queue form's one-row calls go to its one compiled call where they can
+    (:mod:`kernelcw.engines.dual.queue_row`, ``tests/test_queue_row.py``), which decides
+    quiet rows itself; here they take the quiet try, as the calls it declines do."""
+    import kernelcw.engines.dual.one_row as one_row_mod
+
+    monkeypatch.setattr(one_row_mod, "_AT_ONCE", {})
+
+
 def _stream(n: int, seed: int = 0, d: int = 4, noise: float = 0.1):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))

@@ -180,6 +180,18 @@ class Engine(Protocol):
         way: (the margin, updates, mistakes, floored rounds) as Python numbers. Raises
         :class:`OtherPath` where it cannot finish the row."""
 
+    def learn_row_at_once(self, X, Y: np.ndarray) -> tuple[float, int, int, int, Any] | None:
+        """One row X (1, d) learnt into the engine's one model by one compiled call,
+        where its form has one: (the margin, updates, mistakes, floored rounds, an undo
+        record for :meth:`undo_row`), the row learnt and committed; or None, nothing
+        changed (the default): the row then goes to :meth:`quiet_row`,
+        :meth:`learn_row` or :meth:`learn`. An error or a Ctrl-C inside leaves the
+        model as it was."""
+
+    def undo_row(self, undo) -> None:
+        """The model as before the :meth:`learn_row_at_once` that returned ``undo``
+        (nothing learnt since): the caller's counters failed to land."""
+
     def state_dict(self) -> dict[str, np.ndarray]:
         """The fitted state as plain numpy arrays (scalars as 0-d arrays), enough for
         :meth:`from_state` to rebuild an engine that continues bit for bit."""
@@ -190,8 +202,9 @@ class Engine(Protocol):
 
 
 class EveryRowLearns:
-    """:meth:`Engine.quiet_row`, :meth:`Engine.seek` and :meth:`Engine.takes_row` of an
-    engine whose rows all go to :meth:`Engine.learn` and that keeps no stream position
+    """:meth:`Engine.quiet_row`, :meth:`Engine.seek`, :meth:`Engine.takes_row` and
+    :meth:`Engine.learn_row_at_once` of an engine whose rows all go to
+    :meth:`Engine.learn` and that keeps no stream position
     (the primal engines: their one-row calls are already cheap)."""
 
     def quiet_row(self, X, Y: np.ndarray) -> None:
@@ -205,6 +218,12 @@ class EveryRowLearns:
 
     def learn_row(self, X, Y: np.ndarray):  # (takes_row is False: the general call's)
         raise OtherPath
+
+    def learn_row_at_once(self, X, Y: np.ndarray) -> None:
+        return None
+
+    def undo_row(self, undo) -> None:  # (learn_row_at_once returns no record)
+        raise AssertionError("no row was learnt at once")
 
 
 class Locked:

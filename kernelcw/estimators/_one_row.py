@@ -1,8 +1,11 @@
-"""The two ways of a call of one row that skip the general learning call's layers
-(``CWEstimator._learn_locked``): a row that changes nothing (:meth:`OneRowMixin._learn_quiet`,
-:func:`kernelcw.engines.dual.quiet.quiet_row`), and one row learnt into one model by the
-engine's ``learn_row`` (:meth:`OneRowMixin._learn_row`, :mod:`kernelcw.engines.dual.one_row`).
-Both all or nothing, counters included, as the general call is."""
+"""The three ways of a call of one row that skip the general learning call's layers
+(``CWEstimator._learn_locked``): one row learnt into one model in one compiled call where
+its form has one (:meth:`OneRowMixin._learn_at_once`,
+:mod:`kernelcw.engines.dual.queue_row`), a row that changes nothing
+(:meth:`OneRowMixin._learn_quiet`, :func:`kernelcw.engines.dual.quiet.quiet_row`), and one
+row learnt into one model by the engine's ``learn_row`` (:meth:`OneRowMixin._learn_row`,
+:mod:`kernelcw.engines.dual.one_row`). All or nothing, counters included, as the general
+call is."""
 
 from __future__ import annotations
 
@@ -19,13 +22,39 @@ class OneRowMixin:
     (its counters in ``_counts``, its engine's lock held by the caller)."""
 
     def _learn_one(self, engine, X, Y):
-        """A call of one row by one of the two ways: (its margins, the rounds it
+        """A call of one row by one of the three ways: (its margins, the rounds it
         floored), or None, nothing changed, for the general call. The engine's lock is
         held."""
+        at_once = self._learn_at_once(engine, X, Y)
+        if at_once is not None:
+            return at_once
         quiet = self._learn_quiet(engine, X, Y)
         if quiet is not None:
             return quiet, 0
         return self._learn_row(engine, X, Y)
+
+    def _learn_at_once(self, engine, X, Y):
+        """A one-row call learnt by the engine in one compiled call
+        (:meth:`kernelcw.engines.Engine.learn_row_at_once`), then counted: (its
+        margins, the rounds it floored), or None (nothing changed). All or nothing: an
+        error or a Ctrl-C before the counters land puts the row back out of the model.
+        The engine's lock is held."""
+        out = engine.learn_row_at_once(X, Y)
+        if out is None:
+            return None
+        f, u, m, fl, undo = out
+        c = self._counts
+        counts = (c[0] + u, c[1] + m, c[2] + fl)
+        try:
+            if self.__dict__.get("_engine") is engine:  # (else a fit dropped it)
+                self._counts = counts  # one store: the call is done, counted whole
+        except BaseException:
+            if self.__dict__.get("_counts") is not counts:
+                engine.undo_row(undo)
+            raise
+        margins = np.empty((1, 1))
+        margins[0, 0] = f
+        return margins, fl
 
     def _learn_quiet(self, engine, X, Y):
         """A one-row call whose row ``engine`` shows changes nothing but the stream

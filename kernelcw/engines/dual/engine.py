@@ -34,7 +34,7 @@ from .convert import explicit_to_pruned, initial_form, lazy_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form, entered_inputs, factor_form_at_hand, for_call
 from .lazy import LazyForm
-from .one_row import learn_row, takes_row
+from .one_row import learn_row, learn_row_at_once, takes_row, undo_row
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
@@ -106,6 +106,7 @@ class DualEngine(Locked):
 
     quiet_row = quiet_row  # a row that surely changes nothing, without the walk (.quiet)
     takes_row, learn_row = takes_row, learn_row  # one row, one model, no block loop (.one_row)
+    learn_row_at_once, undo_row = learn_row_at_once, undo_row  # in one compiled call
 
     def seek(self, position: int) -> None:
         """The stream continues from ``position`` (the next row's, in ``support_``)."""

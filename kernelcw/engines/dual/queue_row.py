@@ -1,0 +1,186 @@
+"""The "oldest" budget's call of one row in one compiled call (the queue form, :mod:`.queue`).
+
+A one-row ``partial_fit`` into a model in the queue form went through some twenty
+Python pieces (the quiet try's checks, the checkpoint, the walk's parts, the fold's
+rollback copies, the store's append) and three compiled calls (the try's products, the
+walk, the fold of the oldest), each unboxing its arrays and boxing its results: on
+magic at B = 200, about half of such a call's time was the interpreter's
+(doc/dual-form.md section 9, session 32). :func:`learn_queue_row` makes the same
+compiled steps on the same arrays in one call, :func:`queue_row` (the walk of one
+input, :func:`.queue.queue_part`; where the oldest leaves, its fold,
+:func:`.queue_block.drop_oldest`), so the model is the same bit for bit
+(``tests/test_queue_row.py``), and commits the result in a few attribute stores.
+
+It takes the calls the walk of one input takes without BLAS and without the general
+call's steps: a model of fewer than ``ONE_INPUT_MAX_N`` support vectors whose walk
+does not rebuild the queue after it (N below ``QUEUE_REBUILD`` of the budget), a row the
+store takes without growing or compacting, kernel values made without BLAS
+(:meth:`.store.SupportStore.row_blas_free`). Anything else (a kernel value that is NaN or
+infinite, a walk that stops or fails) returns None with nothing changed, and the call
+takes the other ways.
+
+Rollback. The walk writes its new row outside the model's blocks (the counts say
+what is the model), and the slots are new arrays; only the fold of the oldest changes
+the leading blocks in place (L_N, r_N and the leaver's column of L_NO), and
+:func:`queue_row` copies them first into the form's scratch (``_row_save``, not part of
+the model's state), raising its flag. :func:`undo_queue_row` puts the references, the
+counts and, where the flag is up, those blocks back: after an error or a Ctrl-C inside
+:func:`learn_queue_row`, or by the caller before the next call (its counters' store).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ... import _blas
+from ..._interrupt import deferred_interrupt
+from ...kernels import NonFiniteKernel
+from .leaver_walk import walk_tols
+from .one_input import ONE_INPUT_MAX_N
+from .queue import QUEUE_REBUILD, queue_part
+from .queue_block import drop_oldest
+from .status import OK
+
+__all__ = ["learn_queue_row", "queue_row", "undo_queue_row"]
+
+_NO_COLS = np.zeros(1, dtype=np.int64)  # (the row's position: read by precomputed kernels)
+
+
+@njit(cache=True)
+def queue_row(fns, bufs, sizes, data, rule, tols, slots, save, f_out):
+    """The queue form's walk of one input and, where the oldest leaves, its fold, in one
+    compiled call: :func:`.queue.queue_part` over the block of that input alone, then
+    :func:`.queue_block.drop_oldest`, the calls :meth:`.queue.QueueForm.walk` makes, on
+    the same arrays. ``bufs = (LO, LNO, KNO, LN, rO, rN)``, ``sizes = (nO, nN, budget,
+    clock, the store row the input takes if it enters)``, ``data = (K0, Kbb, kap, y)``
+    (the input's, as a block of one), ``slots = (entry, kap, zeta, qv, idx)``, ``save =
+    (L_N's copy, r_N's, L_NO's leaver column's, flag)``: before the fold changes them in
+    place, the leading blocks are copied there and the flag set to 1 (0 on entry).
+    Returns (QueueResult's fields, entry, kap, zeta, qv, idx): the slots after the
+    walk, new arrays where the input entered, else the same."""
+    nO, nN, budget, clock, first = sizes
+    entry, kap, zeta, qv, idx = slots
+    sLN, srN, scol, flag = save
+    flag[0] = 0
+    n = nO + nN
+    c = min(nO, 1, max(0, n + 1 - budget))
+    none = np.empty((0, 0))
+    pre = (none, none, none, none, none, none)  # (.queue_block.NO_FORWARD: made there)
+    part = (nO, nN, np.int64(0), np.int64(1), c, budget, clock)
+    ks = np.arange(n)
+    out, S, grown = queue_part(
+        fns, bufs, part, data, rule, tols, (entry, kap, zeta, qv, ks), f_out, pre
+    )
+    if out[4] != OK or out[0] == 0:  # (nothing entered, or the general call's)
+        return out, entry, kap, zeta, qv, idx
+    LO, LNO, KNO, LN, rO, rN = bufs
+    deaths = out[1]
+    if deaths:  # the oldest leaves: its fold changes the leading blocks in place
+        lo = nO - deaths
+        for i in range(nN):  # (as .queue_state.save_leading: the blocks before the call)
+            for j in range(nN):
+                sLN[i, j] = LN[i, j]
+            srN[i] = rN[i, 0]
+            for j in range(deaths):
+                scol[i, j] = LNO[i, lo + j]
+        flag[0] = 1
+        grown = drop_oldest(fns, (LN, LNO, rO, rN), nN + out[0], lo, nO, grown)
+    entry, kap, zeta, qv, ks = grown
+    new_idx = np.empty(ks.shape[0], dtype=np.int64)  # (as .store.store_rows)
+    for i in range(ks.shape[0]):
+        s = ks[i]
+        new_idx[i] = idx[s] if s >= 0 else first
+    return out, entry, kap, zeta, qv, new_idx
+
+
+def _room(form, store, budget: int) -> bool:
+    """Whether :func:`queue_row` takes a row of this model: its walk calls no BLAS and
+    does not rebuild (``QueueForm.one_input_blas`` false, room in N's buffers, a
+    leaver where the budget binds) and the store takes the row without growing or
+    compacting (as :meth:`.engine.DualEngine._place` would leave it)."""
+    nO, nN = form.nO, form.nN
+    n = nO + nN
+    if nN + 1 > QUEUE_REBUILD * budget or n >= ONE_INPUT_MAX_N or nN + 1 > form.LN.shape[0]:
+        return False
+    if n + 1 > budget and nO == 0:  # (no leaver: the walk stops, and the queue rebuilds)
+        return False
+    rows, first = store.rows, store.n
+    if type(rows) is not np.ndarray or first >= rows.shape[0] or first >= store.pos.shape[0]:
+        return False
+    return n > (first + 1) // 2  # (no compaction due, the row entered or not)
+
+
+def _scratch(form, nN: int):
+    """The form's rollback scratch for the fold (module docstring), of room for nN."""
+    save = form.__dict__.get("_row_save")
+    if save is None or save[0].shape[0] < nN:
+        m = max(16, nN + nN // 2)
+        save = (np.empty((m, m)), np.empty(m), np.empty((m, 1)), np.zeros(1, dtype=np.int64))
+        form._row_save = save
+    return save
+
+
+def learn_queue_row(engine, X, Y):
+    """:meth:`.engine.DualEngine.learn_row_at_once` of the queue form (module
+    docstring): (the margin, updates, mistakes, floored rounds, the undo record for
+    :func:`undo_queue_row`), the row learnt and committed; or None, nothing changed.
+    An error or a Ctrl-C inside puts the model back before it propagates."""
+    form, store, ctx = engine.forms[0], engine.store, engine._ctx
+    if not _room(form, store, ctx.budget) or not store.row_blas_free(X):
+        return None
+    try:
+        K0 = store.kernel_rows(X, form.idx)
+        Kbb, kap = store.kernel_block(X, _NO_COLS)
+    except NonFiniteKernel:  # (the general call names the row)
+        return None
+    nO, nN, first = form.nO, form.nN, store.n
+    save = _scratch(form, nN)
+    undo = (form.entry, form.kap, form.zeta, form.qv, form.idx, nO, nN, form.clock,
+            form._nu_cache, first, store.n_seen, save)  # fmt: skip
+    f_out = np.empty(1)
+    bufs = (form.LO, form.LNO, form.KNO, form.LN, form.rO, form.rN)
+    sizes = (nO, nN, ctx.budget, form.clock, first)
+    data = (K0, Kbb, kap, Y[:, 0])
+    try:
+        out, entry, kap_s, zeta, qv, idx = queue_row(
+            _blas.TRI_PLAIN, bufs, sizes, data, tuple(ctx.rule), walk_tols(ctx.known_psd),
+            (form.entry, form.kap, form.zeta, form.qv, form.idx), save, f_out,
+        )  # fmt: skip
+        n_new, deaths, n_floored, _, status = out
+        if status != OK:  # (the general call's: it raises, or learns in another form)
+            undo_queue_row(engine, undo)
+            return None
+        if n_new:
+            store.append_row(X, undo[10])  # (room: _room)
+            form.entry, form.kap, form.zeta, form.qv, form.idx = entry, kap_s, zeta, qv, idx
+            form.nO, form.nN, form.clock = nO - deaths, nN + n_new, form.clock + n_new
+            form._nu_cache = None
+        store.n_seen += 1
+    except SystemError:  # (numba's for a Ctrl-C: the caller surfaces it)
+        undo_queue_row(engine, undo)
+        raise
+    except Exception:  # (the general call raises it as it should, or learns again)
+        undo_queue_row(engine, undo)
+        return None
+    except BaseException:
+        undo_queue_row(engine, undo)
+        raise
+    f = f_out.item(0)
+    return f, n_new, int((f >= 0.0) != (Y.item(0) > 0.0)), n_floored, undo
+
+
+def undo_queue_row(engine, undo) -> None:
+    """The model and the store as before :func:`learn_queue_row` made ``undo`` (before
+    the next call), Ctrl-C held back meanwhile."""
+    form, store = engine.forms[0], engine.store
+    entry, kap, zeta, qv, idx, nO, nN, clock, nu, first, n_seen, save = undo
+    with deferred_interrupt():
+        if save[3][0]:  # the fold changed the leading blocks: its copies back
+            form.LN[:nN, :nN] = save[0][:nN, :nN]
+            form.rN[:nN, 0] = save[1][:nN]
+            form.LNO[:nN, nO - 1 : nO] = save[2][:nN]
+            save[3][0] = 0
+        form.entry, form.kap, form.zeta, form.qv, form.idx = entry, kap, zeta, qv, idx
+        form.nO, form.nN, form.clock, form._nu_cache = nO, nN, clock, nu
+        store.n, store.n_seen = first, n_seen
