@@ -18,6 +18,7 @@ import kernelcw.engines.dual.one_row as one_row_mod
 import kernelcw.engines.dual.queue_row as queue_row_mod
 from kernelcw import SCWClassifier
 from kernelcw.engines.dual.engine import DualEngine
+from kernelcw.engines.dual.queue import QueueForm
 from kernelcw.engines.dual.store import SupportStore
 
 SECOND_ORDER = ("stdev", "var", "scw1", "scw2", "arow")
@@ -111,13 +112,13 @@ def _numba_ctrl_c():
 
 
 @pytest.mark.parametrize(
-    "where", ["compiled call", "compiled call, numba's Ctrl-C", "store", "counters"]
+    "where", ["compiled call", "compiled call, numba's Ctrl-C", "store", "rebuild", "counters"]
 )
 def test_a_ctrl_c_inside_a_row_at_once_puts_the_model_back(where, monkeypatch):
     """A KeyboardInterrupt after the compiled call changed the model in place (the fold
-    of the oldest, the new row's slots), as the row enters the store, or as the estimator
-    stores its counters: model and counters as before the call, and the stream goes on
-    as if it had not been made."""
+    of the oldest, the new row's slots), as the row enters the store, after the queue's
+    rebuild (new buffers), or as the estimator stores its counters: model and counters as
+    before the call, and the stream goes on as if it had not been made."""
     X, y = stream(160, d=4)
     est = SCWClassifier(kernel="rbf", gamma=0.3, budget=20, budget_policy="oldest")
     est.fit(X[:40], y[:40])
@@ -130,6 +131,8 @@ def test_a_ctrl_c_inside_a_row_at_once_puts_the_model_back(where, monkeypatch):
             fired = _interrupt_once(monkeypatch, queue_row_mod, "queue_row", _numba_ctrl_c)
         elif where == "store":
             fired = _interrupt_once(monkeypatch, SupportStore, "append_row", KeyboardInterrupt)
+        elif where == "rebuild":  # (every B / 2 rows: new buffers, the fold's in the old)
+            fired = _interrupt_once(monkeypatch, QueueForm, "rebuild", KeyboardInterrupt)
         else:
             fired = _counters_interrupt(monkeypatch, type(est))
         try:
@@ -145,7 +148,7 @@ def test_a_ctrl_c_inside_a_row_at_once_puts_the_model_back(where, monkeypatch):
             est.partial_fit(X[i : i + 1], y[i : i + 1])
         twin.partial_fit(X[i : i + 1], y[i : i + 1])
         _assert_same_state(est, twin)
-    assert hits >= 40
+    assert hits >= (8 if where == "rebuild" else 40)
 
 
 def _counters_interrupt(monkeypatch, cls):

@@ -12,20 +12,22 @@ input, :func:`.queue.queue_part`; where the oldest leaves, its fold,
 (``tests/test_queue_row.py``), and commits the result in a few attribute stores.
 
 It takes the calls the walk of one input takes without BLAS and without the general
-call's steps: a model of fewer than ``ONE_INPUT_MAX_N`` support vectors whose walk
-does not rebuild the queue after it (N below ``QUEUE_REBUILD`` of the budget), a row the
-store takes without growing or compacting, kernel values made without BLAS
-(:meth:`.store.SupportStore.row_blas_free`). Anything else (a kernel value that is NaN or
-infinite, a walk that stops or fails) returns None with nothing changed, and the call
-takes the other ways.
+call's steps: a model of fewer than ``ONE_INPUT_MAX_N`` support vectors, a row the store
+takes without growing or compacting, kernel values made without BLAS
+(:meth:`.store.SupportStore.row_blas_free`). Where N then holds ``QUEUE_REBUILD`` of the
+budget, the queue's rebuild follows as in :meth:`.queue.QueueForm.walk` (LAPACK, under
+the BLAS thread limit the general call would set). Anything else (a kernel value that is
+NaN or infinite, a walk that stops or fails, a rebuild that does not factor) returns
+None with nothing changed, and the call takes the other ways.
 
 Rollback. The walk writes its new row outside the model's blocks (the counts say
-what is the model), and the slots are new arrays; only the fold of the oldest changes
-the leading blocks in place (L_N, r_N and the leaver's column of L_NO), and
-:func:`queue_row` copies them first into the form's scratch (``_row_save``, not part of
-the model's state), raising its flag. :func:`undo_queue_row` puts the references, the
-counts and, where the flag is up, those blocks back: after an error or a Ctrl-C inside
-:func:`learn_queue_row`, or by the caller before the next call (its counters' store).
+what is the model), the slots are new arrays and a rebuild makes new buffers; only the
+fold of the oldest changes the leading blocks in place (L_N, r_N and the leaver's column
+of L_NO), and :func:`queue_row` copies them first into the form's scratch
+(``_row_save``, not part of the model's state), raising its flag. :func:`undo_queue_row`
+puts the references (buffers included), the counts and, where the flag is up, those
+blocks back: after an error or a Ctrl-C inside :func:`learn_queue_row`, or by the caller
+before the next call (its counters' store).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from numba import njit
 
 from ... import _blas
 from ..._interrupt import deferred_interrupt
+from ..._threads import BlasThreads
 from ...kernels import NonFiniteKernel
 from .leaver_walk import walk_tols
 from .one_input import ONE_INPUT_MAX_N
@@ -95,13 +98,13 @@ def queue_row(fns, bufs, sizes, data, rule, tols, slots, save, f_out):
 
 
 def _room(form, store, budget: int) -> bool:
-    """Whether :func:`queue_row` takes a row of this model: its walk calls no BLAS and
-    does not rebuild (``QueueForm.one_input_blas`` false, room in N's buffers, a
-    leaver where the budget binds) and the store takes the row without growing or
-    compacting (as :meth:`.engine.DualEngine._place` would leave it)."""
+    """Whether :func:`queue_row` takes a row of this model: its walk calls no BLAS
+    (fewer than ONE_INPUT_MAX_N support vectors), room in N's buffers, a leaver where
+    the budget binds, and the store takes the row without growing or compacting (as
+    :meth:`.engine.DualEngine._place` would leave it)."""
     nO, nN = form.nO, form.nN
     n = nO + nN
-    if nN + 1 > QUEUE_REBUILD * budget or n >= ONE_INPUT_MAX_N or nN + 1 > form.LN.shape[0]:
+    if n >= ONE_INPUT_MAX_N or nN + 1 > form.LN.shape[0]:
         return False
     if n + 1 > budget and nO == 0:  # (no leaver: the walk stops, and the queue rebuilds)
         return False
@@ -136,10 +139,10 @@ def learn_queue_row(engine, X, Y):
         return None
     nO, nN, first = form.nO, form.nN, store.n
     save = _scratch(form, nN)
-    undo = (form.entry, form.kap, form.zeta, form.qv, form.idx, nO, nN, form.clock,
-            form._nu_cache, first, store.n_seen, save)  # fmt: skip
-    f_out = np.empty(1)
     bufs = (form.LO, form.LNO, form.KNO, form.LN, form.rO, form.rN)
+    undo = (form.entry, form.kap, form.zeta, form.qv, form.idx, nO, nN, form.clock,
+            form._nu_cache, first, store.n_seen, save, bufs)  # fmt: skip
+    f_out = np.empty(1)
     sizes = (nO, nN, ctx.budget, form.clock, first)
     data = (K0, Kbb, kap, Y[:, 0])
     try:
@@ -156,6 +159,9 @@ def learn_queue_row(engine, X, Y):
             form.entry, form.kap, form.zeta, form.qv, form.idx = entry, kap_s, zeta, qv, idx
             form.nO, form.nN, form.clock = nO - deaths, nN + n_new, form.clock + n_new
             form._nu_cache = None
+            if form.nN > QUEUE_REBUILD * ctx.budget:  # (as QueueForm.walk: all become O)
+                with BlasThreads(engine._call_flops(1, X.shape[1], learning=True)):
+                    form.idx = form.rebuild(ctx, idx)  # (the slots' rows, permuted alike)
         store.n_seen += 1
     except SystemError:  # (numba's for a Ctrl-C: the caller surfaces it)
         undo_queue_row(engine, undo)
@@ -174,8 +180,9 @@ def undo_queue_row(engine, undo) -> None:
     """The model and the store as before :func:`learn_queue_row` made ``undo`` (before
     the next call), Ctrl-C held back meanwhile."""
     form, store = engine.forms[0], engine.store
-    entry, kap, zeta, qv, idx, nO, nN, clock, nu, first, n_seen, save = undo
+    entry, kap, zeta, qv, idx, nO, nN, clock, nu, first, n_seen, save, bufs = undo
     with deferred_interrupt():
+        form.LO, form.LNO, form.KNO, form.LN, form.rO, form.rN = bufs  # (a rebuild's: new)
         if save[3][0]:  # the fold changed the leading blocks: its copies back
             form.LN[:nN, :nN] = save[0][:nN, :nN]
             form.rN[:nN, 0] = save[1][:nN]
