@@ -171,18 +171,25 @@ def _neg_sqdist_direct_rows(A, idx, B, scale=1.0):
 
 
 @njit(cache=True)
-def _rbf_exponents(A, idx, B, gamma):
-    """(D, whether every value of D is <= 0): the RBF exponents -gamma |a - b|^2 of
-    :func:`_neg_sqdist_direct_rows`, and the flag that settles exp(D)'s finiteness
-    without a pass over it (exp of a value <= 0 lies in [0, 1]; NaN, or a value above
-    0 from a negative gamma, clears the flag and the caller checks the values). A call
-    of one row against a small store: one compiled call where the check was another."""
-    D = _neg_sqdist_direct_rows(A, idx, B, gamma)
+def rbf_direct_rows(A, idx, B, gamma, offset):
+    """(K, whether every value is finite): ``exp(-gamma |a - b|^2) + offset`` for the
+    rows ``A[idx]`` and every row of B (dense, C-ordered), from the differences
+    (:func:`_neg_sqdist_direct_rows`), exp by the C library's (numba's ``math.exp``).
+    Every small RBF block takes it (:func:`kernel_matrix`, with offset 0;
+    :meth:`Kernel.rows_block`), so a model's kernel rows made alone and taken from a
+    block are the same values, whichever exp numpy would take on the CPU; and the
+    queue form's call of one row makes its row inside its own compiled call
+    (:mod:`kernelcw.engines.dual.queue_row`). A call of one row against a small store:
+    one compiled call where the exponents, numpy's exp, the offset and the check were
+    four."""
+    K = _neg_sqdist_direct_rows(A, idx, B, gamma)
     bad = 0
-    for i in range(D.shape[0]):
-        for j in range(D.shape[1]):
-            bad |= np.int64(not (D[i, j] <= 0.0))
-    return D, bad == 0
+    for i in range(K.shape[0]):
+        for j in range(K.shape[1]):
+            v = math.exp(K[i, j]) + offset
+            K[i, j] = v
+            bad |= np.int64(not ((v - v) == 0.0))  # (inf - inf and NaN - NaN: NaN)
+    return K, bad == 0
 
 
 @njit(cache=True)
@@ -279,6 +286,12 @@ def kernel_matrix(A, B, kernel: str, gamma: float, degree: float, coef0: float) 
     if kernel == "linear":
         return _dot(A, B)
     if kernel == "rbf":
+        if _small(A, B):  # (the exp every small RBF block takes: rbf_direct_rows)
+            A, B = (
+                np.ascontiguousarray(A, dtype=np.float64),
+                np.ascontiguousarray(B, dtype=np.float64),
+            )
+            return rbf_direct_rows(A, np.arange(A.shape[0]), B, float(gamma), 0.0)[0]
         D = _neg_sqdist(A, B, gamma)
         return np.exp(D, out=D)
     if kernel == "poly":
@@ -413,22 +426,19 @@ class Kernel:
         """``block(A, B)[idx]``, the same values: for the RBF kernel where ``block``
         computes from the differences (:func:`_small`: a row learnt at a time against
         a small store), those of the rows ``idx`` alone, without gathering them
-        (:func:`_neg_sqdist_direct_rows`); else the whole block, then its rows."""
+        (:func:`rbf_direct_rows`); else, and to report values that are not finite, the
+        whole block, then its rows."""
         if self.rows_direct(A, B):
-            D, at_most_0 = _rbf_exponents(
+            K, finite = rbf_direct_rows(
                 np.ascontiguousarray(A, dtype=np.float64),
                 idx,
                 np.ascontiguousarray(B, dtype=np.float64),
                 float(self.gamma),
+                float(self.offset),  # (the sum _checked makes)
             )
-            K = np.exp(D, out=D)
-            offset = self.offset
-            if at_most_0 and math.isfinite(offset):  # values in [0, 1]: finite, and so
-                if offset:  # with a finite offset added (the intercept's, by default)
-                    K += offset  # (the sum _checked makes)
+            if finite:
                 return K
-            return self._checked(K)
-        return self.block(A, B)[idx]
+        return self.block(A, B)[idx]  # (the values not finite: block names the column)
 
     def _checked(self, K) -> np.ndarray:
         """A block with the offset added, refused if it holds NaN or infinity."""

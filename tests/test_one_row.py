@@ -5,7 +5,7 @@ then the queue, lazy and nu/Pi forms), with the switch of form inside a call, fi
 second-order rules, dense and CSR rows, with and without the intercept; a failed call
 leaves the model as it was (a call that fails after changing the model in place, the
 nu/Pi form's fused rollback copies included: ``tests/test_reliability.py``'s one-row
-calls). The kernel rows' fused finiteness flag (:func:`kernelcw.kernels._rbf_exponents`)
+calls). The kernel rows' fused finiteness flag (:func:`kernelcw.kernels.rbf_direct_rows`)
 gives the values and the errors of the check it replaces, and k(x, x) of one row comes
 writeable for every kind of kernel."""
 
@@ -20,7 +20,7 @@ from helpers import stream
 
 import kernelcw.engines.dual.engine as engine_module
 from kernelcw import PAClassifier, SCWClassifier
-from kernelcw.kernels import Kernel, _rbf_exponents
+from kernelcw.kernels import Kernel, rbf_direct_rows
 
 
 def _assert_same_state(a, b) -> None:
@@ -104,28 +104,33 @@ def test_a_failed_one_row_call_leaves_the_model_as_it_was(policy, tried, monkeyp
     _assert_same_state(est, twin)
 
 
-def test_rbf_exponents_flag_settles_finiteness():
+def test_rbf_direct_rows_flag_settles_finiteness():
+    """The kernel rows of a row against a small store (one compiled call: differences,
+    exp, offset and the finiteness flag) are the block's rows, bit for bit (every small
+    RBF block takes the same exp), with and without an offset; values that are not
+    finite clear the flag and rows_block raises as the block does."""
     rng = np.random.default_rng(1)
     A = rng.normal(size=(30, 5))
     B = rng.normal(size=(1, 5))
     idx = rng.permutation(30)[:17].astype(np.int64)
     kern = Kernel("rbf", 0.7, 3, 0.0, 5)
-    D, ok = _rbf_exponents(A, idx, B, 0.7)
+    K, ok = rbf_direct_rows(A, idx, B, 0.7, 0.0)
     assert ok
-    np.testing.assert_array_equal(np.exp(D), kern.block(A, B)[idx])
+    np.testing.assert_array_equal(K, kern.block(A, B)[idx])
     np.testing.assert_array_equal(kern.rows_block(A, idx, B), kern.block(A, B)[idx])
     Bn = B.copy()
     Bn[0, 2] = np.nan
-    assert not _rbf_exponents(A, idx, Bn, 0.7)[1]
+    assert not rbf_direct_rows(A, idx, Bn, 0.7, 0.0)[1]
     with pytest.raises(ValueError, match="NaN or infinity"):
         kern.rows_block(A, idx, Bn)
     Bi = B.copy()
     Bi[0, 0] = np.inf
-    D, ok = _rbf_exponents(A, idx, Bi, 0.7)  # -inf exponents: kernel values 0, finite
-    assert ok and not np.exp(D).any()
+    K, ok = rbf_direct_rows(A, idx, Bi, 0.7, 0.0)  # -inf exponents: kernel values 0, finite
+    assert ok and not K.any()
     np.testing.assert_array_equal(kern.rows_block(A, idx, Bi), np.zeros((17, 1)))
-    assert not _rbf_exponents(Bi, np.zeros(1, np.int64), Bi, 0.7)[1]  # inf - inf: NaN
-    assert not _rbf_exponents(A, idx, B, -0.7)[1]  # exponents above 0: checked by value
+    assert not rbf_direct_rows(Bi, np.zeros(1, np.int64), Bi, 0.7, 0.0)[1]  # inf - inf: NaN
+    K, ok = rbf_direct_rows(A, idx, B, -0.7, 0.0)  # exponents above 0: finite values above 1
+    assert ok and (K > 1.0).all()
     shifted = Kernel("rbf", 0.7, 3, 0.0, 5, offset=1.0)  # (an intercept's: checked too)
     np.testing.assert_array_equal(shifted.rows_block(A, idx, B), kern.block(A, B)[idx] + 1.0)
     np.testing.assert_array_equal(shifted.rows_block(A, idx, B), shifted.block(A, B)[idx])

@@ -307,7 +307,14 @@ def test_mirror_is_learning_the_flipped_labels(form):
     want = {0: _fit(FORMS[form], X, 1 - y).engine_.state_dict(), 1: original.state_dict()}
     for i, sub in want.items():
         for k, v in sub.items():
-            if k in ("n_models", "factor_only", "nu_pi_models", "kernel_jitter"):  # engine-wide
+            engine_wide = (
+                "n_models",
+                "factor_only",
+                "nu_pi_models",
+                "kernel_jitter",
+                "floors_drift",
+            )
+            if k in engine_wide:
                 assert np.array_equal(state[k], v) or k == "n_models", k
                 continue
             if k.startswith("store."):  # shared by the models

@@ -180,17 +180,22 @@ class Engine(Protocol):
         way: (the margin, updates, mistakes, floored rounds) as Python numbers. Raises
         :class:`OtherPath` where it cannot finish the row."""
 
-    def learn_row_at_once(self, X, Y: np.ndarray) -> tuple[float, int, int, int, Any] | None:
+    def learn_row_at_once(self, X, Y: np.ndarray) -> tuple[float, int, int, int] | None:
         """One row X (1, d) learnt into the engine's one model by one compiled call,
-        where its form has one: (the margin, updates, mistakes, floored rounds, an undo
-        record for :meth:`undo_row`), the row learnt and committed; or None, nothing
+        where its form has one: (the margin, updates, mistakes, floored rounds), the row
+        learnt and committed, its undo kept until :meth:`row_counted`; or None, nothing
         changed (the default): the row then goes to :meth:`quiet_row`,
         :meth:`learn_row` or :meth:`learn`. An error or a Ctrl-C inside leaves the
         model as it was."""
 
-    def undo_row(self, undo) -> None:
-        """The model as before the :meth:`learn_row_at_once` that returned ``undo``
-        (nothing learnt since): the caller's counters failed to land."""
+    def undo_row(self) -> None:
+        """The model as before the :meth:`learn_row_at_once` that changed it, if one did
+        and :meth:`row_counted` has not come since (the caller's counters failed to
+        land); else nothing."""
+
+    def row_counted(self) -> None:
+        """The caller's counters of the last :meth:`learn_row_at_once` landed: its undo
+        goes."""
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """The fitted state as plain numpy arrays (scalars as 0-d arrays), enough for
@@ -222,8 +227,11 @@ class EveryRowLearns:
     def learn_row_at_once(self, X, Y: np.ndarray) -> None:
         return None
 
-    def undo_row(self, undo) -> None:  # (learn_row_at_once returns no record)
-        raise AssertionError("no row was learnt at once")
+    def undo_row(self) -> None:  # (learn_row_at_once learns none)
+        return None
+
+    def row_counted(self) -> None:
+        return None
 
 
 class Locked:

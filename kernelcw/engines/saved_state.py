@@ -20,6 +20,7 @@ DUAL_V2 = ("factor_only", "nu_pi_models", "kernel_jitter")
 #: positions, capacities, codes and flags; every other member holds float64 values.
 INTEGER_MEMBERS = frozenset(
     {"capN", "capO", "capacity", "clock", "counter", "entry", "factor_only", "form", "idx"}
+    | {"floors_drift"}
     | {"nN", "nO", "n_models", "nu_pi_models", "policy.counter", "store.kind", "store.n"}
     | {"store.n_seen", "store.pos", "store.indices", "store.indptr", "store.shape"}
 )

@@ -37,21 +37,24 @@ class OneRowMixin:
         """A one-row call learnt by the engine in one compiled call
         (:meth:`kernelcw.engines.Engine.learn_row_at_once`), then counted: (its
         margins, the rounds it floored), or None (nothing changed). All or nothing: an
-        error or a Ctrl-C before the counters land puts the row back out of the model.
-        The engine's lock is held."""
-        out = engine.learn_row_at_once(X, Y)
-        if out is None:
-            return None
-        f, u, m, fl, undo = out
-        c = self._counts
-        counts = (c[0] + u, c[1] + m, c[2] + fl)
+        error or a Ctrl-C before the counters land puts the row back out of the model
+        (:meth:`~kernelcw.engines.Engine.undo_row`). The engine's lock is held."""
+        counts = None
         try:
+            out = engine.learn_row_at_once(X, Y)
+            if out is None:
+                return None
+            f, u, m, fl = out
+            c = self._counts
+            counts = (c[0] + u, c[1] + m, c[2] + fl)
             if self.__dict__.get("_engine") is engine:  # (else a fit dropped it)
                 self._counts = counts  # one store: the call is done, counted whole
         except BaseException:
-            if self.__dict__.get("_counts") is not counts:
-                engine.undo_row(undo)
+            if counts is None or self.__dict__.get("_counts") is not counts:
+                with deferred_interrupt():
+                    engine.undo_row()
             raise
+        engine.row_counted()
         margins = np.empty((1, 1))
         margins[0, 0] = f
         return margins, fl

@@ -34,7 +34,7 @@ from .convert import explicit_to_pruned, initial_form, lazy_form, on_budget
 from .explicit import ExplicitForm
 from .form import BlockData, Context, Form, entered_inputs, factor_form_at_hand, for_call
 from .lazy import LazyForm
-from .one_row import learn_row, learn_row_at_once, takes_row, undo_row
+from .one_row import learn_row, learn_row_at_once, row_counted, takes_row, undo_row
 from .panels import PanelForm
 from .pruned import PrunedForm
 from .queue import QueueForm
@@ -106,7 +106,7 @@ class DualEngine(Locked):
 
     quiet_row = quiet_row  # a row that surely changes nothing, without the walk (.quiet)
     takes_row, learn_row = takes_row, learn_row  # one row, one model, no block loop (.one_row)
-    learn_row_at_once, undo_row = learn_row_at_once, undo_row  # in one compiled call
+    learn_row_at_once, undo_row, row_counted = learn_row_at_once, undo_row, row_counted
 
     def seek(self, position: int) -> None:
         """The stream continues from ``position`` (the next row's, in ``support_``)."""
@@ -115,6 +115,7 @@ class DualEngine(Locked):
     def __getstate__(self) -> dict:
         state = super().__getstate__()
         state.pop("_quiet_k0", None)  # (a call's kernel row and X, for its walk)
+        state.pop("_row_undo", None)  # (a one-row call's undo: .queue_row)
         return state
 
     def factor_forms(self) -> list[str]:
@@ -458,12 +459,14 @@ class DualEngine(Locked):
         """The fitted state as plain numpy arrays (scalars as 0-d arrays): the store
         under ``store.``, model k's form code and arrays under ``model{k}.``, and
         ``factor_only`` (1 once :meth:`stabilise` chose the factor form for what binds
-        later) and ``nu_pi_models`` (1 for models given by nu and Pi)."""
+        later), ``nu_pi_models`` (1 for models given by nu and Pi) and ``floors_drift``
+        (0 once a nu/Pi model's factor form did not factor: its floors are counted)."""
         self.check_usable()
         state = {
             "n_models": np.array(self.n_models, dtype=np.int64),
             "factor_only": np.array(int(self._ctx.factor_only), dtype=np.int64),
             "nu_pi_models": np.array(int(self.nu_pi_models), dtype=np.int64),
+            "floors_drift": np.array(int(self._ctx.floors_drift), dtype=np.int64),
         }
         state.update({f"store.{k}": v for k, v in self.store.state_dict().items()})
         state["kernel_jitter"] = np.array(self.store.jitter)
@@ -486,6 +489,8 @@ class DualEngine(Locked):
         if bool(state.get("factor_only", False)):  # files saved before it: False
             eng._ctx = eng._ctx._replace(factor_only=True)
         eng.nu_pi_models = bool(state.get("nu_pi_models", False))  # (likewise)
+        if not bool(state.get("floors_drift", True)):  # (saved before it: True)
+            eng._ctx = eng._ctx._replace(floors_drift=False)
         jitter = eng.store.jitter
         if jitter and "kernel_jitter" not in state:  # saved before "project" jittered
             jitter_saved(state, eng.n_models, jitter)

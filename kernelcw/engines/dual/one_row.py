@@ -26,37 +26,44 @@ from ...kernels import NonFiniteKernel
 from ..base import OtherPath
 from .form import BlockData, for_call
 from .queue import QueueForm
-from .queue_row import learn_queue_row, undo_queue_row
+from .queue_row import learn_queue_row
 from .quiet import stashed_block, stashed_row
 from .status import OK, kernel_error_at
 from .store import store_rows
 
-__all__ = ["learn_row", "learn_row_at_once", "takes_row", "undo_row"]
+__all__ = ["learn_row", "learn_row_at_once", "row_counted", "takes_row", "undo_row"]
 
-#: The forms whose walk of one input has a way in one compiled call: (the call, its
-#: undo). The others take the quiet try and :func:`learn_row`.
-_AT_ONCE = {QueueForm: (learn_queue_row, undo_queue_row)}
+#: The forms whose walk of one input has a way in one compiled call (which leaves its
+#: undo on the engine). The others take the quiet try and :func:`learn_row`.
+_AT_ONCE = {QueueForm: learn_queue_row}
 
 
 def learn_row_at_once(engine, X, Y):
     """:meth:`DualEngine.learn_row_at_once`: a row :func:`takes_row` accepts, into a
     model whose form learns one input in one compiled call (:data:`_AT_ONCE`, the
-    queue form's :mod:`.queue_row`): (margin, updates, mistakes, floored rounds, undo
-    record), or None with nothing changed."""
+    queue form's :mod:`.queue_row`): (margin, updates, mistakes, floored rounds), its
+    undo record on the engine (``_row_undo``: (undo, record)) until :func:`row_counted`
+    or :func:`undo_row`; or None with nothing changed."""
+    engine.__dict__.pop("_row_undo", None)  # (an earlier call's, counted)
     forms = engine.forms
     way = _AT_ONCE.get(type(forms[0])) if len(forms) == 1 else None
     if way is None or not takes_row(engine, X, Y):
         return None
-    out = way[0](engine, X, Y)
-    if out is None:
-        return None
-    f, u, m, fl, undo = out
-    return f, u, m, fl, (way[1], undo)
+    return way(engine, X, Y)
 
 
-def undo_row(engine, undo) -> None:
-    """:meth:`DualEngine.undo_row`: the model as before the call that made ``undo``."""
-    undo[0](engine, undo[1])
+def undo_row(engine) -> None:
+    """:meth:`DualEngine.undo_row`: the model as before the :func:`learn_row_at_once`
+    whose record is on the engine, if one is (else nothing: none changed it)."""
+    pending = engine.__dict__.get("_row_undo")
+    if pending is not None:
+        pending[0](engine, pending[1])
+
+
+def row_counted(engine) -> None:
+    """:meth:`DualEngine.row_counted`: the caller's counters landed; the undo record
+    (and the arrays it holds) goes."""
+    engine.__dict__.pop("_row_undo", None)
 
 
 def takes_row(engine, X, Y) -> bool:

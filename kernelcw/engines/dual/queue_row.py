@@ -38,27 +38,33 @@ from numba import njit
 from ... import _blas
 from ..._interrupt import deferred_interrupt
 from ..._threads import BlasThreads
-from ...kernels import NonFiniteKernel
+from ...kernels import NonFiniteKernel, rbf_direct_rows
 from .leaver_walk import walk_tols
 from .one_input import ONE_INPUT_MAX_N
 from .queue import QUEUE_REBUILD, queue_part
 from .queue_block import drop_oldest
-from .status import OK
+from .status import NONFINITE, OK
 
 __all__ = ["learn_queue_row", "queue_row", "undo_queue_row"]
 
 _NO_COLS = np.zeros(1, dtype=np.int64)  # (the row's position: read by precomputed kernels)
+_NO_K0 = np.empty((0, 1))  # (K0 made in the compiled call)
+_NO_KERN = (np.empty((0, 1)), np.empty((0, 1)), 0.0, 0.0)  # (K0 given)
 
 
 @njit(cache=True)
-def queue_row(fns, bufs, sizes, data, rule, tols, slots, save, f_out):
+def queue_row(fns, bufs, sizes, data, kern, rule, tols, slots, save, f_out):
     """The queue form's walk of one input and, where the oldest leaves, its fold, in one
     compiled call: :func:`.queue.queue_part` over the block of that input alone, then
     :func:`.queue_block.drop_oldest`, the calls :meth:`.queue.QueueForm.walk` makes, on
     the same arrays. ``bufs = (LO, LNO, KNO, LN, rO, rN)``, ``sizes = (nO, nN, budget,
     clock, the store row the input takes if it enters)``, ``data = (K0, Kbb, kap, y)``
-    (the input's, as a block of one), ``slots = (entry, kap, zeta, qv, idx)``, ``save =
-    (L_N's copy, r_N's, L_NO's leaver column's, flag)``: before the fold changes them in
+    (the input's, as a block of one; K0 empty where ``kern = (the store's rows, the
+    input, gamma, offset)`` has rows: the RBF kernel's row is made here, as
+    :meth:`kernelcw.kernels.Kernel.rows_block` makes it, and where a value is not
+    finite NONFINITE is returned with nothing changed), ``slots = (entry, kap, zeta,
+    qv, idx)``, ``save = (L_N's copy, r_N's, L_NO's leaver column's, flag)``: before
+    the fold changes them in
     place, the leading blocks are copied there and the flag set to 1 (0 on entry).
     Returns (QueueResult's fields, entry, kap, zeta, qv, idx): the slots after the
     walk, new arrays where the input entered, else the same."""
@@ -67,6 +73,12 @@ def queue_row(fns, bufs, sizes, data, rule, tols, slots, save, f_out):
     sLN, srN, scol, flag = save
     flag[0] = 0
     n = nO + nN
+    rows, x, gamma, offset = kern
+    if rows.shape[0]:  # (the RBF kernel's row, here: one compiled call less)
+        K0, finite = rbf_direct_rows(rows, idx, x, gamma, offset)
+        if not finite:  # (the general call names the row)
+            return (0, 0, 0, 0, NONFINITE), entry, kap, zeta, qv, idx
+        data = (K0, data[1], data[2], data[3])
     c = min(nO, 1, max(0, n + 1 - budget))
     none = np.empty((0, 0))
     pre = (none, none, none, none, none, none)  # (.queue_block.NO_FORWARD: made there)
@@ -126,14 +138,21 @@ def _scratch(form, nN: int):
 
 def learn_queue_row(engine, X, Y):
     """:meth:`.engine.DualEngine.learn_row_at_once` of the queue form (module
-    docstring): (the margin, updates, mistakes, floored rounds, the undo record for
-    :func:`undo_queue_row`), the row learnt and committed; or None, nothing changed.
+    docstring): (the margin, updates, mistakes, floored rounds), the row learnt and
+    committed, its undo record left on the engine (``_row_undo``, for
+    :func:`undo_queue_row` until the caller's counters land); or None, nothing changed.
     An error or a Ctrl-C inside puts the model back before it propagates."""
     form, store, ctx = engine.forms[0], engine.store, engine._ctx
     if not _room(form, store, ctx.budget) or not store.row_blas_free(X):
         return None
+    kernel, rows = store.kernel, store.rows[: store.n]
     try:
-        K0 = store.kernel_rows(X, form.idx)
+        if kernel.rows_direct(rows, X):  # (as SupportStore.kernel_rows, in queue_row)
+            K0, x = _NO_K0, np.ascontiguousarray(X, dtype=np.float64)
+            kern = (np.ascontiguousarray(rows, dtype=np.float64), x, float(kernel.gamma),
+                    float(kernel.offset))  # fmt: skip
+        else:
+            K0, kern = store.kernel_rows(X, form.idx), _NO_KERN
         Kbb, kap = store.kernel_block(X, _NO_COLS)
     except NonFiniteKernel:  # (the general call names the row)
         return None
@@ -142,12 +161,14 @@ def learn_queue_row(engine, X, Y):
     bufs = (form.LO, form.LNO, form.KNO, form.LN, form.rO, form.rN)
     undo = (form.entry, form.kap, form.zeta, form.qv, form.idx, nO, nN, form.clock,
             form._nu_cache, first, store.n_seen, save, bufs)  # fmt: skip
+    save[3][0] = 0  # (before the try: an undo now must not copy an earlier call's blocks)
+    engine._row_undo = (undo_queue_row, undo)  # (an undo from here on puts it all back)
     f_out = np.empty(1)
     sizes = (nO, nN, ctx.budget, form.clock, first)
     data = (K0, Kbb, kap, Y[:, 0])
     try:
         out, entry, kap_s, zeta, qv, idx = queue_row(
-            _blas.TRI_PLAIN, bufs, sizes, data, tuple(ctx.rule), walk_tols(ctx.known_psd),
+            _blas.TRI_PLAIN, bufs, sizes, data, kern, tuple(ctx.rule), walk_tols(ctx.known_psd),
             (form.entry, form.kap, form.zeta, form.qv, form.idx), save, f_out,
         )  # fmt: skip
         n_new, deaths, n_floored, _, status = out
@@ -173,15 +194,16 @@ def learn_queue_row(engine, X, Y):
         undo_queue_row(engine, undo)
         raise
     f = f_out.item(0)
-    return f, n_new, int((f >= 0.0) != (Y.item(0) > 0.0)), n_floored, undo
+    return f, n_new, int((f >= 0.0) != (Y.item(0) > 0.0)), n_floored
 
 
 def undo_queue_row(engine, undo) -> None:
     """The model and the store as before :func:`learn_queue_row` made ``undo`` (before
-    the next call), Ctrl-C held back meanwhile."""
+    the next call), Ctrl-C held back meanwhile; the engine's record of it goes."""
     form, store = engine.forms[0], engine.store
     entry, kap, zeta, qv, idx, nO, nN, clock, nu, first, n_seen, save, bufs = undo
     with deferred_interrupt():
+        engine.__dict__.pop("_row_undo", None)
         form.LO, form.LNO, form.KNO, form.LN, form.rO, form.rN = bufs  # (a rebuild's: new)
         if save[3][0]:  # the fold changed the leading blocks: its copies back
             form.LN[:nN, :nN] = save[0][:nN, :nN]

@@ -53,7 +53,7 @@ def check_state(spec, state: dict[str, np.ndarray]) -> None:
     """ValueError naming the member if ``state`` (a :meth:`DualEngine.state_dict`
     whose arrays the caller found plain and finite numbers) does not fit ``spec`` or
     breaks an invariant."""
-    for flag in ("factor_only", "nu_pi_models"):
+    for flag in ("factor_only", "nu_pi_models", "floors_drift"):
         if flag in state:
             _int(state, flag, 0, 1)
     if "kernel_jitter" in state:
