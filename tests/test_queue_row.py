@@ -13,6 +13,7 @@ import pickle
 import numpy as np
 import pytest
 from helpers import RULE_PARAMS, make_rule_estimator, stream
+from test_one_row import _assert_same_state
 
 import kernelcw.engines.dual.one_row as one_row_mod
 import kernelcw.engines.dual.queue_row as queue_row_mod
@@ -22,14 +23,6 @@ from kernelcw.engines.dual.queue import QueueForm
 from kernelcw.engines.dual.store import SupportStore
 
 SECOND_ORDER = ("stdev", "var", "scw1", "scw2", "arow")
-
-
-def _assert_same_state(a, b) -> None:
-    sa, sb = a._engine.state_dict(), b._engine.state_dict()
-    assert sa.keys() == sb.keys()
-    for k in sa:
-        np.testing.assert_array_equal(sa[k], sb[k], err_msg=k, strict=True)
-    assert a._counts == b._counts
 
 
 def _spied(monkeypatch) -> list:
@@ -118,6 +111,25 @@ def _numba_ctrl_c():
     return err
 
 
+def _call_and_compare(est, twin, X, y, i, fired, monkeypatch) -> bool:
+    """Row i into ``est`` (the interrupt armed), then into ``twin``: an interrupted call
+    reaches the caller and leaves ``est`` as ``twin`` was, and the row learnt again
+    after it gives ``twin``'s state. Returns whether the call was interrupted."""
+    try:
+        est.partial_fit(X[i : i + 1], y[i : i + 1])
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
+    monkeypatch.undo()
+    assert interrupted == bool(fired)  # (the Ctrl-C reaches the caller, always)
+    if interrupted:
+        _assert_same_state(est, twin)
+        est.partial_fit(X[i : i + 1], y[i : i + 1])
+    twin.partial_fit(X[i : i + 1], y[i : i + 1])
+    _assert_same_state(est, twin)
+    return interrupted
+
+
 @pytest.mark.parametrize(
     "where", ["compiled call", "compiled call, numba's Ctrl-C", "store", "rebuild", "counters"]
 )
@@ -142,19 +154,7 @@ def test_a_ctrl_c_inside_a_row_at_once_puts_the_model_back(where, monkeypatch):
             fired = _interrupt_once(monkeypatch, QueueForm, "rebuild", KeyboardInterrupt)
         else:
             fired = _counters_interrupt(monkeypatch, type(est))
-        try:
-            est.partial_fit(X[i : i + 1], y[i : i + 1])
-            interrupted = False
-        except KeyboardInterrupt:
-            interrupted = True
-        monkeypatch.undo()
-        assert interrupted == bool(fired)  # (the Ctrl-C reaches the caller, always)
-        if interrupted:
-            hits += 1
-            _assert_same_state(est, twin)
-            est.partial_fit(X[i : i + 1], y[i : i + 1])
-        twin.partial_fit(X[i : i + 1], y[i : i + 1])
-        _assert_same_state(est, twin)
+        hits += _call_and_compare(est, twin, X, y, i, fired, monkeypatch)
     assert hits >= (8 if where == "rebuild" else 40)
 
 
@@ -227,19 +227,7 @@ def test_a_ctrl_c_before_the_compiled_call_or_after_it_returned_puts_the_model_b
                 return out
 
             monkeypatch.setitem(one_row_mod._AT_ONCE, QueueForm, after)
-        try:
-            est.partial_fit(X[i : i + 1], y[i : i + 1])
-            interrupted = False
-        except KeyboardInterrupt:
-            interrupted = True
-        monkeypatch.undo()
-        assert interrupted == bool(fired)
-        if interrupted:
-            hits[before] += 1
-            _assert_same_state(est, twin)
-            est.partial_fit(X[i : i + 1], y[i : i + 1])
-        twin.partial_fit(X[i : i + 1], y[i : i + 1])
-        _assert_same_state(est, twin)
+        hits[before] += _call_and_compare(est, twin, X, y, i, fired, monkeypatch)
     assert min(hits) >= 40
 
 

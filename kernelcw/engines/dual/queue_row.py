@@ -64,10 +64,9 @@ def queue_row(fns, bufs, sizes, data, kern, rule, tols, slots, save, f_out):
     :meth:`kernelcw.kernels.Kernel.rows_block` makes it, and where a value is not
     finite NONFINITE is returned with nothing changed), ``slots = (entry, kap, zeta,
     qv, idx)``, ``save = (L_N's copy, r_N's, L_NO's leaver column's, flag)``: before
-    the fold changes them in
-    place, the leading blocks are copied there and the flag set to 1 (0 on entry).
-    Returns (QueueResult's fields, entry, kap, zeta, qv, idx): the slots after the
-    walk, new arrays where the input entered, else the same."""
+    the fold changes them in place, the leading blocks are copied there and the flag
+    set to 1 (0 on entry). Returns (QueueResult's fields, entry, kap, zeta, qv, idx):
+    the slots after the walk, new arrays where the input entered, else the same."""
     nO, nN, budget, clock, first = sizes
     entry, kap, zeta, qv, idx = slots
     sLN, srN, scol, flag = save
