@@ -142,13 +142,6 @@ _MAX_DEGREE = 2**31 - 1
 
 
 @njit(cache=True)
-def _neg_sqdist_direct(A, B, scale=1.0):
-    """-|a - b|^2 times ``scale`` for every pair of rows of dense A and B, from the
-    differences (:func:`_neg_sqdist_direct_rows` of all of A's rows)."""
-    return _neg_sqdist_direct_rows(A, np.arange(A.shape[0]), B, scale)
-
-
-@njit(cache=True)
 def _neg_sqdist_direct_rows(A, idx, B, scale=1.0):
     """-|a - b|^2 times ``scale`` for the rows ``A[idx]`` and every row of B, from the
     differences, without gathering the rows (a model's support rows in the store). An
@@ -253,14 +246,8 @@ def _small(A, B) -> bool:
 def _neg_sqdist(A, B, scale: float = 1.0) -> np.ndarray:
     """-|a - b|^2 (times ``scale``) for every pair of rows: BLAS expansion, then the
     pairs where it cancelled recomputed exactly (so equal rows give exactly 0, at any
-    scale); small dense blocks directly from the differences (:data:`SMALL_BLOCK`),
-    scaled in the same pass (the same product as scaling afterwards)."""
-    if _small(A, B):
-        return _neg_sqdist_direct(
-            np.ascontiguousarray(A, dtype=np.float64),
-            np.ascontiguousarray(B, dtype=np.float64),
-            float(scale),
-        )
+    scale). (Small dense RBF blocks come from the differences instead, exp included:
+    :func:`rbf_direct_rows`, :data:`SMALL_BLOCK`.)"""
     D = _dot(A, B)
     if D.size == 0:
         return D

@@ -380,21 +380,20 @@ def test_rbf_project_budget_learns_large_duplicate_rows():
 
 
 def test_small_dense_blocks_from_differences_match_the_expansion():
-    """Blocks up to SMALL_BLOCK multiply-adds take the direct difference path; it agrees
-    with the BLAS expansion (plus exact recompute) to rounding, and is exact for equal
-    rows at any scale."""
+    """Small dense RBF blocks (up to SMALL_BLOCK multiply-adds) come from the
+    differences, exp included (rbf_direct_rows); they agree with the BLAS expansion
+    (plus its exact recompute) to rounding, and equal rows give exactly 1 at any
+    scale."""
     from kernelcw import kernels as kmod
 
     rng = np.random.default_rng(0)
     A, B = rng.normal(size=(3, 7)), rng.normal(size=(40, 7))
     assert A.shape[0] * B.shape[0] * 7 <= kmod.SMALL_BLOCK
-    direct = kmod._neg_sqdist(A, B)
-    np.testing.assert_array_equal(direct, kmod._neg_sqdist_direct(A, B, 1.0))  # (typed)
-    D = kmod._dot(A, B)
-    kmod._expand_sqdist(D, kmod._sqnorms(A), kmod._sqnorms(B))
-    np.testing.assert_allclose(direct, D, rtol=1e-12, atol=1e-12)
+    direct = kmod.kernel_matrix(A, B, "rbf", 0.3, 3, 0.0)
+    np.testing.assert_array_equal(direct, kmod.rbf_direct_rows(A, np.arange(3), B, 0.3, 0.0)[0])
+    np.testing.assert_allclose(direct, np.exp(kmod._neg_sqdist(A, B, 0.3)), rtol=1e-12)
     far = 1e8 + rng.normal(size=(2, 5))
-    np.testing.assert_array_equal(np.diag(kmod._neg_sqdist(far, far)), 0.0)
+    np.testing.assert_array_equal(np.diag(kmod.kernel_matrix(far, far, "rbf", 0.3, 3, 0.0)), 1.0)
 
 
 @pytest.mark.parametrize("name", ["rbf", "poly", "linear", "laplacian"])
