@@ -368,6 +368,15 @@ class Kernel:
         without BLAS: the built-in RBF kernel on small dense blocks (SMALL_BLOCK)."""
         return self._f is None and self.kernel == "rbf" and _small(A, B)
 
+    def direct_operands(self, A, B) -> tuple | None:
+        """Where :meth:`rows_direct`, the operands of :func:`rbf_direct_rows` after the
+        row indices: (A, B as C-ordered float64, gamma, offset); else None."""
+        if not self.rows_direct(A, B):
+            return None
+        A = np.ascontiguousarray(A, dtype=np.float64)
+        B = np.ascontiguousarray(B, dtype=np.float64)
+        return A, B, float(self.gamma), float(self.offset)  # (the offset: _checked's sum)
+
     def blas_free(self, A, B) -> bool:
         """Whether :meth:`block` (and :meth:`rows_block`) of rows B against A make no
         BLAS call: the laplacian kernel's L1 distances (scikit-learn's
@@ -415,14 +424,9 @@ class Kernel:
         a small store), those of the rows ``idx`` alone, without gathering them
         (:func:`rbf_direct_rows`); else, and to report values that are not finite, the
         whole block, then its rows."""
-        if self.rows_direct(A, B):
-            K, finite = rbf_direct_rows(
-                np.ascontiguousarray(A, dtype=np.float64),
-                idx,
-                np.ascontiguousarray(B, dtype=np.float64),
-                float(self.gamma),
-                float(self.offset),  # (the sum _checked makes)
-            )
+        ops = self.direct_operands(A, B)
+        if ops is not None:
+            K, finite = rbf_direct_rows(ops[0], idx, ops[1], ops[2], ops[3])
             if finite:
                 return K
         return self.block(A, B)[idx]  # (the values not finite: block names the column)

@@ -44,6 +44,7 @@ from .one_input import ONE_INPUT_MAX_N
 from .queue import QUEUE_REBUILD, queue_part
 from .queue_block import drop_oldest
 from .status import NONFINITE, OK
+from .store import store_rows
 
 __all__ = ["learn_queue_row", "queue_row", "undo_queue_row"]
 
@@ -101,11 +102,7 @@ def queue_row(fns, bufs, sizes, data, kern, rule, tols, slots, save, f_out):
         flag[0] = 1
         grown = drop_oldest(fns, (LN, LNO, rO, rN), nN + out[0], lo, nO, grown)
     entry, kap, zeta, qv, ks = grown
-    new_idx = np.empty(ks.shape[0], dtype=np.int64)  # (as .store.store_rows)
-    for i in range(ks.shape[0]):
-        s = ks[i]
-        new_idx[i] = idx[s] if s >= 0 else first
-    return out, entry, kap, zeta, qv, new_idx
+    return out, entry, kap, zeta, qv, store_rows(idx, ks, np.zeros(1, np.int64), first, 1)
 
 
 def _room(form, store, budget: int) -> bool:
@@ -119,10 +116,7 @@ def _room(form, store, budget: int) -> bool:
         return False
     if n + 1 > budget and nO == 0:  # (no leaver: the walk stops, and the queue rebuilds)
         return False
-    rows, first = store.rows, store.n
-    if type(rows) is not np.ndarray or first >= rows.shape[0] or first >= store.pos.shape[0]:
-        return False
-    return n > (first + 1) // 2  # (no compaction due, the row entered or not)
+    return store.room_for_row() and n > (store.n + 1) // 2  # (no compaction due, either way)
 
 
 def _scratch(form, nN: int):
@@ -142,16 +136,14 @@ def learn_queue_row(engine, X, Y):
     :func:`undo_queue_row` until the caller's counters land); or None, nothing changed.
     An error or a Ctrl-C inside puts the model back before it propagates."""
     form, store, ctx = engine.forms[0], engine.store, engine._ctx
-    if not _room(form, store, ctx.budget) or not store.row_blas_free(X):
+    if not _room(form, store, ctx.budget):
         return None
-    kernel, rows = store.kernel, store.rows[: store.n]
+    kern = store.kernel.direct_operands(store.rows[: store.n], X)  # (as kernel_rows, inside)
+    if kern is None and not store.row_blas_free(X):
+        return None
     try:
-        if kernel.rows_direct(rows, X):  # (as SupportStore.kernel_rows, in queue_row)
-            K0, x = _NO_K0, np.ascontiguousarray(X, dtype=np.float64)
-            kern = (np.ascontiguousarray(rows, dtype=np.float64), x, float(kernel.gamma),
-                    float(kernel.offset))  # fmt: skip
-        else:
-            K0, kern = store.kernel_rows(X, form.idx), _NO_KERN
+        K0 = _NO_K0 if kern is not None else store.kernel_rows(X, form.idx)
+        kern = _NO_KERN if kern is None else kern
         Kbb, kap = store.kernel_block(X, _NO_COLS)
     except NonFiniteKernel:  # (the general call names the row)
         return None

@@ -213,16 +213,19 @@ class SupportStore:
                 self.rows[first : first + k] = new
         self.n += k
 
+    def room_for_row(self) -> bool:
+        """Whether dense capacity buffers have room for one more row (:meth:`append_row`)."""
+        rows, n = self.rows, self.n
+        return type(rows) is np.ndarray and n < rows.shape[0] and n < self.pos.shape[0]
+
     def append_row(self, XB, col: int) -> bool:
         """:meth:`append` of a dense XB's one row at position ``col`` where the capacity
         buffers have room (True), else nothing (False: :meth:`append` grows them)."""
-        n, rows, pos = self.n, self.rows, self.pos
-        if type(XB) is not np.ndarray or type(rows) is not np.ndarray:
+        if type(XB) is not np.ndarray or not self.room_for_row():
             return False
-        if n >= rows.shape[0] or n >= pos.shape[0]:
-            return False
-        pos[n] = col
-        rows[n] = XB[0]
+        n = self.n
+        self.pos[n] = col
+        self.rows[n] = XB[0]
         self.n = n + 1
         return True
 
