@@ -102,7 +102,7 @@ def queue_row(fns, bufs, sizes, data, kern, rule, tols, slots, save, f_out):
         flag[0] = 1
         grown = drop_oldest(fns, (LN, LNO, rO, rN), nN + out[0], lo, nO, grown)
     entry, kap, zeta, qv, ks = grown
-    return out, entry, kap, zeta, qv, store_rows(idx, ks, np.zeros(1, np.int64), first, 1)
+    return out, entry, kap, zeta, qv, store_rows(idx, ks, np.zeros(1, np.int64), first, np.int64(1))
 
 
 def _room(form, store, budget: int) -> bool:
